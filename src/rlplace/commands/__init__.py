@@ -1,0 +1,1 @@
+"""One module per `rlplace` subcommand; see `rlplace.cli`."""

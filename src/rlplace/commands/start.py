@@ -1,0 +1,16 @@
+"""`rlplace start` (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlplace.errors import RlplaceError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("start", help="(not built yet)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise RlplaceError("'rlplace start' is not built yet")

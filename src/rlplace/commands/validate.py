@@ -1,0 +1,16 @@
+"""`rlplace validate` (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlplace.errors import RlplaceError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="(not built yet)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise RlplaceError("'rlplace validate' is not built yet")

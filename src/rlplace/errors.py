@@ -1,0 +1,61 @@
+"""The exceptions rlplace raises on purpose.
+
+Every user-facing failure is one of these, so the CLI can print it without a traceback and tests can
+assert on its parts. A ConfigError carries *every* problem found in one load, not only the first, so
+a user fixes a config in one round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config, located as precisely as the loader could.
+
+    `path` is the dotted key path with list indices, e.g.
+    ``cluster.node_groups[1].env_configs[0].node_ranks``; `line` is 1-based in `file` (None when the
+    config did not come from YAML text); `value` is the offending value as the user wrote it.
+    """
+
+    path: str
+    message: str
+    value: object = None
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file or "<config>"
+        if self.line is not None:
+            where += f":{self.line}"
+        return f"{where}: {self.path}: {self.message}"
+
+
+class RlplaceError(Exception):
+    """Base of every error rlplace raises deliberately (the CLI prints these without a traceback)."""
+
+
+class ConfigError(RlplaceError):
+    """The config is invalid; `problems` lists every problem found (exit code 2 in the CLI)."""
+
+    def __init__(self, problems: list[Problem] | Problem):
+        self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        n = len(self.problems)
+        head = f"{n} problem{'s' if n != 1 else ''} in the config:"
+        return "\n".join([head, *(f"  {p}" for p in self.problems)])
+
+
+class PlanError(RlplaceError):
+    """The config is valid but the inventory cannot hold it (exit code 3 in the CLI).
+
+    The message names what is missing where (group or pool, node rank, GPUs wanted vs present).
+    """
+
+
+class PlacementError(RlplaceError):
+    """Realising a plan on Ray failed: infeasible or starved placement groups, missing interpreter,
+    dead worker. The message says which node and which resources."""

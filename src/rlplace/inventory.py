@@ -1,0 +1,75 @@
+"""The nodes that exist: declared for offline planning, or read from a live Ray cluster.
+
+This module imports no Ray. A live inventory is built by `rlplace.ray.cluster` and handed to the
+planner as the same `Inventory` object.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rlplace.errors import ConfigError, Problem
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node, identified by its rank (0..N-1)."""
+
+    rank: int
+    num_gpus: int = 0
+    gpu_model: str | None = None
+    num_cpus: float = 8.0
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+    node_id: str | None = None  # Ray node id, for a live cluster
+    address: str | None = None  # IP, for a live cluster
+    resources: dict[str, float] = field(default_factory=dict, hash=False)  # custom resources (robots)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Nodes in rank order; `nodes[i].rank == i`."""
+
+    nodes: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        for i, node in enumerate(self.nodes):
+            if node.rank != i:
+                raise ValueError(f"inventory nodes must be in rank order 0..N-1; position {i} has rank {node.rank}")
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, rank: int) -> Node:
+        return self.nodes[rank]
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.num_gpus for n in self.nodes)
+
+
+_NODES_TERM = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z0-9_.\-]+))?\s*$")
+
+
+def parse_nodes(spec: str, num_cpus: float = 8.0) -> Inventory:
+    """Parse `--nodes COUNTxGPUS[:MODEL],...`, groups in node-rank order.
+
+    ``"8x8:A800,8x8:RTX4090,2x0"`` is 8 nodes of 8 A800s, 8 of 8 RTX 4090s, then 2 CPU-only nodes.
+    """
+    nodes: list[Node] = []
+    for i, term in enumerate(spec.split(",")):
+        m = _NODES_TERM.match(term)
+        if not m:
+            raise ConfigError(
+                Problem(
+                    path=f"--nodes[{i}]",
+                    value=term,
+                    message=f"{term.strip()!r} is not COUNTxGPUS[:MODEL] (e.g. '2x8', '8x8:A800', '2x0')",
+                )
+            )
+        count, gpus, model = int(m.group(1)), int(m.group(2)), m.group(3)
+        if count == 0:
+            raise ConfigError(Problem(path=f"--nodes[{i}]", value=term, message="node count must be at least 1"))
+        for _ in range(count):
+            nodes.append(Node(rank=len(nodes), num_gpus=gpus, gpu_model=model if gpus else None, num_cpus=num_cpus))
+    return Inventory(tuple(nodes))

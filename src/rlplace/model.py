@@ -1,0 +1,148 @@
+"""The one model both config dialects normalise into (see shared/DESIGN.md, "One model, two front doors").
+
+A `JobSpec` is what the user asked for, checked and normalised, before any inventory is known. The
+planner turns (JobSpec, Inventory) into a Plan. Nothing downstream of the config loader reads YAML or
+knows key spellings; the only trace of the dialect is `JobSpec.dialect`, kept for messages and for the
+one rule that differs (how worker counts meet resource ranks, see `ComponentSpec`).
+
+All objects are frozen: a spec is data, shared by the planner, the CLI and the Ray layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Dialect = Literal["pools", "node_groups"]
+Mode = Literal["auto", "manual"]
+Strategy = Literal["default", "disaggregate", "colocate"]
+EnvStrategy = Literal["default", "device-colocate", "node-affinity"]
+
+#: Node-group labels the scheduler owns; users cannot define them.
+CLUSTER_GROUP = "cluster"  # every node, its detected accelerators are the resources
+NODE_GROUP = "node"  # every node, the node itself is the resource, ranks are node ranks
+RESERVED_LABELS = (CLUSTER_GROUP, NODE_GROUP)
+
+#: The component names of the placement dialect (spec/placement-strategy.txt).
+POOL_COMPONENTS = ("train", "eval", "env", "buffer")
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """The `placement` block and the flags beside it, exactly as the user wrote them.
+
+    `None` means "not written": the planner derives the effective value (and says so in the plan's
+    settings) rather than the loader silently filling it in.
+    """
+
+    mode: Mode = "auto"
+    strategy: Strategy | None = None
+    env_strategy: EnvStrategy | None = None
+    is_colocated: bool | None = None
+    enable_offload: bool | None = None
+    buffer_worker_num: int | Literal["auto"] | None = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One comma-separated part of a placement: resource ranks, optionally with process ranks.
+
+    `resources is None` means `all` (every resource of the groups). `processes is None` means one
+    process per resource, numbered on from the previous segment. Ranks are kept in written order.
+    """
+
+    resources: tuple[int, ...] | None
+    processes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a component's workers go: ranks inside one or more node groups (or pools).
+
+    With several groups, resource ranks count across the groups in the order listed.
+    """
+
+    groups: tuple[str, ...]
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A logical component (train, eval, env, buffer, actor, rollout, agent, ...).
+
+    Two ways to meet resources, one per dialect (DESIGN.md, "Workers over resources"):
+    - counted (`pools` dialect): `num_workers` workers of `gpus_per_worker` GPUs each (fractions allowed)
+      are packed in index order onto the GPUs of `placement`; `num_workers is None` means "not written".
+    - placement strings (`node_groups` dialect): `num_workers is None` and the segments' process ranks
+      decide how many processes sit on which resources.
+    `placement is None` leaves the component to the auto planner.
+    """
+
+    name: str
+    placement: Placement | None = None
+    num_workers: int | None = None
+    gpus_per_worker: float = 1.0
+    cpus_per_worker: float = 1.0
+    path: str = ""  # key path of the definition, for messages
+
+
+@dataclass(frozen=True)
+class EnvConfigSpec:
+    """Software environment of a subset of a node group's nodes."""
+
+    node_ranks: tuple[int, ...]
+    env_vars: tuple[tuple[str, str], ...] = ()  # ordered (key, value) pairs, keys unique per node
+    python: str | None = None  # absolute interpreter path
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class HardwareUnit:
+    """One unit of non-accelerator hardware (a robot), attached to one node.
+
+    `config` holds the typed fields of its `type` (Franka: robot_ip, camera_serials, ...), as written.
+    """
+
+    type: str
+    node_rank: int
+    config: dict[str, object] = field(default_factory=dict, hash=False)
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class NodeGroupSpec:
+    """A labelled set of node ranks and what counts as one resource in it.
+
+    Resource kind: `hardware` given -> those units (ranks in node-rank order); else the nodes'
+    accelerators (known only from the inventory); else, or with `ignore_hardware`, the nodes themselves.
+    In the `pools` dialect a manual pool is a node group too: `gpus_per_node` is its declared
+    `num_gpus` (one entry per node) and its resource ranks are pool-global GPU indices.
+    """
+
+    label: str
+    node_ranks: tuple[int, ...]
+    env_configs: tuple[EnvConfigSpec, ...] = ()
+    hardware_type: str | None = None
+    hardware: tuple[HardwareUnit, ...] = ()
+    ignore_hardware: bool = False
+    gpus_per_node: tuple[int, ...] | None = None  # declared by a pool; None = read from the inventory
+    node_ids: tuple[int | str, ...] | None = None  # pools bound to named nodes (node_ids), as written
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A whole, validated `cluster:` section."""
+
+    dialect: Dialect
+    settings: PlacementSettings
+    components: tuple[ComponentSpec, ...]
+    node_groups: tuple[NodeGroupSpec, ...] = ()
+    num_nodes: int | None = None
+    source: str | None = None  # file the config came from, for messages
+
+    def component(self, name: str) -> ComponentSpec | None:
+        return next((c for c in self.components if c.name == name), None)
+
+    def group(self, label: str) -> NodeGroupSpec | None:
+        return next((g for g in self.node_groups if g.label == label), None)

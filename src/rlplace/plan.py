@@ -1,0 +1,151 @@
+"""The Plan: pure data saying where every worker goes and what to reserve on every node.
+
+It is the planner's output and the Ray layer's only input. It serialises to the JSON contract of the
+planner issue (`Plan.to_dict`): top-level `workers`, `warnings`, `settings`, plus `bundles`, `nodes`
+and `groups` for tools that want more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class EffectiveSettings:
+    """The settings the plan was made with, every derived value filled in."""
+
+    mode: str  # auto | manual
+    strategy: str  # default | disaggregate | colocate | manual | node_groups
+    env_strategy: str  # default | device-colocate | node-affinity
+    is_colocated: bool
+    enable_offload: bool
+    buffer_worker_num: int
+    dialect: str = "pools"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One reservation on one node: a device slot (or several devices), or CPU for CPU-only workers.
+
+    Workers sharing a device share its bundle; each of the k co-residents takes `num_gpus = 1/k`.
+    `resources` holds custom resources such as an exclusive robot.
+    """
+
+    index: int
+    node_rank: int
+    gpus: tuple[int, ...]  # node-local GPU indices this bundle stands for (empty: CPU-only)
+    num_cpus: float
+    resources: dict[str, float] = field(default_factory=dict, hash=False)
+    group: str | None = None  # node group or pool it belongs to
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.gpus)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker process of a component."""
+
+    component: str
+    rank: int
+    world_size: int
+    node_rank: int | None  # None: not pinned (strategy default)
+    gpus: tuple[int, ...]  # node-local GPU indices; empty for CPU-only workers or when unpinned
+    gpu_fraction: float  # share of each GPU in `gpus` (1/k for k co-residents); requested GPUs if unpinned
+    num_cpus: float
+    group: str | None  # node group or pool placed through
+    bundle: int | None = None  # index into Plan.bundles; None when no placement group is used
+    local_rank: int = 0  # index among this component's workers on the same node
+    env_vars: dict[str, str] = field(default_factory=dict, hash=False)
+    python: str | None = None
+    hardware: dict[str, object] | None = field(default=None, hash=False)
+
+    @property
+    def name(self) -> str:
+        """The Ray actor name of this worker."""
+        return f"rlplace:{self.component}:{self.rank}"
+
+    @property
+    def num_gpus(self) -> float:
+        """What to request from Ray for this worker."""
+        if self.gpus:
+            return self.gpu_fraction * len(self.gpus)
+        return self.gpu_fraction if self.node_rank is None else 0.0
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """A node group or pool as planned: its nodes and GPUs per node (for export and pictures)."""
+
+    name: str
+    node_ranks: tuple[int, ...]
+    gpus_per_node: tuple[int, ...]
+    components: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)  # comp -> global ranks
+
+
+@dataclass(frozen=True)
+class Plan:
+    workers: tuple[Worker, ...]
+    bundles: tuple[Bundle, ...]
+    settings: EffectiveSettings
+    groups: tuple[GroupSummary, ...] = ()
+    warnings: tuple[str, ...] = ()
+    uses_placement_groups: bool = True
+
+    def by_component(self, component: str) -> list[Worker]:
+        return sorted((w for w in self.workers if w.component == component), key=lambda w: w.rank)
+
+    @property
+    def components(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for w in self.workers:
+            seen.setdefault(w.component, None)
+        return list(seen)
+
+    def to_dict(self) -> dict:
+        """The JSON contract of `rlplace plan --format json`."""
+        return {
+            "settings": asdict(self.settings),
+            "uses_placement_groups": self.uses_placement_groups,
+            "workers": [_worker_dict(w) for w in self.workers],
+            "bundles": [
+                {
+                    "index": b.index,
+                    "node_rank": b.node_rank,
+                    "gpus": list(b.gpus),
+                    "num_cpus": b.num_cpus,
+                    "resources": dict(b.resources),
+                    "group": b.group,
+                }
+                for b in self.bundles
+            ],
+            "groups": [
+                {
+                    "name": g.name,
+                    "node_ranks": list(g.node_ranks),
+                    "gpus_per_node": list(g.gpus_per_node),
+                    "components": {c: list(r) for c, r in g.components.items()},
+                }
+                for g in self.groups
+            ],
+            "warnings": list(self.warnings),
+        }
+
+
+def _worker_dict(w: Worker) -> dict:
+    return {
+        "component": w.component,
+        "rank": w.rank,
+        "world_size": w.world_size,
+        "node_rank": w.node_rank,
+        "local_rank": w.local_rank,
+        "gpus": list(w.gpus),
+        "gpu_fraction": w.gpu_fraction,
+        "num_cpus": w.num_cpus,
+        "group": w.group,
+        "bundle": w.bundle,
+        "env_vars": dict(w.env_vars),
+        "python": w.python,
+        "hardware": w.hardware,
+    }
