@@ -1,0 +1,1 @@
+"""Reference pipelines shipped with rlplace (importable by Ray workers, used by `rlplace demo`)."""
