@@ -218,3 +218,28 @@ def _is_laid_out_in(b: _Bucket) -> bool:
 def _synchronize() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
+
+class OffloadHooks:
+    """The spec's offload hooks (RLightning's names) for a worker that keeps an `Offloader` in `self.offloader`.
+
+    Mix into a train or eval worker class; `rlplace.runtime.phases` calls these around phases. Each returns
+    its `TransferStats`, so the driver sees in `Phases.events` how many bytes moved and how fast.
+    """
+
+    offloader: Offloader
+
+    def reload_eval_model(self) -> TransferStats:
+        return self.offloader.reload(grads=False, optimizer=False)
+
+    def offload_eval_model(self) -> TransferStats:
+        return self.offloader.offload(grads=False, optimizer=False)
+
+    def reload_model_param_and_grad(self, load_grad: bool = True, load_optimizer: bool = True) -> TransferStats:
+        return self.offloader.reload(params=True, grads=load_grad, optimizer=load_optimizer)
+
+    def offload_model_optimizer(self) -> TransferStats:
+        return self.offloader.offload(params=False, grads=False, optimizer=True)
+
+    def offload_model_param_and_grad(self, offload_grad: bool = True, offload_optimizer: bool = False) -> TransferStats:
+        return self.offloader.offload(params=True, grads=offload_grad, optimizer=offload_optimizer)

@@ -1,0 +1,124 @@
+"""Replay-buffer shards beside their train workers, and the routing that keeps sampling node-local.
+
+The spec's reason for buffer shards: "Buffer shards must be collocated with their corresponding Train
+workers to avoid unnecessary cross-node copies during sample()". The planner puts one shard (component
+"buffer") on every node holding train workers under pool strategies; this module makes the traffic
+follow: a reader samples from the shard on its own node, a writer writes to the shard on its node, or,
+on a node without one (eval/env nodes when disaggregated), spreads its writes over the shards in turn.
+
+Locality is measured, not assumed: every shard compares the reader's Ray node id with its own and counts
+local and remote samples; `ShardRouter.stats()` adds them up.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from rlplace.plan import Worker
+from rlplace.runtime.calls import Group, gather
+
+
+class BufferShard:
+    """One shard: a bounded FIFO of experience items with uniform sampling (with replacement).
+
+    Launched as the workers of component "buffer" (`job.launch("buffer", BufferShard, capacity=...)`).
+    """
+
+    def __init__(self, capacity: int = 100_000, seed: int = 0):
+        if capacity <= 0:
+            raise ValueError(f"BufferShard capacity must be positive, got {capacity}")
+        self._items: deque[Any] = deque(maxlen=capacity)
+        self._rng = random.Random(seed)
+        self._node_id = ray.get_runtime_context().get_node_id()
+        self._counts = {"written": 0, "local": 0, "remote": 0}
+
+    def node_id(self) -> str:
+        return self._node_id
+
+    def add(self, items: Sequence[Any]) -> int:
+        """Append items (oldest dropped beyond capacity); returns the shard's size."""
+        self._items.extend(items)
+        self._counts["written"] += len(items)
+        return len(self._items)
+
+    def sample(self, n: int, reader_node_id: str) -> list[Any]:
+        """`n` items drawn uniformly (empty while the shard is empty); counted local or remote."""
+        if not self._items:
+            return []
+        batch = self._rng.choices(self._items, k=n)
+        self._counts["local" if reader_node_id == self._node_id else "remote"] += len(batch)
+        return batch
+
+    def stats(self) -> dict[str, int]:
+        return {**self._counts, "size": len(self._items)}
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """Samples served across all shards, split by whether the reader was on the shard's node."""
+
+    local: int
+    remote: int
+    written: int
+    sizes: tuple[int, ...]
+
+    @property
+    def local_fraction(self) -> float:
+        total = self.local + self.remote
+        return self.local / total if total else 1.0
+
+
+class ShardRouter:
+    """Picks the shard for the calling process by its node. Picklable: hand it to workers as an argument.
+
+    >>> router = ShardRouter.from_group(buffer_group)
+    >>> evals.call("rollout", router)        # inside: router.write(transitions)
+    >>> train.call("train_step", router)     # inside: batch = router.sample(256)
+    """
+
+    def __init__(self, group: Group, node_ids: Sequence[str]):
+        self._calls = list(zip(group.workers, group.actors, strict=True))
+        self._by_node = {node: i for i, node in enumerate(node_ids)}
+        self._turn = 0
+
+    @classmethod
+    def from_group(cls, group: Group) -> ShardRouter:
+        """Ask every shard of a launched "buffer" group where it runs."""
+        if not group.actors:
+            raise ValueError("a ShardRouter needs at least one buffer shard; the buffer group is empty")
+        calls = list(zip(group.workers, group.actors, strict=True))
+        return cls(group, gather([a.node_id.remote() for _, a in calls], calls))
+
+    def _pick(self, node: str) -> tuple[Worker, Any]:
+        """This node's shard, or the next shard in turn when the node has none."""
+        index = self._by_node.get(node)
+        if index is None:
+            index = self._turn % len(self._calls)
+            self._turn += 1
+        return self._calls[index]
+
+    def write(self, items: Sequence[Any]) -> int:
+        """Add items to this node's shard (or the next in turn); returns that shard's size."""
+        call = self._pick(ray.get_runtime_context().get_node_id())
+        return gather([call[1].add.remote(list(items))], [call])[0]
+
+    def sample(self, n: int) -> list[Any]:
+        """`n` items from this node's shard (or the next in turn: counted remote)."""
+        node = ray.get_runtime_context().get_node_id()
+        call = self._pick(node)
+        return gather([call[1].sample.remote(n, node)], [call])[0]
+
+    def stats(self) -> SampleStats:
+        counts = gather([a.stats.remote() for _, a in self._calls], self._calls)
+        return SampleStats(
+            local=sum(c["local"] for c in counts),
+            remote=sum(c["remote"] for c in counts),
+            written=sum(c["written"] for c in counts),
+            sizes=tuple(c["size"] for c in counts),
+        )
