@@ -29,7 +29,8 @@ class Problem:
         where = self.file or "<config>"
         if self.line is not None:
             where += f":{self.line}"
-        return f"{where}: {self.path}: {self.message}"
+        # A problem with the whole document (YAML syntax, missing file) has no key path to show.
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
 class RlplaceError(Exception):

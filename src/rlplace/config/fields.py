@@ -1,0 +1,291 @@
+"""A small declarative schema: each config key is declared once, with its kind and its doc.
+
+One declaration does three jobs: structural checking (types, bounds, unknown keys with a did-you-mean,
+required keys), the JSON Schema behind `rlplace schema`, and the key list in messages. A check never
+raises on bad input: it reports a Problem and returns `INVALID`, so its siblings are still checked and
+one load reports every mistake (docs/decisions.md says why this is not pydantic).
+
+Checked sections come back as plain dicts of the keys the user wrote; a bad value is kept as `INVALID`,
+so later rules can tell "not written" (absent) from "written wrong" (INVALID, already reported).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rlplace.config.problems import Path, Reporter, did_you_mean, show
+
+
+class _Invalid:
+    """The value of a key whose problem is already reported."""
+
+    def __repr__(self) -> str:
+        return "INVALID"
+
+
+INVALID = _Invalid()
+
+JsonSchema = dict[str, object]
+
+
+def written(section: Mapping[str, object], key: str) -> object:
+    """The value of `key` in a checked section if written and valid, else None (bad values are reported)."""
+    value = section.get(key)
+    return None if value is INVALID else value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class Kind:
+    """How one value is checked and described. Subclasses implement all three methods."""
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        """Return the cleaned value, or report a problem and return INVALID."""
+        raise NotImplementedError
+
+    def schema(self) -> JsonSchema:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """What a valid value looks like, for messages: "an integer >= 1"."""
+        raise NotImplementedError
+
+    def _wrong(self, value: object, path: Path, rep: Reporter) -> _Invalid:
+        rep.add(path, f"must be {self.describe()}, got {show(value)}", value)
+        return INVALID
+
+
+@dataclass(frozen=True)
+class Integer(Kind):
+    minimum: int = 0
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not _is_int(value) or value < self.minimum:  # type: ignore[operator]
+            return self._wrong(value, path, rep)
+        return value
+
+    def schema(self) -> JsonSchema:
+        return {"type": "integer", "minimum": self.minimum}
+
+    def describe(self) -> str:
+        return f"an integer >= {self.minimum}"
+
+
+@dataclass(frozen=True)
+class Number(Kind):
+    """A finite number >= minimum; above 1 it must be whole (Ray takes fractions of one GPU only)."""
+
+    minimum: float = 0.0
+    whole_above_one: bool = False
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not (_is_int(value) or isinstance(value, float)) or not math.isfinite(value) or value < self.minimum:  # type: ignore[arg-type,operator]
+            return self._wrong(value, path, rep)
+        if self.whole_above_one and value > 1 and value != int(value):  # type: ignore[operator,arg-type]
+            rep.add(
+                path, f"{value} is not valid: above 1 it must be a whole number of GPUs (0.5, 1, 2 are fine)", value
+            )
+            return INVALID
+        return float(value)  # type: ignore[arg-type]
+
+    def schema(self) -> JsonSchema:
+        return {"type": "number", "minimum": self.minimum}
+
+    def describe(self) -> str:
+        return f"a number >= {self.minimum:g}" + (
+            " (fractions up to 1, whole numbers above)" if self.whole_above_one else ""
+        )
+
+
+@dataclass(frozen=True)
+class Flag(Kind):
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if isinstance(value, bool):
+            return value
+        hint = ""
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
+            hint = f" (write {'true' if value.strip().lower() in ('true', 'yes', 'on') else 'false'} without quotes)"
+        rep.add(path, f"must be true or false, got {show(value)}{hint}", value)
+        return INVALID
+
+    def schema(self) -> JsonSchema:
+        return {"type": "boolean"}
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+@dataclass(frozen=True)
+class Choice(Kind):
+    values: tuple[str, ...]
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if isinstance(value, str) and value in self.values:
+            return value
+        rep.add(path, f"must be {self.describe()}, got {show(value)}{did_you_mean(value, self.values)}", value)
+        return INVALID
+
+    def schema(self) -> JsonSchema:
+        return {"enum": list(self.values)}
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class Parsed(Kind):
+    """A value read by a parse function that raises ValueError with a user-facing message."""
+
+    parse: Callable[[object], object]
+    json: JsonSchema
+    what: str
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        try:
+            return self.parse(value)
+        except ValueError as e:
+            rep.add(path, str(e), value)
+            return INVALID
+
+    def schema(self) -> JsonSchema:
+        return dict(self.json)
+
+    def describe(self) -> str:
+        return self.what
+
+
+@dataclass(frozen=True)
+class ListOf(Kind):
+    item: Kind
+    min_items: int = 1
+    hint: str = ""  # said when a mapping is given where the list belongs (a forgotten '-')
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if isinstance(value, Mapping) and self.hint:
+            rep.add(
+                path, f"must be a list ({self.hint}), got a mapping; perhaps a '-' is missing before an entry", value
+            )
+            return INVALID
+        if not isinstance(value, list | tuple):
+            return self._wrong(value, path, rep)
+        if len(value) < self.min_items:
+            rep.add(path, f"must hold at least {self.min_items} entr{'y' if self.min_items == 1 else 'ies'}", value)
+            return INVALID
+        return [self.item.check(v, (*path, i), rep) for i, v in enumerate(value)]
+
+    def schema(self) -> JsonSchema:
+        return {"type": "array", "items": self.item.schema(), "minItems": self.min_items}
+
+    def describe(self) -> str:
+        return f"a list of {self.item.describe()}"
+
+
+@dataclass(frozen=True)
+class Switch(Kind):
+    """A value whose kind depends on its Python type (`num_gpus: 8` or `num_gpus: [8, 4]`)."""
+
+    cases: tuple[tuple[type | tuple[type, ...], Kind], ...]
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        for types, kind in self.cases:
+            bool_ok = bool in (types if isinstance(types, tuple) else (types,))
+            if isinstance(value, types) and (bool_ok or not isinstance(value, bool)):
+                return kind.check(value, path, rep)
+        return self._wrong(value, path, rep)
+
+    def schema(self) -> JsonSchema:
+        return {"anyOf": [kind.schema() for _, kind in self.cases]}
+
+    def describe(self) -> str:
+        return " or ".join(kind.describe() for _, kind in self.cases)
+
+
+@dataclass(frozen=True)
+class Anything(Kind):
+    """Any value; for parts checked later by a kind chosen from a sibling key (hardware configs by type)."""
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        return value
+
+    def schema(self) -> JsonSchema:
+        return {}
+
+    def describe(self) -> str:
+        return "any value"
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: Kind
+    doc: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Section(Kind):
+    """A mapping with declared keys; unknown keys are errors listing the valid ones."""
+
+    name: str  # "a node group", for messages
+    fields: Mapping[str, Field]
+    doc: str = ""
+    also_valid: Sequence[str] = field(default=())  # keys checked elsewhere (dialect keys), not unknown
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not isinstance(value, Mapping):
+            return self._wrong(value, path, rep)
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            spec = self.fields.get(key) if isinstance(key, str) else None
+            if spec is None:
+                if key not in self.also_valid:
+                    self.unknown_key(key, path, rep)
+                continue
+            out[key] = spec.kind.check(item, (*path, key), rep)
+        for key, spec in self.fields.items():
+            if spec.required and key not in value:
+                rep.add((*path, key), f"{self.name} needs '{key}': {spec.doc}")
+        return out
+
+    def unknown_key(self, key: object, path: Path, rep: Reporter) -> None:
+        valid = sorted(self.fields)
+        rep.add(
+            (*path, str(key)),
+            f"unknown key '{key}' in {self.name}{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}",
+            key,
+        )
+
+    def schema(self) -> JsonSchema:
+        props = {k: {**f.kind.schema(), "description": f.doc} for k, f in self.fields.items()}
+        out: JsonSchema = {"type": "object", "properties": props, "additionalProperties": False}
+        if self.doc:
+            out["description"] = self.doc
+        required = [k for k, f in self.fields.items() if f.required]
+        if required:
+            out["required"] = required
+        return out
+
+    def describe(self) -> str:
+        return f"a mapping ({self.name})"
+
+
+@dataclass(frozen=True)
+class MapOf(Kind):
+    """A mapping with free keys (component names), each value of one kind."""
+
+    value: Kind
+    what: str
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not isinstance(value, Mapping):
+            return self._wrong(value, path, rep)
+        return {k: self.value.check(v, (*path, str(k)), rep) for k, v in value.items()}
+
+    def schema(self) -> JsonSchema:
+        return {"type": "object", "additionalProperties": self.value.schema()}
+
+    def describe(self) -> str:
+        return f"a mapping of {self.what}"

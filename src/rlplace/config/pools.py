@@ -1,0 +1,311 @@
+"""Dialect "pools" (spec/placement-strategy.txt) -> the one model: settings, components, pools as groups.
+
+The input is the structurally checked `cluster:` section (see `sections.POOLS_SECTION`); here live the
+rules that relate keys: mode vs resource_pool, strategy vs env_strategy and is_colocated, one pool per
+component, pool sizes (num_node, node_ids, num_gpus), ranges inside their pool, and worker demand
+against the range it is given. Values the user did not write stay None for the planner to derive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+
+from rlplace.config.fields import INVALID, written
+from rlplace.config.problems import Path, Reporter, format_path
+from rlplace.config.ranges import format_ranks
+from rlplace.model import (
+    POOL_COMPONENTS,
+    RESERVED_LABELS,
+    ComponentSpec,
+    JobSpec,
+    NodeGroupSpec,
+    Placement,
+    PlacementSettings,
+    Segment,
+)
+
+#: Components that auto mode always places (the buffer follows `buffer_worker_num`).
+AUTO_COMPONENTS = ("train", "eval", "env")
+#: Components with `<c>_worker_num` / `<c>_each_gpu_num` keys; the buffer's count is `buffer_worker_num`.
+COUNTED = ("train", "eval", "env")
+#: Buffer shards hold host memory; a range only says on which pool's nodes they live.
+BUFFER_GPUS = 0.0
+
+
+def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: Path, rep: Reporter) -> JobSpec:
+    """The JobSpec of a pools-dialect section; problems go to `rep` (the caller raises)."""
+    block = written(cluster, "placement") or {}
+    assert isinstance(block, Mapping)
+    mode = written(block, "mode") or "auto"
+    settings = PlacementSettings(
+        mode=mode,  # type: ignore[arg-type]
+        strategy=written(block, "strategy"),  # type: ignore[arg-type]
+        env_strategy=written(block, "env_strategy"),  # type: ignore[arg-type]
+        is_colocated=written(cluster, "is_colocated"),  # type: ignore[arg-type]
+        enable_offload=written(cluster, "enable_offload"),  # type: ignore[arg-type]
+        buffer_worker_num=written(cluster, "buffer_worker_num"),  # type: ignore[arg-type]
+    )
+    _check_settings(settings, base, rep)
+    mode_path = (*base, "placement", "mode")
+    if block.get("mode") is INVALID or pools is INVALID:
+        return JobSpec("pools", settings, ())
+    if mode == "auto":
+        if pools is not None:
+            rep.add(
+                pools_path,
+                "resource_pool is only read in manual mode, but placement.mode is auto"
+                + ("" if "mode" in block else " (the default when not written)")
+                + "; set placement.mode: manual to use these pools, or remove resource_pool",
+            )
+        return JobSpec("pools", settings, tuple(_auto_component(c, cluster, base) for c in AUTO_COMPONENTS))
+    if pools is None:
+        rep.add(
+            mode_path,
+            "placement.mode is manual but no resource_pool is given; add a resource_pool list (name, num_node, "
+            "num_gpus and each component's GPU range) or use mode: auto",
+            "manual",
+        )
+        return JobSpec("pools", settings, ())
+    groups, ranges = _pools(pools, pools_path, rep)  # type: ignore[arg-type]
+    components = _manual_components(cluster, base, settings, groups, ranges, rep)
+    return JobSpec("pools", settings, components, node_groups=groups)
+
+
+def _check_settings(s: PlacementSettings, base: Path, rep: Reporter) -> None:
+    placement = (*base, "placement")
+    if s.env_strategy == "device-colocate" and s.mode == "auto" and s.strategy != "colocate":
+        rep.add(
+            (*placement, "env_strategy"),
+            "env_strategy: device-colocate requires placement.strategy: colocate (env and eval can only share a "
+            f"GPU inside one pool), but strategy is {s.strategy or 'not written'}; set strategy: colocate or use "
+            "env_strategy: default",
+            s.env_strategy,
+        )
+    if s.is_colocated is not None and s.strategy is not None and s.is_colocated != (s.strategy == "colocate"):
+        want = "colocate" if s.is_colocated else "default or disaggregate"
+        rep.add(
+            (*base, "is_colocated"),
+            f"is_colocated: {str(s.is_colocated).lower()} contradicts placement.strategy: {s.strategy}; "
+            f"use strategy: {want}, or remove is_colocated (it follows the strategy)",
+            s.is_colocated,
+        )
+
+
+def _auto_component(name: str, cluster: Mapping[str, object], base: Path) -> ComponentSpec:
+    count_key = f"{name}_worker_num"
+    gpus = written(cluster, f"{name}_each_gpu_num")
+    return ComponentSpec(
+        name=name,
+        num_workers=written(cluster, count_key),  # type: ignore[arg-type]
+        gpus_per_worker=1.0 if gpus is None else gpus,  # type: ignore[arg-type]
+        path=format_path((*base, count_key) if count_key in cluster else base),
+    )
+
+
+def _pools(
+    pools: list[object], pools_path: Path, rep: Reporter
+) -> tuple[tuple[NodeGroupSpec, ...], dict[str, tuple[str, tuple[int, ...], Path]]]:
+    """Each pool as a node group, and each component's (pool, range, key path)."""
+    claimed = _claimed_nodes(pools, pools_path, rep)
+    free = _free_ranks(set(claimed))
+    groups: list[NodeGroupSpec] = []
+    ranges: dict[str, tuple[str, tuple[int, ...], Path]] = {}
+    names: dict[str, int] = {}
+    for i, pool in enumerate(pools):
+        if not isinstance(pool, Mapping):
+            continue
+        path = (*pools_path, i)
+        name = written(pool, "name")
+        if isinstance(name, str):
+            if name in RESERVED_LABELS:
+                rep.add((*path, "name"), f"'{name}' is a reserved group name ({', '.join(RESERVED_LABELS)})", name)
+            elif name in names:
+                rep.add((*path, "name"), f"pool name '{name}' is already used by resource_pool[{names[name]}]", name)
+            names[name] = i
+        shape = _pool_shape(pool, path, free, rep)
+        if shape is None or not isinstance(name, str):
+            continue
+        ranks, gpus, node_ids = shape
+        total = sum(gpus)
+        for comp in POOL_COMPONENTS:
+            rng = written(pool, comp)
+            if rng is None:
+                continue
+            rng_path = (*path, comp)
+            beyond = [r for r in rng if r >= total]  # type: ignore[attr-defined]
+            if beyond:
+                rep.add(
+                    rng_path,
+                    f"GPU index {beyond[0]} is outside pool '{name}', which has {total} GPUs "
+                    f"({_describe_gpus(gpus)}), so indices run 0-{total - 1}",
+                    pool.get(comp),
+                )
+            elif comp in ranges:
+                other = ranges[comp][0]
+                rep.add(
+                    rng_path,
+                    f"{comp} already has a range in pool '{other}'; a component lives in exactly one pool "
+                    "(merge the ranges into one pool)",
+                    pool.get(comp),
+                )
+            else:
+                ranges[comp] = (name, rng, rng_path)  # type: ignore[assignment]
+        groups.append(
+            NodeGroupSpec(label=name, node_ranks=ranks, gpus_per_node=gpus, node_ids=node_ids, path=format_path(path))
+        )
+    return tuple(groups), ranges
+
+
+def _describe_gpus(gpus: tuple[int, ...]) -> str:
+    if len(set(gpus)) == 1:
+        return f"{len(gpus)} node{'s' if len(gpus) != 1 else ''} x {gpus[0]}"
+    return " + ".join(str(g) for g in gpus)
+
+
+def _claimed_nodes(pools: list[object], pools_path: Path, rep: Reporter) -> dict[int, str]:
+    """Node ranks bound by integer node_ids; a node in two pools is an error (their GPU indices collide)."""
+    claimed: dict[int, str] = {}
+    for i, pool in enumerate(pools):
+        if not isinstance(pool, Mapping):
+            continue
+        for j, node in enumerate(written(pool, "node_ids") or ()):  # type: ignore[arg-type]
+            if not isinstance(node, int):
+                continue
+            if node in claimed:
+                rep.add(
+                    (*pools_path, i, "node_ids", j),
+                    f"node {node} is already in pool '{claimed[node]}'; pools must not share nodes",
+                    node,
+                )
+            claimed.setdefault(node, str(written(pool, "name")))
+    return claimed
+
+
+def _free_ranks(claimed: set[int]) -> Iterator[int]:
+    """Node ranks in order, skipping those bound by node_ids: what pools without node_ids take."""
+    rank = 0
+    while True:
+        if rank not in claimed:
+            yield rank
+        rank += 1
+
+
+def _pool_shape(
+    pool: Mapping[str, object], path: Path, free: Iterator[int], rep: Reporter
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int | str, ...] | None] | None:
+    """(node ranks, GPUs per node, node_ids) of a pool, or None when its size cannot be told."""
+    node_ids = written(pool, "node_ids")
+    num_node = written(pool, "num_node")
+    num_gpus = written(pool, "num_gpus")
+    if pool.get("node_ids") is INVALID or pool.get("num_node") is INVALID or num_gpus is None:
+        return None
+    if node_ids is not None:
+        ids: tuple[int | str, ...] = tuple(node_ids)  # type: ignore[arg-type]
+        if len(set(map(str, ids))) != len(ids):
+            rep.add((*path, "node_ids"), "node_ids lists a node twice; name each node once", list(ids))
+            return None
+        if all(isinstance(n, str) for n in ids) is False and any(isinstance(n, str) for n in ids):
+            rep.add(
+                (*path, "node_ids"), "node_ids must be all node ranks (ints) or all node names, not both", list(ids)
+            )
+            return None
+        if num_node is not None and num_node != len(ids):
+            rep.add(
+                (*path, "num_node"),
+                f"num_node is {num_node} but node_ids names {len(ids)} nodes; remove num_node or make them agree",
+                num_node,
+            )
+            return None
+        count = len(ids)
+    elif num_node is None:
+        rep.add((*path, "num_node"), "a resource pool needs num_node (or node_ids naming its nodes)")
+        return None
+    else:
+        count = num_node  # type: ignore[assignment]
+        ids = ()
+    gpus = _gpus_per_node(num_gpus, count, bool(ids), (*path, "num_gpus"), rep)
+    if gpus is None:
+        return None
+    # Integer node_ids are the node ranks; names are resolved by the planner against the inventory.
+    ranks = tuple(n for n in ids if isinstance(n, int)) if ids else tuple(next(free) for _ in range(count))
+    return ranks, gpus, ids or None
+
+
+def _gpus_per_node(num_gpus: object, count: int, bound: bool, path: Path, rep: Reporter) -> tuple[int, ...] | None:
+    if isinstance(num_gpus, int):
+        return (num_gpus,) * count
+    gpus = tuple(num_gpus)  # type: ignore[arg-type]
+    if len(gpus) != count:
+        rep.add(
+            path,
+            f"num_gpus lists {len(gpus)} counts but the pool has {count} nodes; give one count per node",
+            list(gpus),
+        )
+        return None
+    if not bound and len(set(gpus)) > 1:
+        rep.add(
+            path,
+            f"nodes of a pool without node_ids must have the same GPU count, got {list(gpus)}; bind the pool to "
+            "its nodes with node_ids (one num_gpus entry per node), or split it into pools of equal nodes",
+            list(gpus),
+        )
+        return None
+    return gpus
+
+
+def _manual_components(
+    cluster: Mapping[str, object],
+    base: Path,
+    settings: PlacementSettings,
+    groups: tuple[NodeGroupSpec, ...],
+    ranges: dict[str, tuple[str, tuple[int, ...], Path]],
+    rep: Reporter,
+) -> tuple[ComponentSpec, ...]:
+    for name in COUNTED:
+        for key in (f"{name}_worker_num", f"{name}_each_gpu_num"):
+            if key in cluster and name not in ranges:
+                rep.add(
+                    (*base, key),
+                    f'{key} is set but no resource_pool entry gives {name} a GPU range; add {name}: "0-7" '
+                    "(pool-global indices) to one pool, or remove the key",
+                    cluster.get(key),
+                )
+    components = []
+    for name in POOL_COMPONENTS:
+        if name not in ranges:
+            continue
+        pool, rng, rng_path = ranges[name]
+        if name == "buffer":
+            count = settings.buffer_worker_num if isinstance(settings.buffer_worker_num, int) else None
+            gpus = BUFFER_GPUS
+        else:
+            count = written(cluster, f"{name}_worker_num")  # type: ignore[assignment]
+            gpus_written = written(cluster, f"{name}_each_gpu_num")
+            gpus = 1.0 if gpus_written is None else gpus_written  # type: ignore[assignment]
+        if count is not None:
+            _check_demand(name, count, gpus, rng, (*base, f"{name}_worker_num"), rep)
+        components.append(
+            ComponentSpec(
+                name=name,
+                placement=Placement(groups=(pool,), segments=(Segment(resources=rng),)),
+                num_workers=count,
+                gpus_per_worker=gpus,
+                path=format_path(rng_path),
+            )
+        )
+    return tuple(components)
+
+
+def _check_demand(name: str, count: int, gpus: float, rng: tuple[int, ...], path: Path, rep: Reporter) -> None:
+    """Workers are packed in index order onto their range: more demand than it holds is an error."""
+    if gpus <= 0:
+        return
+    needed = count * int(gpus) if gpus >= 1 else math.ceil(count / math.floor(1 / gpus + 1e-9))
+    if needed > len(rng):
+        rep.add(
+            path,
+            f"{count} {name} workers x {gpus:g} GPU each need {needed} GPUs, but the {name} range "
+            f"{format_ranks(rng)} holds {len(rng)}; widen the range or lower {name}_worker_num",
+            count,
+        )

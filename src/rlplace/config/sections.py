@@ -1,0 +1,285 @@
+"""Every key of both config dialects, declared once (checked by `fields`, exported by `rlplace schema`).
+
+Dialect "pools" is spec/placement-strategy.txt (worker counts, `placement`, `resource_pool`); dialect
+"node_groups" is spec/heterogeneous-cluster.* (`num_nodes`, `node_groups`, `component_placement`).
+Rules that relate several keys live in `pools.py` and `node_groups.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from rlplace.config.fields import (
+    INVALID,
+    Choice,
+    Field,
+    Flag,
+    Integer,
+    JsonSchema,
+    Kind,
+    ListOf,
+    MapOf,
+    Number,
+    Parsed,
+    Section,
+    Switch,
+)
+from rlplace.config.hardware import HardwareBlock
+from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.ranges import parse_placement, parse_ranks
+from rlplace.model import POOL_COMPONENTS
+
+_RANK_TERM = r"\s*[0-9]+\s*(-\s*[0-9]+\s*)?"
+RANKS = Parsed(
+    parse_ranks,
+    {
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": rf"^{_RANK_TERM}(,{_RANK_TERM})*$"},
+            {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}]}},
+        ]
+    },
+    "ranks like 0-7, '0-7, 8-15', 3 or [0, 1, '4-5']",
+)
+PLACEMENT = Parsed(
+    parse_placement,
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}]},
+    "a placement like 0-7, '0-1:0-199,2-3:200-399' or all",
+)
+
+
+def _label(value: object) -> str:
+    """A node-group label. YAML reads `label: 4090` as a number; it means the text "4090"."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a label (text like a800 or 4090), got {show(value)}")
+    if value != value.strip() or re.search(r"[\s,]", value):
+        raise ValueError(f"label {value!r} may not contain spaces or commas (a comma separates labels)")
+    return value
+
+
+LABEL = Parsed(_label, {"type": ["string", "integer"]}, "a label like a800 or 4090")
+
+
+def _labels(value: object) -> tuple[str, ...]:
+    """`node_group: a800`, `node_group: "a800,4090"` (ranks count across the groups in order)."""
+    if isinstance(value, str) and "," in value:
+        return tuple(_label(part.strip()) for part in value.split(","))
+    return (_label(value),)
+
+
+NODE_GROUP_REF = Switch(
+    (
+        ((str, int), Parsed(_labels, {"type": ["string", "integer"]}, "a label or a comma list of labels")),
+        ((list, tuple), ListOf(LABEL)),
+    )
+)
+
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class EnvVars(Kind):
+    """`env_vars`: a list of one-key dicts (`- KEY: value`), keys unique; values become strings."""
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if isinstance(value, Mapping):
+            first = next(iter(value), "KEY")
+            rep.add(
+                path,
+                f"must be a list of one-key entries, got a mapping; perhaps a '-' is missing: write '- {first}: ...'",
+                value,
+            )
+            return INVALID
+        if not isinstance(value, list | tuple):
+            rep.add(path, f"must be a list of one-key entries like '- GLOO_SOCKET_IFNAME: eth0', got {show(value)}")
+            return INVALID
+        pairs: list[tuple[str, str]] = []
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(value):
+            pair = self._entry(entry, (*path, i), rep)
+            if pair is None:
+                continue
+            if pair[0] in seen:
+                rep.add((*path, i), f"{pair[0]} is set twice (entries {seen[pair[0]]} and {i}); keep one", pair[0])
+                continue
+            seen[pair[0]] = i
+            pairs.append(pair)
+        return tuple(pairs) if len(pairs) == len(value) else INVALID
+
+    @staticmethod
+    def _entry(entry: object, path: Path, rep: Reporter) -> tuple[str, str] | None:
+        if not isinstance(entry, Mapping) or len(entry) != 1:
+            hint = ""
+            if isinstance(entry, Mapping) and len(entry) > 1:
+                second = list(entry)[1]
+                hint = f"; perhaps a '-' is missing before {second}"
+            elif isinstance(entry, str) and "=" in entry:
+                hint = f"; write '{entry.split('=', 1)[0].strip()}: {entry.split('=', 1)[1].strip()}'"
+            rep.add(path, f"each entry must hold exactly one KEY: value pair, got {show(entry)}{hint}", entry)
+            return None
+        ((key, val),) = entry.items()
+        if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+            rep.add(path, f"{show(key)} is not an environment variable name (letters, digits, _)", key)
+            return None
+        if isinstance(val, bool):
+            rep.add((*path, key), f'{key}: {val} is a boolean; quote it: {key}: "{str(val).lower()}"', val)
+            return None
+        if not isinstance(val, str | int | float):
+            rep.add((*path, key), f'the value of {key} must be text, got {show(val)}; write {key}: "..."', val)
+            return None
+        return key, str(val)
+
+    def schema(self) -> JsonSchema:
+        return {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": 1,
+                "additionalProperties": {"type": ["string", "number"]},
+            },
+        }
+
+    def describe(self) -> str:
+        return "a list of one-key entries like '- GLOO_SOCKET_IFNAME: eth0'"
+
+
+def _interpreter(value: object) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError(
+            f"must be an absolute path to a Python interpreter like /opt/venv/bin/python3, got {show(value)}"
+        )
+    return value
+
+
+# --- dialect "node_groups" (spec/heterogeneous-cluster.*) -------------------------------------------
+
+ENV_CONFIG = Section(
+    "an env config",
+    {
+        "node_ranks": Field(RANKS, "the nodes this entry applies to (a subset of the group's node_ranks)", True),
+        "env_vars": Field(EnvVars(), "environment variables, a list of one-key entries"),
+        "python_interpreter_path": Field(
+            Parsed(_interpreter, {"type": "string", "pattern": "^/"}, "an absolute path"),
+            "absolute path of the Python interpreter on those nodes",
+        ),
+    },
+)
+
+NODE_GROUP = Section(
+    "a node group",
+    {
+        "label": Field(LABEL, "unique, case-sensitive name of the group ('cluster' and 'node' are reserved)", True),
+        "node_ranks": Field(RANKS, "global node ranks of the group's nodes", True),
+        "env_configs": Field(
+            ListOf(ENV_CONFIG, min_items=0, hint="one entry per node subset"), "software environment per node subset"
+        ),
+        "hardware": Field(HardwareBlock(), "non-accelerator hardware (robots); its units become the group's resources"),
+        "ignore_hardware": Field(Flag(), "treat the group as CPU-only: each node is one resource"),
+    },
+)
+
+COMPONENT_ENTRY = Section(
+    "a component placement",
+    {
+        "node_group": Field(NODE_GROUP_REF, "label, comma list or list of labels (default: cluster)"),
+        "placement": Field(PLACEMENT, "resource_ranks[:process_ranks](,segment)* inside the group(s), or all", True),
+    },
+)
+
+NODE_GROUPS_KEYS = ("num_nodes", "node_groups", "component_placement")
+
+NODE_GROUPS_SECTION = Section(
+    "the cluster section",
+    {
+        "num_nodes": Field(Integer(1), "number of nodes; node ranks are 0..num_nodes-1"),
+        "node_groups": Field(ListOf(NODE_GROUP, min_items=0, hint="one entry per group"), "labelled sets of nodes"),
+        "component_placement": Field(
+            MapOf(Switch(((Mapping, COMPONENT_ENTRY), ((str, int), PLACEMENT))), "component placements"),
+            "component name (or 'a,b' for several) -> placement, or {node_group, placement}",
+            True,
+        ),
+    },
+    doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
+)
+
+# --- dialect "pools" (spec/placement-strategy.txt) ----------------------------------------------------
+
+_GPUS_PER_WORKER = Number(0.0, whole_above_one=True)
+
+POOL = Section(
+    "a resource pool",
+    {
+        "name": Field(LABEL, "unique name of the pool", True),
+        "num_node": Field(Integer(1), "number of nodes in the pool (defaults to len(node_ids))"),
+        "num_gpus": Field(
+            Switch(((int, Integer(1)), ((list, tuple), ListOf(Integer(1))))),
+            "GPUs per node: one number, or a list with one count per node_ids entry",
+            True,
+        ),
+        "node_ids": Field(
+            ListOf(Switch(((int, Integer(0)), (str, LABEL)))), "nodes of the pool, by node rank or node name"
+        ),
+        **{
+            c: Field(RANKS, f"pool-global GPU indices of {c} (counted across the pool's nodes)")
+            for c in POOL_COMPONENTS
+        },
+    },
+)
+
+PLACEMENT_BLOCK = Section(
+    "placement",
+    {
+        "mode": Field(Choice(("auto", "manual")), "auto (default): computed from worker counts; manual: resource_pool"),
+        "strategy": Field(Choice(("default", "disaggregate", "colocate")), "how auto mode partitions the cluster"),
+        "env_strategy": Field(
+            Choice(("default", "device-colocate", "node-affinity")), "how env workers meet eval workers"
+        ),
+    },
+)
+
+RESOURCE_POOLS = ListOf(POOL, hint="one entry per pool")
+
+
+def _buffer_num(value: object) -> object:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ValueError(f"must be auto or an integer >= 0, got {show(value)}")
+
+
+POOLS_SECTION = Section(
+    "the cluster section",
+    {
+        "train_worker_num": Field(Integer(1), "number of train workers"),
+        "eval_worker_num": Field(Integer(1), "number of eval (rollout) workers"),
+        "env_worker_num": Field(Integer(1), "number of env workers (default: eval_worker_num)"),
+        "buffer_worker_num": Field(
+            Parsed(_buffer_num, {"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 0}]}, "auto or >= 0"),
+            "replay buffer shards: auto (recommended) or a number",
+        ),
+        "train_each_gpu_num": Field(_GPUS_PER_WORKER, "GPUs per train worker (default 1; 0.5 = two per GPU)"),
+        "eval_each_gpu_num": Field(_GPUS_PER_WORKER, "GPUs per eval worker (default 1)"),
+        "env_each_gpu_num": Field(_GPUS_PER_WORKER, "GPUs per env worker (default 1; 0 = CPU-only)"),
+        "is_colocated": Field(Flag(), "train and eval share GPUs (follows strategy: colocate when not written)"),
+        "enable_offload": Field(Flag(), "offload weights between phases (follows is_colocated when not written)"),
+        "placement": Field(PLACEMENT_BLOCK, "placement mode and strategies"),
+        "resource_pool": Field(RESOURCE_POOLS, "manual mode: pools of nodes and each component's GPU ranges"),
+    },
+    doc="Placement strategy: worker counts, placement mode/strategy, resource pools (spec/placement-strategy).",
+)
+
+
+def config_schema() -> JsonSchema:
+    """JSON Schema of a config file: a `cluster:` section in either dialect (other top-level keys free)."""
+    cluster = {"anyOf": [POOLS_SECTION.schema(), NODE_GROUPS_SECTION.schema()]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "rlplace cluster config",
+        "type": "object",
+        "properties": {
+            "cluster": cluster,
+            "resource_pool": {**RESOURCE_POOLS.schema(), "description": "pools, when written beside cluster"},
+        },
+    }
