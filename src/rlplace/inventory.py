@@ -73,3 +73,53 @@ def parse_nodes(spec: str, num_cpus: float = 8.0) -> Inventory:
         for _ in range(count):
             nodes.append(Node(rank=len(nodes), num_gpus=gpus, gpu_model=model if gpus else None, num_cpus=num_cpus))
     return Inventory(tuple(nodes))
+
+
+_NODE_KEYS = {"count": int, "gpus": int, "model": str, "cpus": (int, float), "labels": dict, "resources": dict}
+
+
+def load_inventory(path: str) -> Inventory:
+    """Read an inventory YAML for `rlplace plan --inventory FILE`.
+
+    Either ``nodes: "8x8:A800,2x0"`` (the --nodes form) or a list in node-rank order, each entry
+    ``{count: 1, gpus: 0, model: null, cpus: 8, labels: {}, resources: {}}`` (every key optional).
+    """
+    import yaml  # only this entry point needs it
+
+    where = f"{path}: nodes"
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(Problem(path="--inventory", value=path, message=f"cannot read the inventory: {e}")) from e
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    if isinstance(nodes, str):
+        return parse_nodes(nodes)
+    if not isinstance(nodes, list) or not nodes:
+        raise ConfigError(
+            Problem(path=where, value=nodes, message="expected `nodes:` with a COUNTxGPUS string or a list of nodes")
+        )
+    out: list[Node] = []
+    for i, entry in enumerate(nodes):
+        if not isinstance(entry, dict):
+            raise ConfigError(Problem(path=f"{where}[{i}]", value=entry, message="each node is a mapping"))
+        for key, value in entry.items():
+            want = _NODE_KEYS.get(key)
+            if want is None or not isinstance(value, want) or isinstance(value, bool):
+                valid = ", ".join(_NODE_KEYS)
+                raise ConfigError(
+                    Problem(path=f"{where}[{i}].{key}", value=value, message=f"invalid; valid keys: {valid}")
+                )
+        gpus = entry.get("gpus", 0)
+        for _ in range(entry.get("count", 1)):
+            out.append(
+                Node(
+                    rank=len(out),
+                    num_gpus=gpus,
+                    gpu_model=entry.get("model") if gpus else None,
+                    num_cpus=float(entry.get("cpus", 8.0)),
+                    labels={str(k): str(v) for k, v in entry.get("labels", {}).items()},
+                    resources={str(k): float(v) for k, v in entry.get("resources", {}).items()},
+                )
+            )
+    return Inventory(tuple(out))

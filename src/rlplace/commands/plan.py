@@ -1,16 +1,195 @@
-"""`rlplace plan` (placeholder until its issue lands)."""
+"""`rlplace plan FILE`: which worker lands on which node and GPU, before a cluster is touched.
+
+Exit 0 when the plan fits, 3 when the inventory cannot hold it, 2 on a config error (cli.py maps the
+exceptions). Without --nodes/--inventory the live Ray cluster's inventory is read (lazy Ray import).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
+import sys
 
-from rlplace.errors import RlplaceError
+from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
+from rlplace.inventory import Inventory, load_inventory, parse_nodes
+from rlplace.model import JobSpec
+
+COMPARED = ("default", "disaggregate", "colocate")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="(not built yet)")
+    p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
+    p.add_argument("file", help="config YAML with a `cluster:` section")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--nodes", metavar="SPEC", help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order")
+    src.add_argument("--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string)")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
+    p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
+    p.add_argument("--model-bytes", type=_size, default=_size("14G"), help="model size for the estimate (14G)")
+    p.add_argument("--batch-bytes", type=_size, default=_size("256M"), help="experience per iteration (256M)")
+    p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
+    p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
     p.set_defaults(func=run)
 
 
+def _size(text: str) -> int:
+    """``"14G" -> 14e9``, ``"1GiB" -> 2**30``: byte counts for the estimate."""
+    m = _SIZE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 14G, 512M, 1GiB or 1000000")
+    unit = (m.group(2) or "").lower()
+    base = 1024 if unit.endswith("i") else 1000
+    return int(float(m.group(1)) * base ** ("kmgt".index(unit[0]) + 1 if unit else 0))
+
+
 def run(args: argparse.Namespace) -> int:
-    raise RlplaceError("'rlplace plan' is not built yet")
+    from rlplace.config import load
+    from rlplace.planner import estimate, plan, write_resource_pool
+
+    spec = load(args.file)
+    inventory = _inventory(args)
+    result = plan(spec, inventory)
+    if args.export:
+        write_resource_pool(result, args.export)
+    if args.svg or args.html:
+        from rlplace.viz import picture
+
+        if args.svg:
+            picture.write_svg(result, args.svg)
+        if args.html:
+            picture.write_html(result, args.html)
+    est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
+    compared = _compare(spec, inventory, args) if args.compare else None
+    if args.format == "table":
+        _print_table(result, est, compared, args)
+    else:
+        doc = result.to_dict()
+        doc["estimate"] = est.to_dict()
+        if compared is not None:
+            doc["compare"] = compared
+        _dump(doc, args.format)
+    return 0
+
+
+def _inventory(args: argparse.Namespace) -> Inventory:
+    if args.nodes:
+        return parse_nodes(args.nodes)
+    if args.inventory:
+        return load_inventory(args.inventory)
+    try:
+        from rlplace.ray.cluster import live_inventory
+    except ImportError as e:
+        hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
+        raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e
+    return live_inventory()
+
+
+def _compare(spec: JobSpec, inventory: Inventory, args: argparse.Namespace) -> dict[str, dict]:
+    """Plan the same worker counts under each auto strategy; a strategy that does not fit says why."""
+    from rlplace.planner import estimate, plan
+
+    if spec.dialect != "pools":
+        raise ConfigError(
+            Problem(
+                path="--compare",
+                value=spec.dialect,
+                message="--compare needs the placement/resource_pool "
+                "dialect (worker counts); node_groups placements are explicit",
+            )
+        )
+    out: dict[str, dict] = {}
+    for strategy in COMPARED:
+        env = spec.settings.env_strategy
+        if strategy != "colocate" and env == "device-colocate":
+            env = None
+        settings = dataclasses.replace(
+            spec.settings, mode="auto", strategy=strategy, env_strategy=env, is_colocated=None
+        )
+        variant = dataclasses.replace(spec, settings=settings, node_groups=(), components=_unplaced(spec))
+        try:
+            p = plan(variant, inventory)
+        except PlanError as e:
+            out[strategy] = {"fits": False, "error": str(e)}
+            continue
+        out[strategy] = {
+            "fits": True,
+            "env_strategy": p.settings.env_strategy,
+            "nodes_used": len({w.node_rank for w in p.workers if w.node_rank is not None}),
+            **estimate(p, args.model_bytes, args.batch_bytes, inventory).to_dict(),
+            "warnings": len(p.warnings),
+        }
+    return out
+
+
+def _unplaced(spec: JobSpec) -> tuple:
+    return tuple(dataclasses.replace(c, placement=None) for c in spec.components)
+
+
+def _dump(doc: dict, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=None, separators=(",", ":")) + "\n")
+        return
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    sys.stdout.write(yaml.dump(doc, Dumper=dumper, sort_keys=False))
+
+
+def _print_table(result, est, compared: dict | None, args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rlplace.viz.table import render
+
+    console = Console()
+    console.print(render(result))
+    console.print(_estimate_line(est, args))
+    if args.export:
+        console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
+    if compared:
+        t = Table(
+            title=f"strategies compared (model {_human(args.model_bytes)}, experience "
+            f"{_human(args.batch_bytes)} per iteration)"
+        )
+        for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
+            t.add_column(col)
+        for name, row in compared.items():
+            if not row["fits"]:
+                t.add_row(name, "no", row["error"], "", "", "", "")
+                continue
+            t.add_row(
+                name,
+                "yes",
+                str(row["nodes_used"]),
+                str(row["gpus_used"]),
+                _opt(row["gpus_idle"]),
+                _human(row["weight_sync_bytes"]),
+                _human(row["experience_bytes"]),
+            )
+        console.print(t)
+
+
+def _estimate_line(est, args: argparse.Namespace) -> str:
+    return (
+        f"estimate: {est.gpus_used} GPU(s) used, {_opt(est.gpus_idle)} idle; per iteration across nodes: weight "
+        f"sync {_human(est.weight_sync_bytes)} (model {_human(args.model_bytes)}), experience "
+        f"{_human(est.experience_bytes)} (batch {_human(args.batch_bytes)})"
+    )
+
+
+def _opt(v: int | None) -> str:
+    return "?" if v is None else str(v)
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "unknown (Ray schedules)"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:g} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"

@@ -1,0 +1,155 @@
+"""Auto mode: turn worker counts and the inventory into pools (disaggregate, colocate) or leave the
+workers to Ray (default). Pools are then packed by `pools.pack`, exactly as manual pools are.
+
+Nodes are used in rank order, GPU nodes only, as few as possible (docs/planner.md).
+"""
+
+from __future__ import annotations
+
+from rlplace.errors import PlanError
+from rlplace.inventory import Inventory
+from rlplace.planner.builder import PlanBuilder, Unpinned
+from rlplace.planner.pools import Pool, gpus_needed
+from rlplace.planner.ranges import format_ranks
+from rlplace.planner.settings import Counted
+
+
+def default_strategy(builder: PlanBuilder, counts: dict[str, Counted], inventory: Inventory) -> None:
+    """No placement groups: check the total demand, then leave train/eval/env to Ray's scheduler."""
+    demand = sum(c.count * c.gpus for c in counts.values())
+    if demand > inventory.total_gpus + 1e-9:
+        raise PlanError(
+            f"strategy default: train, eval and env ask for {demand:g} GPU(s) "
+            f"({_demand_text(counts.values())}) but the inventory has {inventory.total_gpus} ({_supply(inventory)})"
+        )
+    biggest = max((n.num_gpus for n in inventory.nodes), default=0)
+    for c in counts.values():
+        if c.count and c.gpus > biggest:
+            raise PlanError(
+                f"strategy default: each {c.name} worker needs {c.gpus:g} GPUs on one node; the largest node has "
+                f"{biggest} ({_supply(inventory)})"
+            )
+    for c in counts.values():
+        if c.count:
+            builder.add(Unpinned(c.name, c.count, c.gpus, c.cpus))
+
+
+def disaggregate(
+    counts: dict[str, Counted], env_strategy: str, inventory: Inventory, warnings: list[str]
+) -> list[Pool]:
+    """train_pool (train + buffer) and rollout_pool (eval + env), on disjoint nodes when they fit."""
+    t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
+    gpu_nodes = [(n.rank, n.num_gpus) for n in inventory.nodes if n.num_gpus > 0]
+    if t + e + v > inventory.total_gpus:
+        raise PlanError(
+            f"strategy disaggregate needs {t + e + v} GPU(s): train_pool {t} ({_demand_text([counts['train']])}) + "
+            f"rollout_pool {e + v} ({_demand_text([counts['eval'], counts['env']])}); the inventory has "
+            f"{inventory.total_gpus} ({_supply(inventory)})"
+        )
+    k = _nodes_for(gpu_nodes, t)
+    rest = gpu_nodes[k:]
+    if sum(g for _, g in rest) >= e + v:
+        train = _pool("train_pool", gpu_nodes[:k])
+        rollout = _pool("rollout_pool", rest[: _nodes_for(rest, e + v)])
+    else:
+        train, rollout = _shared_boundary(gpu_nodes, t, e + v)
+        shared = train.nodes[-1]
+        warnings.append(
+            f"strategy disaggregate: the inventory cannot hold train_pool ({t} GPUs) and rollout_pool ({e + v} GPUs) "
+            f"on disjoint nodes; node {shared} is shared: train_pool GPUs {format_ranks(_local(train, shared))}, "
+            f"rollout_pool GPUs {format_ranks(_local(rollout, shared))}. Add a node to keep them apart"
+        )
+    train.ranges["train"] = list(range(t))
+    _rollout_ranges(rollout, e, v, env_strategy)
+    return [train, rollout]
+
+
+def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory) -> list[Pool]:
+    """One global_pool: train i, eval i (and env i under device-colocate) on pool GPU i."""
+    t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
+    rollout = max(e, v) if env_strategy == "device-colocate" else e + v
+    need = max(t, rollout)
+    if need > inventory.total_gpus:
+        how = "max(eval, env)" if env_strategy == "device-colocate" else "eval + env"
+        raise PlanError(
+            f"strategy colocate: global_pool needs {need} GPU(s) = max(train {t}, rollout {rollout} = {how}) "
+            f"({_demand_text(counts.values())}); the inventory has {inventory.total_gpus} ({_supply(inventory)})"
+        )
+    gpu_nodes = [(n.rank, n.num_gpus) for n in inventory.nodes if n.num_gpus > 0]
+    pool = _pool("global_pool", gpu_nodes[: _nodes_for(gpu_nodes, need)])
+    pool.ranges["train"] = list(range(t))
+    if env_strategy == "device-colocate":
+        pool.ranges["eval"] = list(range(e))
+        pool.ranges["env"] = list(range(v))
+    else:
+        _rollout_ranges(pool, e, v, env_strategy)
+    return [pool]
+
+
+def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str) -> None:
+    """eval then env on their own GPUs; node-affinity splits every node between them instead, so env
+    workers sit on the nodes of the eval workers they serve."""
+    if env_strategy != "node-affinity" or not e or not v:
+        pool.ranges["eval"] = list(range(e))
+        pool.ranges["env"] = list(range(e, e + v))
+        return
+    ev: list[int] = []
+    en: list[int] = []
+    offset = 0
+    for n in pool.num_gpus:
+        take_e = min(e - len(ev), -(-n * e // (e + v)))
+        take_v = min(v - len(en), n - take_e)
+        ev.extend(range(offset, offset + take_e))
+        en.extend(range(offset + take_e, offset + take_e + take_v))
+        offset += n
+    if len(ev) < e or len(en) < v:
+        raise PlanError(
+            f"env_strategy node-affinity: the pool's nodes ({format_ranks(pool.nodes)}) cannot split into "
+            f"{e} eval GPU(s) and {v} env GPU(s) per node; add a node or use env_strategy default"
+        )
+    pool.ranges["eval"], pool.ranges["env"] = ev, en
+
+
+def _nodes_for(nodes: list[tuple[int, int]], gpus: int) -> int:
+    """How many of `nodes` (in order) hold `gpus` GPUs; len(nodes) + 1 when they cannot."""
+    if gpus <= 0:
+        return 0
+    total = 0
+    for i, (_, g) in enumerate(nodes):
+        total += g
+        if total >= gpus:
+            return i + 1
+    return len(nodes) + 1
+
+
+def _pool(name: str, nodes: list[tuple[int, int]]) -> Pool:
+    return Pool(name, [r for r, _ in nodes], [0] * len(nodes), [g for _, g in nodes])
+
+
+def _shared_boundary(nodes: list[tuple[int, int]], t: int, r: int) -> tuple[Pool, Pool]:
+    """train takes its GPUs in rank order; rollout starts right after, on the same node."""
+    k = _nodes_for(nodes, t)
+    used_before = sum(g for _, g in nodes[: k - 1])
+    last, last_gpus = nodes[k - 1]
+    on_last = t - used_before
+    train = Pool("train_pool", [rk for rk, _ in nodes[:k]], [0] * k, [g for _, g in nodes[: k - 1]] + [on_last])
+    rest = [(last, last_gpus - on_last), *nodes[k:]]
+    m = _nodes_for(rest, r)
+    rollout = Pool("rollout_pool", [rk for rk, _ in rest[:m]], [on_last] + [0] * (m - 1), [g for _, g in rest[:m]])
+    return train, rollout
+
+
+def _local(pool: Pool, node: int) -> list[int]:
+    i = pool.nodes.index(node)
+    return list(range(pool.first_gpu[i], pool.first_gpu[i] + pool.num_gpus[i]))
+
+
+def _demand_text(cs) -> str:
+    return ", ".join(f"{c.name} {c.count} x {c.gpus:g}" for c in cs)
+
+
+def _supply(inventory: Inventory) -> str:
+    per: dict[int, list[int]] = {}
+    for n in inventory.nodes:
+        per.setdefault(n.num_gpus, []).append(n.rank)
+    return "; ".join(f"node{'s' if len(r) > 1 else ''} {format_ranks(r)}: {g} GPUs each" for g, r in per.items())

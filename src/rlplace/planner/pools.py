@@ -1,0 +1,294 @@
+"""Pools (the `resource_pool` dialect): bind each pool to nodes, then pack counted workers onto the
+pool-global GPU indices of each component's range.
+
+Auto mode builds the same `Pool` objects (see `auto.py`), so manual and auto plans go through one
+packing routine, and an exported auto plan re-plans in manual mode to the identical placement.
+
+Node binding rules (DESIGN.md; docs/planner.md):
+- with `node_ids`: the named nodes, `num_gpus[i]` GPUs on node i. Pools naming the same node split
+  its GPUs in pool order (the first pool takes local GPUs 0.., the next continues after it).
+- without `node_ids`: the next `num_node` nodes with GPUs that no pool has taken, in rank order;
+  they must have equal GPU counts, and the pool uses local GPUs 0..num_gpus-1 of each.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from rlplace.errors import ConfigError, PlanError, Problem
+from rlplace.inventory import Inventory
+from rlplace.model import JobSpec, NodeGroupSpec
+from rlplace.plan import GroupSummary
+from rlplace.planner.builder import Block, PlanBuilder
+from rlplace.planner.ranges import format_ranks, idle_by_node
+from rlplace.planner.settings import Counted
+
+EPS = 1e-9
+Binding = tuple[list[int], list[int], list[int]]  # node ranks, first local GPU, GPUs per node
+
+
+@dataclass
+class Pool:
+    """A pool bound to nodes: pool-global GPU index i is local GPU `gpu_of(i)` of node `node_of(i)`."""
+
+    name: str
+    nodes: list[int]
+    first_gpu: list[int]  # node-local index of the pool's first GPU on each node
+    num_gpus: list[int]  # the pool's GPUs on each node
+    ranges: dict[str, list[int]] = field(default_factory=dict)  # component -> pool-global GPU indices
+    paths: dict[str, str] = field(default_factory=dict)  # component -> key path, for messages
+    _flat: tuple[list[int], list[int]] | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(self.num_gpus)
+
+    def flat(self) -> tuple[list[int], list[int]]:
+        """(node rank, local GPU) of every pool-global index, built once."""
+        if self._flat is None:
+            nodes: list[int] = []
+            gpus: list[int] = []
+            for node, first, n in zip(self.nodes, self.first_gpu, self.num_gpus, strict=True):
+                nodes.extend([node] * n)
+                gpus.extend(range(first, first + n))
+            self._flat = (nodes, gpus)
+        return self._flat
+
+    def summary(self) -> GroupSummary:
+        return GroupSummary(
+            self.name,
+            tuple(self.nodes),
+            tuple(self.num_gpus),
+            {c: tuple(r) for c, r in self.ranges.items()},
+        )
+
+
+def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
+    """Resolve every `resource_pool` entry to nodes of the inventory, with the component ranges."""
+    pools = [g for g in spec.node_groups]
+    taken_gpus = [0] * len(inventory)  # GPUs of each node bound so far (node_ids pools, in pool order)
+    bound: dict[str, Binding] = {}
+    for g in pools:
+        if g.node_ids is not None:
+            bound[g.label] = _bind_named(g, inventory, taken_gpus)
+    taken = {n for nodes, _, _ in bound.values() for n in nodes}
+    free = [n.rank for n in inventory.nodes if n.num_gpus > 0 and n.rank not in taken]
+    cursor = 0
+    out = []
+    for g in pools:
+        if g.label not in bound:
+            bound[g.label] = _bind_next(g, inventory, free, cursor)
+            cursor += len(bound[g.label][0])
+        nodes, first, num = bound[g.label]
+        out.append(Pool(g.label, nodes, first, num))
+    by_name = {p.name: p for p in out}
+    for c in spec.components:
+        if c.placement is None:
+            continue
+        pool = by_name[c.placement.groups[0]]
+        ranks: list[int] = []
+        for seg in c.placement.segments:
+            ranks.extend(range(pool.size) if seg.resources is None else seg.resources)
+        bad = [r for r in ranks if r >= pool.size or r < 0]
+        if bad:
+            raise ConfigError(
+                Problem(
+                    path=c.path or f"resource_pool.{pool.name}.{c.name}",
+                    value=format_ranks(ranks),
+                    file=spec.source,
+                    message=f"GPU index {bad[0]} is outside pool {pool.name}, whose pool-global GPU indices are "
+                    f"0-{pool.size - 1} ({len(pool.nodes)} node(s), num_gpus {_gpus_text(pool.num_gpus)})",
+                )
+            )
+        pool.ranges[c.name] = ranks
+        pool.paths[c.name] = c.path
+    return out
+
+
+def _gpus_text(num: list[int]) -> str:
+    return str(num[0]) if len(set(num)) == 1 else str(num)
+
+
+def _declared(g: NodeGroupSpec, inventory: Inventory) -> tuple[int, ...]:
+    if g.gpus_per_node is not None:
+        return g.gpus_per_node
+    return tuple(inventory.node(r).num_gpus if r < len(inventory) else 0 for r in g.node_ranks)
+
+
+def _bind_named(g: NodeGroupSpec, inventory: Inventory, taken_gpus: list[int]) -> Binding:
+    declared = _declared(g, inventory)
+    ids = g.node_ids or ()
+    if len(ids) != len(declared):
+        raise ConfigError(
+            Problem(
+                path=f"{g.path or g.label}.node_ids",
+                value=list(ids),
+                message=f"pool {g.label} names {len(ids)} node(s) but num_gpus lists {len(declared)}; "
+                "give one num_gpus entry per node id",
+            )
+        )
+    nodes, first = [], []
+    for node_id, want in zip(ids, declared, strict=True):
+        rank = _resolve_node_id(node_id, inventory, g)
+        have = inventory.node(rank).num_gpus - taken_gpus[rank]
+        if want > have:
+            shared = f" ({taken_gpus[rank]} already taken by earlier pools)" if taken_gpus[rank] else ""
+            raise PlanError(
+                f"pool {g.label}: node {rank} ({node_id}) has {have} free GPU(s){shared}, the pool wants {want}"
+            )
+        nodes.append(rank)
+        first.append(taken_gpus[rank])
+        taken_gpus[rank] += want
+    return nodes, first, list(declared)
+
+
+def _resolve_node_id(node_id: int | str, inventory: Inventory, g: NodeGroupSpec) -> int:
+    """A node id is a node rank, or a live node's Ray id, address or hostname label."""
+    if isinstance(node_id, int) or (isinstance(node_id, str) and node_id.isdigit()):
+        rank = int(node_id)
+        if rank < len(inventory):
+            return rank
+    else:
+        for n in inventory.nodes:
+            if node_id in (n.node_id, n.address) or node_id in n.labels.values():
+                return n.rank
+    raise PlanError(
+        f"pool {g.label}: node_ids entry {node_id!r} matches no node of the inventory "
+        f"(node ranks 0-{len(inventory) - 1}, or a node's Ray id / address)"
+    )
+
+
+def _bind_next(g: NodeGroupSpec, inventory: Inventory, free: list[int], cursor: int) -> Binding:
+    declared = _declared(g, inventory)
+    nodes = free[cursor : cursor + len(declared)]
+    if len(nodes) < len(declared):
+        raise PlanError(
+            f"pool {g.label} needs {len(declared)} node(s) with GPUs (num_node: {len(declared)}) but only "
+            f"{len(nodes)} are left after earlier pools (free GPU nodes: {format_ranks(free) or 'none'})"
+        )
+    counts = [inventory.node(n).num_gpus for n in nodes]
+    if len(set(counts)) > 1:
+        raise PlanError(
+            f"pool {g.label} takes nodes {format_ranks(nodes)}, which have {counts} GPUs: without node_ids all "
+            f"nodes of a pool must have the same GPU count; bind them with node_ids: {nodes} and num_gpus: {counts}"
+        )
+    for n, want in zip(nodes, declared, strict=True):
+        if want > inventory.node(n).num_gpus:
+            raise PlanError(
+                f"pool {g.label}: node {n} has {inventory.node(n).num_gpus} GPU(s), the pool wants num_gpus {want}"
+            )
+    return nodes, [0] * len(nodes), list(declared)
+
+
+def per_gpu(gpus: float) -> int:
+    """How many workers of `gpus` GPUs each fit on one GPU (fractions) -- 1 for whole GPUs."""
+    return max(1, math.floor(1.0 / gpus + EPS)) if gpus < 1 else 1
+
+
+def gpus_needed(count: int, gpus: float) -> int:
+    """GPU positions `count` workers of `gpus` GPUs each take when packed in index order."""
+    if gpus <= 0:
+        return 0
+    if gpus < 1:
+        return math.ceil(count / per_gpu(gpus))
+    return count * round(gpus)
+
+
+def default_count(range_size: int, gpus: float) -> int:
+    """Manual mode, count not written: one worker per GPU of the range (fractions fill the range)."""
+    if gpus <= 0:
+        return range_size
+    if gpus < 1:
+        return range_size * per_gpu(gpus)
+    return range_size // round(gpus)
+
+
+def pack(builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None) -> Block:
+    """Pack `c.count` workers in index order onto the GPUs of `c.name`'s range in `pool`."""
+    rng = pool.ranges[c.name]
+    path = pool.paths.get(c.name) or f"resource_pool.{pool.name}.{c.name}"
+    g = c.gpus
+    if g >= 1 and abs(g - round(g)) > EPS:
+        raise ConfigError(
+            Problem(
+                path=f"cluster.{c.name}_each_gpu_num",
+                value=g,
+                file=source,
+                message="GPUs per worker must be a fraction below 1 (shared GPU) or a whole number",
+            )
+        )
+    need = gpus_needed(c.count, g)
+    if need > len(rng):
+        raise ConfigError(
+            Problem(
+                path=f"cluster.{c.name}_worker_num",
+                value=c.count,
+                file=source,
+                message=f"{c.count} {c.name} worker(s) of {g:g} GPU each need {need} GPU(s) but the range of "
+                f"{c.name} in pool {pool.name} ({path}) holds {len(rng)}; lower the count or widen the range",
+            )
+        )
+    nodes, gpus = pool.flat()
+    if g <= 0:
+        slots = _cpu_slots(builder, pool, c, rng, nodes)
+    elif g < 1:
+        k = per_gpu(g)
+        pos = [rng[i // k] for i in range(c.count)]
+        slots = _single(builder, pool, pos, nodes, gpus)
+    elif need and round(g) == 1:
+        slots = _single(builder, pool, rng[: c.count], nodes, gpus)
+    else:
+        slots = _multi(builder, pool, c, rng, nodes, gpus, round(g), path)
+    if 0 < need < len(rng):
+        builder.warnings.append(_idle_warning(pool, c, rng, need, nodes, gpus))
+    block = Block(c.name, slots, c.cpus, pool.name)
+    builder.add(block)
+    return block
+
+
+def _single(builder: PlanBuilder, pool: Pool, pos: list[int], nodes: list[int], gpus: list[int]) -> list[int]:
+    get, slot, name = builder._slot_of.get, builder.slot, pool.name
+    out = []
+    for p in pos:
+        node, gpu = nodes[p], gpus[p]
+        sid = get((node, gpu))
+        if sid is None:
+            sid = slot((node, gpu), node, (gpu,), name)
+        out.append(sid)
+    return out
+
+
+def _multi(
+    builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], nodes: list[int], gpus: list[int], g: int, path: str
+) -> list[int]:
+    out = []
+    for i in range(c.count):
+        pos = rng[i * g : (i + 1) * g]
+        on = {nodes[p] for p in pos}
+        if len(on) > 1:
+            raise PlanError(
+                f"{c.name} worker {i} needs {g} GPUs on one node, but its share of the range ({path}: "
+                f"{format_ranks(pos)}) spans nodes {format_ranks(sorted(on))} of pool {pool.name}; "
+                f"give each node of the range a multiple of {g} GPUs"
+            )
+        node, local = nodes[pos[0]], tuple(gpus[p] for p in pos)
+        out.append(builder.slot((node, local), node, local, pool.name))
+    return out
+
+
+def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], nodes: list[int]) -> list[int]:
+    """CPU-only workers (0 GPUs): round-robin over the nodes of the range (or of the pool)."""
+    on = list(dict.fromkeys(nodes[p] for p in rng)) or pool.nodes
+    return [builder.slot(("cpu", c.name, i), on[i % len(on)], (), pool.name) for i in range(c.count)]
+
+
+def _idle_warning(pool: Pool, c: Counted, rng: list[int], need: int, nodes: list[int], gpus: list[int]) -> str:
+    idle = rng[need:]
+    where = idle_by_node([(nodes[p], gpus[p]) for p in idle])
+    full = len(rng) * per_gpu(c.gpus) if c.gpus < 1 else len(rng) // round(c.gpus)
+    return (
+        f"{c.name}: {c.count} worker(s) use {need} of the {len(rng)} GPUs of its range in {pool.name} "
+        f"({format_ranks(rng)}); idle: {where}. Set {c.name}_worker_num: {full} to use them, or shrink the range "
+        f'to "{format_ranks(rng[:need])}"'
+    )

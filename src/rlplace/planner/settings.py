@@ -1,0 +1,104 @@
+"""Effective settings: every value the user left out, derived the way DESIGN.md decides, so a plan
+says exactly what it was made with (and never rewrites a written value silently)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlplace.errors import ConfigError, Problem
+from rlplace.model import ComponentSpec, JobSpec
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Effective settings before the buffer count is known (that needs the placement)."""
+
+    mode: str
+    strategy: str
+    env_strategy: str
+    is_colocated: bool | None  # None: derive from the placement (manual mode, node groups)
+    enable_offload: bool | None  # None: follows is_colocated
+    warnings: tuple[str, ...]
+
+
+def resolve(spec: JobSpec) -> Resolved:
+    s = spec.settings
+    where = spec.source
+    if spec.dialect == "node_groups":
+        return Resolved("manual", "node_groups", "default", s.is_colocated, s.enable_offload, ())
+    warnings: list[str] = []
+    if s.mode == "manual":
+        if s.strategy is not None or s.env_strategy is not None:
+            written = ", ".join(
+                f"{k}: {v}" for k, v in (("strategy", s.strategy), ("env_strategy", s.env_strategy)) if v is not None
+            )
+            warnings.append(f"placement.mode is manual: {written} ignored (resource_pool decides the placement)")
+        return Resolved("manual", "manual", "default", s.is_colocated, s.enable_offload, tuple(warnings))
+    strategy = s.strategy
+    if strategy is None:
+        strategy = "colocate" if s.is_colocated else "default"
+    if s.is_colocated is not None and s.is_colocated != (strategy == "colocate"):
+        raise ConfigError(
+            Problem(
+                path="cluster.is_colocated",
+                value=s.is_colocated,
+                file=where,
+                message=f"is_colocated: {str(s.is_colocated).lower()} contradicts placement.strategy: {strategy}; "
+                "is_colocated is true exactly under strategy colocate (or leave it out)",
+            )
+        )
+    env_strategy = s.env_strategy or "default"
+    if env_strategy == "device-colocate" and strategy != "colocate":
+        raise ConfigError(
+            Problem(
+                path="cluster.placement.env_strategy",
+                value=env_strategy,
+                file=where,
+                message=f"env_strategy device-colocate requires strategy: colocate (got strategy: {strategy}); "
+                "use env_strategy default or node-affinity, or strategy colocate",
+            )
+        )
+    if env_strategy != "default" and strategy == "default":
+        warnings.append(f"env_strategy {env_strategy} has no effect under strategy default (nothing is pinned)")
+    return Resolved("auto", strategy, env_strategy, strategy == "colocate", s.enable_offload, tuple(warnings))
+
+
+def offload(spec: JobSpec, is_colocated: bool, warnings: list[str]) -> bool:
+    """enable_offload follows is_colocated unless written; a written false beside colocation is kept, warned."""
+    written = spec.settings.enable_offload
+    if written is None:
+        return is_colocated
+    if is_colocated and not written:
+        warnings.append(
+            "enable_offload: false with train and eval colocated: kept as written, but both models stay "
+            "resident on the shared GPUs (risk of out-of-memory)"
+        )
+    return written
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A pools-dialect component with its effective worker count."""
+
+    name: str
+    count: int
+    gpus: float  # per worker
+    cpus: float
+    spec: ComponentSpec
+
+
+def auto_counts(spec: JobSpec) -> dict[str, Counted]:
+    """Worker counts in auto mode: train/eval default 1, env follows eval (DESIGN.md)."""
+    out: dict[str, Counted] = {}
+    for name in ("train", "eval", "env"):
+        c = spec.component(name) or ComponentSpec(name=name, path=f"cluster.{name}_worker_num")
+        n = c.num_workers
+        if n is None:
+            n = out["eval"].count if name == "env" else 1
+        out[name] = Counted(name, n, c.gpus_per_worker, c.cpus_per_worker, c)
+    return out
+
+
+def buffer_cpus(spec: JobSpec) -> float:
+    c = spec.component("buffer")
+    return c.cpus_per_worker if c is not None else 1.0

@@ -1,0 +1,76 @@
+"""The terminal view of a plan: per node its GPUs and who is on each, then the warnings.
+
+Workers of one component on one device are written as rank runs (`train 0-7`), so a 400-agent node
+stays one line; very large plans show the first `max_nodes` nodes and say how many were left out.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rlplace.plan import Plan, Worker
+from rlplace.planner.ranges import format_ranks
+
+
+def render(plan: Plan, max_nodes: int = 64) -> Group:
+    """A rich renderable: settings line, the node/GPU table, unpinned workers, warnings."""
+    s = plan.settings
+    head = Text.assemble(
+        ("plan ", "bold"),
+        f"mode {s.mode} · strategy {s.strategy} · env_strategy {s.env_strategy} · "
+        f"is_colocated {str(s.is_colocated).lower()} · enable_offload {str(s.enable_offload).lower()} · "
+        f"buffer shards {s.buffer_worker_num} · "
+        f"{'placement groups' if plan.uses_placement_groups else 'no placement groups'}",
+    )
+    parts: list = [head]
+    nodes, free = _by_node(plan)
+    if nodes:
+        parts.append(_table(nodes, max_nodes))
+    if free:
+        parts.append(Text("left to Ray's scheduler (not pinned): " + "; ".join(free)))
+    for w in plan.warnings:
+        parts.append(Text(f"warning: {w}", style="yellow"))
+    return Group(*parts)
+
+
+def _by_node(plan: Plan) -> tuple[dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]], list[str]]:
+    nodes: dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]] = {}
+    unpinned: dict[str, list[Worker]] = {}
+    for w in plan.workers:
+        if w.node_rank is None:
+            unpinned.setdefault(w.component, []).append(w)
+            continue
+        nodes.setdefault(w.node_rank, {}).setdefault(w.gpus, {}).setdefault(w.component, []).append(w)
+    free = [f"{c} {format_ranks(x.rank for x in ws)} ({ws[0].gpu_fraction:g} GPU each)" for c, ws in unpinned.items()]
+    return dict(sorted(nodes.items())), free
+
+
+def _table(nodes: dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]], max_nodes: int) -> Table:
+    t = Table(show_lines=False)
+    t.add_column("node", justify="right")
+    t.add_column("GPU", justify="right")
+    t.add_column("workers (share of the device)")
+    for i, (node, devices) in enumerate(nodes.items()):
+        if i == max_nodes:
+            t.add_row("…", "", f"{len(nodes) - max_nodes} more node(s): use --format json for all")
+            break
+        for j, (gpus, comps) in enumerate(sorted(devices.items(), key=lambda kv: (not kv[0], kv[0]))):
+            t.add_row(str(node) if j == 0 else "", format_ranks(gpus) if gpus else "cpu", _who(comps, bool(gpus)))
+    return t
+
+
+def _who(comps: dict[str, list[Worker]], on_gpu: bool) -> str:
+    parts = []
+    for c, ws in comps.items():
+        text = f"{c} {format_ranks(w.rank for w in ws)}"
+        if on_gpu:
+            text += f" ({_share(ws[0].gpu_fraction)})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _share(f: float) -> str:
+    k = round(1 / f) if f else 0
+    return f"1/{k}" if k > 1 and abs(f * k - 1) < 1e-9 else f"{f:g}"
