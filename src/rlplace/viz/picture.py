@@ -1,0 +1,546 @@
+"""The topology picture of a plan: `rlplace plan --svg out.svg` / `--html out.html`.
+
+Nodes are boxes in rows (a pool's or node group's nodes kept together), each GPU a cell listing who
+sits on it (co-residents stacked with their share), robots and CPU-only workers below the GPUs,
+pools and node groups outlined in their colour, cross-node weight and experience streams as arrows
+with counts, and workers Ray places freely (strategy `default`) in their own area. Every worker has
+an element carrying `data-component` and `data-ranks`, so tools and tests can find it.
+
+Pure string generation, deterministic: the same plan gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from collections import Counter
+from dataclasses import dataclass
+
+from rlplace.inventory import Inventory
+from rlplace.plan import Plan
+from rlplace.viz.flows import ENV_ROLES, EVAL_ROLES, EXPERIENCE, TRAIN_ROLES, WEIGHTS, Flow
+from rlplace.viz.ranks import format_ranks
+from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene
+from rlplace.viz.svgkit import Svg, fit, num, text_width
+
+MARGIN = 24
+NODES_PER_ROW = 4
+GPU_COLS = 4
+CELL_W, CELL_GAP = 96.0, 4.0
+NODE_PAD = 8.0
+NODE_W = 2 * NODE_PAD + GPU_COLS * CELL_W + (GPU_COLS - 1) * CELL_GAP
+GAP_X = 64.0
+GAP_MIN, GAP_PAD = 40.0, 24.0  # a gap between rows: at least GAP_MIN, else its arrow lanes plus GAP_PAD a side
+HEADER_H, CHIPS_H = 24.0, 18.0
+LABEL_H, ENTRY_H = 13.0, 14.0
+SMALL, BODY, LEGEND, TITLE = 9.0, 12.0, 11.0, 18.0
+
+#: (stroke, fill) per component: the usual RL roles keep their colour in every picture.
+PALETTE = (
+    ("#4e79a7", "#dbe6f1"),
+    ("#59a14f", "#def0db"),
+    ("#f28e2b", "#fde6cf"),
+    ("#b07aa1", "#efe2ec"),
+    ("#e15759", "#f9dcdc"),
+    ("#76b7b2", "#dff0ef"),
+    ("#c9a227", "#f8efcf"),
+    ("#9c755f", "#ece2db"),
+    ("#d37295", "#f7e1ea"),
+    ("#79706e", "#e8e6e5"),
+)
+ROLE_COLOUR = {**dict.fromkeys(TRAIN_ROLES, 0), **dict.fromkeys(EVAL_ROLES, 1), **dict.fromkeys(ENV_ROLES, 2)}
+ROLE_COLOUR["buffer"] = 3
+GROUP_COLOURS = ("#1f4e79", "#8e24aa", "#2e7d32", "#c62828", "#8d6e00", "#00838f", "#5d4037", "#ad1457")
+FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100"}
+FLOW_BEND = {WEIGHTS: 0.16, EXPERIENCE: 0.28}
+FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+
+STYLE = f"""
+text {{ font-family: {FONT}; }}
+.title {{ font-size: {num(TITLE)}px; font-weight: bold; }}
+.body {{ font-size: {num(BODY)}px; }}
+.legend {{ font-size: {num(LEGEND)}px; }}
+.small {{ font-size: {num(SMALL)}px; }}
+.bold {{ font-weight: bold; }}
+.muted {{ fill: #777; }}
+.halo {{ paint-order: stroke; stroke: #fff; stroke-width: 4px; stroke-linejoin: round; }}
+.warn {{ fill: #8a5a00; }}
+"""
+
+
+def svg(plan: Plan, inventory: Inventory | None = None) -> str:
+    """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes."""
+    return _Drawing(build_scene(plan, inventory)).render()
+
+
+def write_svg(plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None) -> None:
+    pathlib.Path(path).write_text(svg(plan, inventory), encoding="utf-8")
+
+
+def html(plan: Plan, inventory: Inventory | None = None) -> str:
+    """A self-contained page: the picture, a per-node table, flows and warnings (no external files)."""
+    from rlplace.viz.page import render_page
+
+    scene = build_scene(plan, inventory)
+    return render_page(scene, _Drawing(scene).render(xml_declaration=False))
+
+
+def write_html(plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None) -> None:
+    pathlib.Path(path).write_text(html(plan, inventory), encoding="utf-8")
+
+
+def component_colours(components: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """Role colours for train/eval/env/buffer (and actor/rollout), the rest of the palette in plan order."""
+    spare = [i for i in range(len(PALETTE)) if i not in ROLE_COLOUR.values()]
+    out, k = {}, 0
+    for c in components:
+        if c in ROLE_COLOUR:
+            out[c] = PALETTE[ROLE_COLOUR[c]]
+        else:
+            out[c] = PALETTE[spare[k % len(spare)]]
+            k += 1
+    return out
+
+
+@dataclass(frozen=True)
+class _Box:
+    node: NodeView
+    x: float
+    y: float
+    h: float
+    row: int
+    col: int
+
+    @property
+    def cx(self) -> float:
+        return self.x + NODE_W / 2
+
+    @property
+    def cy(self) -> float:
+        return self.y + self.h / 2
+
+
+def _cell_h(node: NodeView) -> float:
+    stacked = max((len(d.entries) for d in node.devices), default=0)
+    return LABEL_H + max(stacked, 1) * ENTRY_H + 3
+
+
+def _node_h(node: NodeView) -> float:
+    h = HEADER_H + (CHIPS_H if node.groups else 0)
+    rows = math.ceil(len(node.devices) / GPU_COLS)
+    if rows:
+        h += rows * _cell_h(node) + (rows - 1) * CELL_GAP + 6
+    for hw in node.hardware:
+        h += LABEL_H + len(hw.entries) * ENTRY_H + 6
+    if node.cpu:
+        h += LABEL_H + len(node.cpu) * ENTRY_H + 2
+    return h + NODE_PAD
+
+
+def _rows(nodes: tuple[NodeView, ...]) -> list[list[NodeView]]:
+    """Rows of at most NODES_PER_ROW; a run of nodes in the same groups starts a new row if it fits whole there."""
+    runs: list[list[NodeView]] = []
+    for n in nodes:
+        if runs and runs[-1][-1].groups == n.groups:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    rows: list[list[NodeView]] = [[]]
+    for run in runs:
+        if rows[-1] and len(rows[-1]) + len(run) > NODES_PER_ROW and len(run) <= NODES_PER_ROW:
+            rows.append([])
+        for n in run:
+            if len(rows[-1]) == NODES_PER_ROW:
+                rows.append([])
+            rows[-1].append(n)
+    return [r for r in rows if r]
+
+
+class _Drawing:
+    """Lays out a scene top to bottom and writes it as SVG."""
+
+    def __init__(self, scene: Scene) -> None:
+        self.scene = scene
+        self.colours = component_colours(scene.components)
+        self.group_colour = {g.name: GROUP_COLOURS[i % len(GROUP_COLOURS)] for i, g in enumerate(scene.groups)}
+        rows = _rows(scene.nodes)
+        self.width = max(2 * MARGIN + max((len(r) for r in rows), default=0) * (NODE_W + GAP_X), 2 * MARGIN + 760.0)
+        self.row_spans: list[tuple[float, float]] = []  # (top, bottom) of each row of nodes
+        self.gaps: list[float] = []  # height of the gap above each row, and below the last
+        self.out = Svg()
+
+    def render(self, xml_declaration: bool = True) -> str:
+        body = Svg()
+        self.out = body
+        y = self._header(MARGIN)
+        y = self._legend(y + 8)
+        boxes, y = self._nodes(y)
+        if self.scene.unpinned:
+            y = self._unpinned(y)
+        if self.scene.plan.warnings:
+            y = self._warnings(y)
+        self._flows(boxes)
+        height = y + MARGIN
+        head = '<?xml version="1.0" encoding="UTF-8"?>\n' if xml_declaration else ""
+        plan = self.scene.plan
+        return (
+            f'{head}<svg xmlns="http://www.w3.org/2000/svg" width="{num(self.width)}" height="{num(height)}" '
+            f'viewBox="0 0 {num(self.width)} {num(height)}" data-workers="{len(plan.workers)}" '
+            f'data-nodes="{len(self.scene.nodes)}">\n'
+            f"<title>rlplace plan: {len(plan.workers)} workers on {len(self.scene.nodes)} nodes</title>\n"
+            f"<style>{STYLE}</style>\n{self._markers()}\n"
+            f'<rect x="0" y="0" width="{num(self.width)}" height="{num(height)}" fill="#fff"/>\n'
+            f"{body.render()}\n</svg>\n"
+        )
+
+    # ---- header and legend -------------------------------------------------------------------------
+    def _header(self, y: float) -> float:
+        plan, s = self.scene.plan, self.scene.plan.settings
+        used = sum(1 for n in self.scene.nodes if n.used)
+        self.out.text(MARGIN, y + TITLE, f"rlplace plan · {len(plan.workers)} workers on {used} nodes", class_="title")
+        line = (
+            f"mode {s.mode} · strategy {s.strategy} · env_strategy {s.env_strategy} · "
+            f"colocated {'yes' if s.is_colocated else 'no'} · offload {'yes' if s.enable_offload else 'no'} · "
+            f"buffer shards {s.buffer_worker_num} · placement groups {'yes' if plan.uses_placement_groups else 'no'}"
+        )
+        self.out.text(MARGIN, y + TITLE + 20, fit(line, self.width - 2 * MARGIN, BODY), class_="body muted")
+        return y + TITLE + 26
+
+    def _legend(self, y: float) -> float:
+        counts = {c: len(self.scene.plan.by_component(c)) for c in self.scene.components}
+        items = [(c, f"{c} ({counts[c]})", "component") for c in self.scene.components]
+        y = self._legend_row(y, "components", items)
+        groups = [(g.name, f"{g.name}: nodes {format_ranks(g.node_ranks)}", "group") for g in self.scene.groups]
+        if groups:
+            y = self._legend_row(y, "pools / node groups", groups)
+        kinds = sorted({f.kind for f in self.scene.flows})
+        if kinds:
+            flows = [(k, _FLOW_LEGEND[k], "flow") for k in kinds]
+        else:
+            flows = [("", "none: weight sync and experience stay on their nodes", "text")]
+        return self._legend_row(y, "cross-node flows", [*flows, ("", "idle GPU", "idle")])
+
+    def _legend_row(self, y: float, heading: str, items: list[tuple[str, str, str]]) -> float:
+        x0 = MARGIN + 150
+        self.out.text(MARGIN, y + 12, heading, class_="legend bold")
+        x = x0
+        for key, label, kind in items:
+            w = 22 + text_width(label, LEGEND) + 18
+            if x + w > self.width - MARGIN and x > x0:
+                x, y = x0, y + 18
+            self.out.open("g", class_=f"legend-{kind}", data_key=key or None)
+            if kind == "component":
+                stroke, fill = self.colours[key]
+                self.out.rect(x, y + 2, 14, 12, rx=2, fill=fill, stroke=stroke)
+            elif kind == "group":
+                self.out.rect(x, y + 1, 16, 14, rx=4, fill="none", stroke=self.group_colour[key], stroke_width=2.5)
+            elif kind == "flow":
+                self.out.empty("path", d=f"M{num(x)} {num(y + 8)} h14", **_flow_style(key))
+            elif kind == "idle":
+                self.out.rect(x, y + 2, 14, 12, rx=2, fill="#fafafa", stroke="#aaa", stroke_dasharray="3 2")
+            self.out.text(x + (0 if kind == "text" else 22), y + 12, label, class_="legend")
+            self.out.close("g")
+            x += w
+        return y + 20
+
+    def _markers(self) -> str:
+        return (
+            "<defs>"
+            + "".join(
+                f'<marker id="arrow-{k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+                f'orient="auto-start-reverse"><path d="M0 0 L10 5 L0 10 z" fill="{c}"/></marker>'
+                for k, c in FLOW_COLOURS.items()
+            )
+            + "</defs>"
+        )
+
+    # ---- nodes ---------------------------------------------------------------------------------------
+    def _nodes(self, y: float) -> tuple[dict[int, _Box], float]:
+        """Place the rows, sizing each gap between them for the arrows that run through it."""
+        rows = _rows(self.scene.nodes)
+        self.gaps = [GAP_MIN] * (len(rows) + 1)  # gap i lies above row i
+        boxes, _ = self._place(rows, y)
+        trial = _Router(boxes, self.row_spans, self.gaps)
+        for f in self.scene.flows:
+            trial.route(f)
+        self.gaps = [
+            max(GAP_MIN, 2 * GAP_PAD + trial.lanes.get(("gap", i), 0) * _Router.LANE) for i in range(len(rows) + 1)
+        ]
+        boxes, y = self._place(rows, y)
+        self._group_outlines(boxes)
+        for box in boxes.values():
+            self._node(box)
+        return boxes, y
+
+    def _place(self, rows: list[list[NodeView]], y: float) -> tuple[dict[int, _Box], float]:
+        boxes: dict[int, _Box] = {}
+        self.row_spans = []
+        for i, row in enumerate(rows):
+            y += self.gaps[i]
+            h = max(_node_h(n) for n in row)
+            for j, node in enumerate(row):
+                boxes[node.rank] = _Box(node, MARGIN + GAP_X / 2 + j * (NODE_W + GAP_X), y, _node_h(node), i, j)
+            self.row_spans.append((y, y + h))
+            y += h
+        return boxes, y + self.gaps[-1]
+
+    def _group_outlines(self, boxes: dict[int, _Box]) -> None:
+        """One outline per group around each run of its nodes that sit side by side in a row."""
+        for g in self.scene.groups:
+            members = sorted((boxes[r] for r in g.node_ranks if r in boxes), key=lambda b: (b.row, b.x))
+            runs: list[list[_Box]] = []
+            for b in members:
+                prev = runs[-1][-1] if runs else None
+                if prev and prev.row == b.row and abs(b.x - prev.x - NODE_W - GAP_X) < 1:
+                    runs[-1].append(b)
+                else:
+                    runs.append([b])
+            for run in runs:
+                level = max(b.node.groups.index(g.name) for b in run)
+                pad = 6 + 5 * level
+                top, bottom = min(b.y for b in run), max(b.y + b.h for b in run)
+                self.out.open("g", class_="group-outline", data_group=g.name)
+                self.out.title(f"{g.name}: nodes {format_ranks(g.node_ranks)}")
+                self.out.rect(
+                    run[0].x - pad,
+                    top - pad,
+                    run[-1].x + NODE_W - run[0].x + 2 * pad,
+                    bottom - top + 2 * pad,
+                    rx=10,
+                    fill="none",
+                    stroke=self.group_colour[g.name],
+                    stroke_width=2,
+                    stroke_dasharray="8 4",
+                )
+                self.out.close("g")
+
+    def _node(self, box: _Box) -> None:
+        node, x, y = box.node, box.x, box.y
+        gpus = len(node.devices)
+        hw = f"{gpus}x {node.gpu_model}" if gpus and node.gpu_model else f"{gpus} GPU{'s' if gpus != 1 else ''}"
+        hw = hw if gpus else "CPU only"
+        stroke = self.group_colour[node.groups[0]] if node.groups else "#888"
+        self.out.open(
+            "g", class_="node", id=f"node-{node.rank}", data_node=node.rank, data_groups=" ".join(node.groups)
+        )
+        self.out.title(f"node {node.rank} · {hw}" + (f" · groups {', '.join(node.groups)}" if node.groups else ""))
+        self.out.rect(x, y, NODE_W, box.h, rx=6, fill="#fff" if node.used else "#f4f4f4", stroke=stroke, stroke_width=2)
+        self.out.text(x + NODE_PAD, y + 17, f"node {node.rank}", class_="body bold")
+        self.out.text(
+            x + NODE_W - NODE_PAD,
+            y + 17,
+            hw + ("" if node.used else " · unused"),
+            class_="body muted",
+            text_anchor="end",
+        )
+        cy = y + HEADER_H
+        if node.groups:
+            cx = x + NODE_PAD
+            for name in node.groups:
+                w = text_width(name, SMALL) + 10
+                self.out.rect(cx, cy, w, 14, rx=7, fill=self.group_colour[name], data_group=name)
+                self.out.text(cx + 5, cy + 10, name, class_="small", fill="#fff")
+                cx += w + 4
+            cy += CHIPS_H
+        cell_h = _cell_h(node)
+        for i, dev in enumerate(node.devices):
+            col, row = i % GPU_COLS, i // GPU_COLS
+            self._device(
+                node.rank, dev, x + NODE_PAD + col * (CELL_W + CELL_GAP), cy + row * (cell_h + CELL_GAP), cell_h
+            )
+        if node.devices:
+            cy += math.ceil(len(node.devices) / GPU_COLS) * (cell_h + CELL_GAP) - CELL_GAP + 6
+        inner = NODE_W - 2 * NODE_PAD
+        for unit in node.hardware:
+            h = LABEL_H + len(unit.entries) * ENTRY_H + 3
+            self.out.open("g", class_="hardware", data_node=node.rank)
+            self.out.title(unit.detail)
+            self.out.rect(x + NODE_PAD, cy, inner, h, rx=4, fill="#fff8e1", stroke="#c9a227")
+            self.out.text(x + NODE_PAD + 4, cy + 10, fit(unit.label, inner - 8, SMALL), class_="small bold")
+            self.out.close("g")
+            for k, e in enumerate(unit.entries):
+                self._entry(
+                    e, x + NODE_PAD + 3, cy + LABEL_H + k * ENTRY_H, inner - 6, f"node {node.rank} · {unit.label}"
+                )
+            cy += h + 6
+        if node.cpu:
+            self.out.text(x + NODE_PAD, cy + 10, "CPU workers", class_="small muted")
+            for k, e in enumerate(node.cpu):
+                self._entry(e, x + NODE_PAD, cy + LABEL_H + k * ENTRY_H, inner, f"node {node.rank} · CPU only")
+        self.out.close("g")
+
+    def _device(self, node_rank: int, dev: Device, x: float, y: float, h: float) -> None:
+        idle = not dev.entries
+        self.out.open("g", class_="gpu", data_node=node_rank, data_gpu=dev.index, data_idle="true" if idle else None)
+        self.out.title(f"node {node_rank} GPU {dev.index}" + (" · idle" if idle else ""))
+        if idle:
+            self.out.rect(x, y, CELL_W, h, rx=3, fill="#fafafa", stroke="#aaa", stroke_dasharray="3 2")
+        else:
+            self.out.rect(x, y, CELL_W, h, rx=3, fill="#f6f7f9", stroke="#b8bec8")
+        self.out.text(x + 4, y + 10, f"GPU {dev.index}" + (" idle" if idle else ""), class_="small muted")
+        self.out.close("g")
+        for k, e in enumerate(dev.entries):
+            self._entry(e, x + 3, y + LABEL_H + k * ENTRY_H, CELL_W - 6, f"node {node_rank} GPU {dev.index}")
+
+    def _entry(self, e: Entry, x: float, y: float, w: float, where: str, unpinned: bool = False) -> None:
+        stroke, fill = self.colours[e.component]
+        self.out.open(
+            "g",
+            class_="worker",
+            data_component=e.component,
+            data_ranks=e.rank_text,
+            data_where=where,
+        )
+        self.out.title(e.title(where))
+        self.out.rect(x, y, w, ENTRY_H - 2, rx=2, fill=fill, stroke=stroke)
+        self.out.text(x + 4, y + 9, fit(e.label(unpinned), w - 6, SMALL), class_="small")
+        self.out.close("g")
+
+    # ---- unpinned workers and warnings ---------------------------------------------------------------
+    def _unpinned(self, y: float) -> float:
+        inner = self.width - 2 * MARGIN
+        widths = [text_width(e.label(unpinned=True), SMALL) + 12 for e in self.scene.unpinned]
+        lines, x = 1, 0.0
+        for w in widths:
+            if x + w > inner - 16 and x > 0:
+                lines, x = lines + 1, 0.0
+            x += w + 6
+        h = 26 + lines * (ENTRY_H + 4) + 4
+        self.out.open("g", class_="unpinned")
+        self.out.rect(MARGIN, y, inner, h, rx=6, fill="#fbfbfb", stroke="#888", stroke_dasharray="6 3")
+        self.out.text(
+            MARGIN + 8,
+            y + 17,
+            "scheduled by Ray: not pinned to a node (strategy default, no placement group)",
+            class_="body bold",
+        )
+        self.out.close("g")
+        x, cy = MARGIN + 8, y + 26
+        for e, w in zip(self.scene.unpinned, widths, strict=True):
+            if x + w > MARGIN + inner - 8 and x > MARGIN + 8:
+                x, cy = MARGIN + 8, cy + ENTRY_H + 4
+            self._entry(e, x, cy, w, "scheduled by Ray", unpinned=True)
+            x += w + 6
+        return y + h + 16
+
+    def _warnings(self, y: float) -> float:
+        warnings = self.scene.plan.warnings
+        self.out.open("g", class_="warnings")
+        self.out.text(
+            MARGIN, y + 14, f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}:", class_="body bold warn"
+        )
+        for i, w in enumerate(warnings):
+            self.out.open("g", class_="warning")
+            self.out.title(w)
+            self.out.text(
+                MARGIN + 12, y + 32 + i * 16, fit(f"- {w}", self.width - 2 * MARGIN - 12, BODY), class_="body warn"
+            )
+            self.out.close("g")
+        self.out.close("g")
+        return y + 32 + len(warnings) * 16
+
+    # ---- flows -----------------------------------------------------------------------------------------
+    def _flows(self, boxes: dict[int, _Box]) -> None:
+        router = _Router(boxes, self.row_spans, self.gaps)
+        fan_out = Counter((f.kind, f.src) for f in self.scene.flows)
+        self.out.open("g", class_="flows")
+        for f in self.scene.flows:
+            points = router.route(f)
+            lx, ly, anchor = _label_point(points, fan_out[(f.kind, f.src)] > 1)
+            self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_count=f.count)
+            self.out.title(
+                f"{_FLOW_LEGEND[f.kind]}: {f.count} worker{'s' if f.count != 1 else ''}, node {f.src} -> node {f.dst}"
+            )
+            path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
+            self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind))
+            self.out.text(lx, ly, f.label, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind])
+            self.out.close("g")
+        self.out.close("g")
+
+
+_FLOW_LEGEND = {WEIGHTS: "weight sync (train -> eval)", EXPERIENCE: "experience (env/eval -> buffer)"}
+
+
+def _flow_style(kind: str) -> dict[str, object]:
+    return {
+        "fill": "none",
+        "stroke": FLOW_COLOURS[kind],
+        "stroke_width": 2.5,
+        "stroke_opacity": 0.85,
+        "marker_end": f"url(#arrow-{kind})",
+    }
+
+
+class _Router:
+    """Orthogonal arrow routes that run only through the gaps between nodes, never across a node.
+
+    An arrow leaves its source through the side facing the target, runs along the gap next to that
+    row, down (or up) the gap between columns if rows must be skipped, and enters the target from the
+    gap next to its row. Arrows of one kind from one node share their lanes, so a fan-out (weights from
+    train rank 0 to every rollout node) reads as one trunk with branches; other arrows get lanes of
+    their own in every gap, channel and box side, side by side instead of on top of each other.
+    """
+
+    LANE = 12.0
+    PORT = 14.0
+
+    def __init__(self, boxes: dict[int, _Box], row_spans: list[tuple[float, float]], gaps: list[float]) -> None:
+        self.boxes = boxes
+        self.rows = row_spans
+        self.gaps = gaps
+        self.lanes: dict[tuple[str, int], int] = {}  # place -> lanes handed out there
+        self.taken: dict[tuple[str, int, object], int] = {}  # (place, bundle) -> its lane index
+
+    def _index(self, place: tuple[str, int], bundle: object) -> int:
+        """`bundle`'s lane at `place`: the first bundle there gets 0, the next 1, and so on."""
+        key = (*place, bundle)
+        if key not in self.taken:
+            self.taken[key] = self.lanes.get(place, 0)
+            self.lanes[place] = self.taken[key] + 1
+        return self.taken[key]
+
+    def _lane(self, place: tuple[str, int], bundle: object, step: float) -> float:
+        """Offset from the centre line of a gap or channel: 0, -step, +step, -2 step, ..."""
+        n = self._index(place, bundle)
+        return ((n + 1) // 2) * step * (1 if n % 2 == 0 else -1)
+
+    def _port(self, box: _Box, side: str, bundle: object, toward: float) -> tuple[float, float]:
+        """A point on the box's top or bottom edge, on the half facing x = `toward`."""
+        sign = 1 if toward >= box.cx else -1
+        x = box.cx + sign * (self._index((side, box.node.rank), bundle) + 1) * self.PORT
+        return x, box.y if side == "top" else box.y + box.h
+
+    def _gap_y(self, row: int, below: bool, bundle: object) -> float:
+        """Centre line of the gap above (or below) `row`, plus this bundle's lane."""
+        top, bottom = self.rows[row]
+        gap = row + 1 if below else row
+        centre = bottom + self.gaps[gap] / 2 if below else top - self.gaps[gap] / 2
+        return centre + self._lane(("gap", gap), bundle, self.LANE)
+
+    def route(self, f: Flow) -> list[tuple[float, float]]:
+        a, b = self.boxes[f.src], self.boxes[f.dst]
+        out, into = (f.kind, f.src), (f.kind, f.src, f.dst)
+        if a.row == b.row:  # weights over the row, experience under it: the two kinds never share a gap
+            side = "top" if f.kind == WEIGHTS else "bottom"
+            (x0, y0), (x1, y1) = self._port(a, side, out, b.cx), self._port(b, side, into, a.cx)
+            y = self._gap_y(a.row, side == "bottom", out)
+            return [(x0, y0), (x0, y), (x1, y), (x1, y1)]
+        down = b.row > a.row
+        (x0, y0) = self._port(a, "bottom" if down else "top", out, b.cx)
+        (x1, y1) = self._port(b, "top" if down else "bottom", into, a.cx)
+        ya = self._gap_y(a.row, down, out)
+        if abs(b.row - a.row) == 1:
+            return [(x0, y0), (x0, ya), (x1, ya), (x1, y1)]
+        channel = a.col + (0 if b.col < a.col else 1)
+        xc = MARGIN + channel * (NODE_W + GAP_X) + self._lane(("channel", channel), out, self.LANE)
+        yb = self._gap_y(b.row, not down, out)
+        return [(x0, y0), (x0, ya), (xc, ya), (xc, yb), (x1, yb), (x1, y1)]
+
+
+def _label_point(points: list[tuple[float, float]], fan_out: bool) -> tuple[float, float, str]:
+    """Where a flow's count goes: beside its arrowhead when it shares a trunk, else mid first horizontal run."""
+    if fan_out:
+        (x1, y1), (_, yb) = points[-1], points[-2]
+        return x1 + 6, y1 + (-8 if yb < y1 else 16), "start"
+    (x0, y0), (x1, _) = points[1], points[2]
+    return (x0 + x1) / 2, y0 + 4, "middle"

@@ -1,0 +1,225 @@
+"""What the topology picture shows, as plain data: one view per node, per GPU, per robot.
+
+Both the SVG and the HTML page draw from this one scene, so they cannot disagree about where a
+worker is. Building it is the only place that decides grouping and summarising (100 agents on a node
+become one entry with their rank range); drawing only lays out and styles.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from rlplace.inventory import Inventory
+from rlplace.plan import GroupSummary, Plan, Worker
+from rlplace.viz.flows import Flow, cross_node_flows
+from rlplace.viz.ranks import format_ranks, fraction_label
+
+#: More workers of one component at one place than this are drawn as one "x N (ranks)" entry.
+LIST_LIMIT = 3
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One worker, or a run of one component's workers sharing a place, as one line of the picture."""
+
+    component: str
+    ranks: tuple[int, ...]
+    share: float | None  # GPU share of each (pinned) or GPUs requested (unpinned); None if mixed
+    note: str = ""  # extra hover detail (GPUs of a multi-GPU worker, hardware fields)
+
+    @property
+    def rank_text(self) -> str:
+        return format_ranks(self.ranks)
+
+    @property
+    def summarised(self) -> bool:
+        return len(self.ranks) > 1
+
+    def label(self, unpinned: bool = False) -> str:
+        """Short text on the chip: `train 0 1/3`, `agent x100 (0-99)`, `eval 1 · 1 GPU`."""
+        if self.summarised:
+            return f"{self.component} x{len(self.ranks)} ({self.rank_text})"
+        if unpinned:
+            return f"{self.component} {self.ranks[0]} · {self.share or 0:g} GPU"
+        share = fraction_label(self.share) if self.share is not None else ""
+        return f"{self.component} {self.ranks[0]}" + (f" {share}" if share else "")
+
+    def title(self, where: str) -> str:
+        """Hover text: every rank spelled out, where it runs and with what share."""
+        head = f"{self.component} rank{'s' if self.summarised else ''} {self.rank_text}"
+        parts = [head, where]
+        if self.share is not None and where != "scheduled by Ray":
+            parts.append("whole GPU" if self.share >= 1 - 1e-9 else f"GPU share {fraction_label(self.share)} each")
+        elif self.share is not None:
+            parts.append(f"{self.share:g} GPU requested each")
+        if self.note:
+            parts.append(self.note)
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU of a node and who sits on it (co-residents stacked); no entries means idle."""
+
+    index: int
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A robot (or other attached unit) and the workers that drive it."""
+
+    label: str
+    detail: str
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class NodeView:
+    rank: int
+    gpu_model: str | None
+    devices: tuple[Device, ...]
+    hardware: tuple[Hardware, ...]
+    cpu: tuple[Entry, ...]  # pinned workers with neither GPUs nor hardware
+    groups: tuple[str, ...]  # pools / node groups containing this node, in plan order
+
+    @property
+    def used(self) -> bool:
+        return bool(self.cpu or self.hardware or any(d.entries for d in self.devices))
+
+
+@dataclass(frozen=True)
+class Scene:
+    plan: Plan
+    nodes: tuple[NodeView, ...]
+    unpinned: tuple[Entry, ...]
+    components: tuple[str, ...]
+    groups: tuple[GroupSummary, ...]
+    flows: tuple[Flow, ...]
+
+
+def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
+    """Arrange `plan` by node and device. `inventory` adds GPU models, idle GPUs and unused nodes."""
+    order = {c: i for i, c in enumerate(plan.components)}
+    pinned = [w for w in plan.workers if w.node_rank is not None]
+    unpinned = [w for w in plan.workers if w.node_rank is None]
+    nodes = tuple(
+        _node_view(rank, [w for w in pinned if w.node_rank == rank], plan, inventory, order)
+        for rank in _node_ranks(plan, inventory)
+    )
+    return Scene(
+        plan=plan,
+        nodes=nodes,
+        unpinned=entries_of(unpinned, order, share=lambda w: w.gpu_fraction),
+        components=tuple(plan.components),
+        groups=plan.groups,
+        flows=cross_node_flows(plan.workers),
+    )
+
+
+def _gpu_share(w: Worker) -> float | None:
+    return w.gpu_fraction
+
+
+def _no_share(w: Worker) -> float | None:
+    """CPU-only workers: a GPU share would be noise."""
+    return None
+
+
+def entries_of(
+    workers: Iterable[Worker], order: dict[str, int], share: Callable[[Worker], float | None] = _gpu_share
+) -> tuple[Entry, ...]:
+    """One entry per worker, except a component with more than LIST_LIMIT workers here: one summary entry."""
+    by_comp: dict[str, list[Worker]] = defaultdict(list)
+    for w in workers:
+        by_comp[w.component].append(w)
+    out: list[Entry] = []
+    for comp in sorted(by_comp, key=lambda c: (order.get(c, len(order)), c)):
+        ws = sorted(by_comp[comp], key=lambda w: w.rank)
+        if len(ws) > LIST_LIMIT:
+            shares = {share(w) for w in ws}
+            out.append(Entry(comp, tuple(w.rank for w in ws), shares.pop() if len(shares) == 1 else None))
+        else:
+            out.extend(Entry(comp, (w.rank,), share(w), _note(w)) for w in ws)
+    return tuple(out)
+
+
+def _note(w: Worker) -> str:
+    if len(w.gpus) > 1:
+        return f"spans GPUs {format_ranks(w.gpus)}"
+    return ""
+
+
+def _node_ranks(plan: Plan, inventory: Inventory | None) -> list[int]:
+    ranks = {w.node_rank for w in plan.workers if w.node_rank is not None}
+    ranks |= {b.node_rank for b in plan.bundles}
+    ranks |= {r for g in plan.groups for r in g.node_ranks}
+    if inventory is not None:
+        ranks |= {n.rank for n in inventory.nodes}
+    return sorted(ranks)
+
+
+def _gpu_count(rank: int, workers: Sequence[Worker], plan: Plan, inventory: Inventory | None) -> int:
+    if inventory is not None and rank < len(inventory):
+        declared = inventory.node(rank).num_gpus
+    else:
+        declared = max(
+            (
+                g.gpus_per_node[i]
+                for g in plan.groups
+                for i, r in enumerate(g.node_ranks)
+                if i < len(g.gpus_per_node) and r == rank
+            ),
+            default=0,
+        )
+    used = [i for w in workers for i in w.gpus] + [i for b in plan.bundles if b.node_rank == rank for i in b.gpus]
+    return max(declared, max(used, default=-1) + 1)
+
+
+def _node_view(
+    rank: int, workers: list[Worker], plan: Plan, inventory: Inventory | None, order: dict[str, int]
+) -> NodeView:
+    devices = tuple(
+        Device(i, entries_of((w for w in workers if i in w.gpus), order))
+        for i in range(_gpu_count(rank, workers, plan, inventory))
+    )
+    with_hw = [w for w in workers if w.hardware]
+    cpu = [w for w in workers if not w.gpus and not w.hardware]
+    model = inventory.node(rank).gpu_model if inventory is not None and rank < len(inventory) else None
+    return NodeView(
+        rank=rank,
+        gpu_model=model,
+        devices=devices,
+        hardware=_hardware(with_hw, order),
+        cpu=entries_of(cpu, order, share=_no_share),
+        groups=tuple(g.name for g in plan.groups if rank in g.node_ranks),
+    )
+
+
+def _hardware(workers: list[Worker], order: dict[str, int]) -> tuple[Hardware, ...]:
+    """Workers sharing identical hardware info drive the same unit: one box per unit."""
+    units: dict[str, list[Worker]] = {}
+    for w in workers:
+        units.setdefault(json.dumps(w.hardware, sort_keys=True, default=str), []).append(w)
+    out = []
+    for key in sorted(units):
+        info = units[key][0].hardware or {}
+        entries = entries_of(units[key], order, share=lambda w: w.gpu_fraction if w.gpus else None)
+        out.append(Hardware(_hardware_label(info), _hardware_detail(info), entries))
+    return tuple(out)
+
+
+def _hardware_label(info: dict[str, object]) -> str:
+    kind = str(info.get("type") or info.get("hardware_type") or "hardware")
+    address = next((str(info[k]) for k in ("robot_ip", "ip", "address", "host") if info.get(k)), "")
+    return f"{kind} {address}".strip()
+
+
+def _hardware_detail(info: dict[str, object]) -> str:
+    def show(v: object) -> str:
+        return ", ".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
+
+    return "; ".join(f"{k}: {show(v)}" for k, v in sorted(info.items()))
