@@ -1,16 +1,25 @@
-"""`rlplace schema` (placeholder until its issue lands)."""
+"""`rlplace schema [--output PATH]`: the JSON Schema of the config, for editors to complete and check YAML."""
 
 from __future__ import annotations
 
 import argparse
-
-from rlplace.errors import RlplaceError
+import json
+import pathlib
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("schema", help="(not built yet)")
+    p = sub.add_parser("schema", help="print the JSON Schema of the cluster config (both dialects)")
+    p.add_argument("--output", "-o", type=pathlib.Path, help="write the schema to this file instead of stdout")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise RlplaceError("'rlplace schema' is not built yet")
+    from rlplace.config import config_schema
+
+    text = json.dumps(config_schema(), indent=2) + "\n"
+    if args.output is None:
+        print(text, end="")
+    else:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}")
+    return 0

@@ -201,28 +201,30 @@ def _components(
     defined: dict[str, str] = {}  # component -> the key that placed it
     for key, entry in placements.items():
         path = (*base, "component_placement", str(key))
-        names = _component_names(key, path, rep)
-        if entry is INVALID or not names:
+        names = [n for n in _component_names(key, path, rep) if _first_definition(n, str(key), defined, path, rep)]
+        if entry is INVALID:
             continue
         if isinstance(entry, Mapping):
-            group_labels = written(entry, "node_group") or (CLUSTER_GROUP,)
-            segments = written(entry, "placement")
-            if entry.get("node_group") is INVALID or segments is None:
+            labels = written(entry, "node_group") or (CLUSTER_GROUP,)
+            segments, place_path = written(entry, "placement"), (*path, "placement")
+            if entry.get("node_group") is INVALID:
                 continue
-            place_path = (*path, "placement")
         else:
-            group_labels, segments, place_path = (CLUSTER_GROUP,), entry, path
-        if not _groups_exist(group_labels, groups, (*path, "node_group"), rep):  # type: ignore[arg-type]
+            labels, segments, place_path = (CLUSTER_GROUP,), entry, path
+        if not _groups_exist(labels, groups, (*path, "node_group"), rep) or segments is None:  # type: ignore[arg-type]
             continue
-        _check_placement(segments, group_labels, groups, num_nodes, place_path, rep)  # type: ignore[arg-type]
-        placement = Placement(groups=tuple(group_labels), segments=segments)  # type: ignore[arg-type]
-        for name in names:
-            if name in defined:
-                rep.add(path, f"component '{name}' is already placed by '{defined[name]}'; place it once", name)
-                continue
-            defined[name] = str(key)
-            out.append(ComponentSpec(name=name, placement=placement, path=format_path(path)))
+        _check_placement(segments, labels, groups, num_nodes, place_path, rep)  # type: ignore[arg-type]
+        placement = Placement(groups=tuple(labels), segments=segments)  # type: ignore[arg-type]
+        out.extend(ComponentSpec(name=name, placement=placement, path=format_path(path)) for name in names)
     return tuple(out)
+
+
+def _first_definition(name: str, key: str, defined: dict[str, str], path: Path, rep: Reporter) -> bool:
+    if name in defined:
+        rep.add(path, f"component '{name}' is already placed by '{defined[name]}'; place each component once", name)
+        return False
+    defined[name] = key
+    return True
 
 
 def _component_names(key: object, path: Path, rep: Reporter) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ The loader raises one ConfigError with everything at the end.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 from rlplace.errors import Problem
@@ -21,9 +22,14 @@ def format_path(path: Path) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(part):
+            out += f"[{part!r}]"  # component_placement['actor,rollout']
         else:
             out += f".{part}" if out else part
     return out
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def did_you_mean(word: object, options: Iterable[str]) -> str:

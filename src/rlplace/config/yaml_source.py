@@ -94,6 +94,7 @@ def read_yaml(text: str, rep: Reporter) -> object:
     try:
         node = loader.get_single_node()
         if node is not None:
+            rep.lines[()] = node.start_mark.line + 1
             data = _Builder(loader, rep).build(node, ())
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
