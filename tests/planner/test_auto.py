@@ -27,10 +27,11 @@ def test_disaggregate_puts_pools_on_disjoint_nodes():
 
 def test_disaggregate_shares_a_node_with_a_warning_when_it_must():
     p = plan(auto("disaggregate", train=2, eval=2), parse_nodes("1x8"))
+    assert [g.name for g in p.groups] == ["global_pool"]
     assert where(p, "train") == [(0, (0,)), (0, (1,))]
     assert where(p, "eval") == [(0, (2,)), (0, (3,))]
     assert where(p, "env") == [(0, (4,)), (0, (5,))]
-    assert len(p.warnings) == 1 and "node 0 is shared" in p.warnings[0] and "GPUs 0-1" in p.warnings[0]
+    assert len(p.warnings) == 1 and "cannot hold train_pool (2 GPUs) and rollout_pool (4 GPUs)" in p.warnings[0]
 
 
 def test_disaggregate_too_small_names_demand_and_supply():

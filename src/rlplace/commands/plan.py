@@ -11,10 +11,12 @@ import dataclasses
 import json
 import re
 import sys
+from collections import Counter
 
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, load_inventory, parse_nodes
 from rlplace.model import JobSpec
+from rlplace.plan import Plan
 
 COMPARED = ("default", "disaggregate", "colocate")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if args.html:
             picture.write_html(result, args.html)
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
-    compared = _compare(spec, inventory, args) if args.compare else None
+    compared = _compare(spec, result, inventory, args) if args.compare else None
     if args.format == "table":
         _print_table(result, est, compared, args)
     else:
@@ -88,8 +90,8 @@ def _inventory(args: argparse.Namespace) -> Inventory:
     return live_inventory()
 
 
-def _compare(spec: JobSpec, inventory: Inventory, args: argparse.Namespace) -> dict[str, dict]:
-    """Plan the same worker counts under each auto strategy; a strategy that does not fit says why."""
+def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.Namespace) -> dict[str, dict]:
+    """Plan the worker counts of `planned` under each auto strategy; a strategy that does not fit says why."""
     from rlplace.planner import estimate, plan
 
     if spec.dialect != "pools":
@@ -109,7 +111,7 @@ def _compare(spec: JobSpec, inventory: Inventory, args: argparse.Namespace) -> d
         settings = dataclasses.replace(
             spec.settings, mode="auto", strategy=strategy, env_strategy=env, is_colocated=None
         )
-        variant = dataclasses.replace(spec, settings=settings, node_groups=(), components=_unplaced(spec))
+        variant = dataclasses.replace(spec, settings=settings, node_groups=(), components=_unplaced(spec, planned))
         try:
             p = plan(variant, inventory)
         except PlanError as e:
@@ -125,8 +127,10 @@ def _compare(spec: JobSpec, inventory: Inventory, args: argparse.Namespace) -> d
     return out
 
 
-def _unplaced(spec: JobSpec) -> tuple:
-    return tuple(dataclasses.replace(c, placement=None) for c in spec.components)
+def _unplaced(spec: JobSpec, planned: Plan) -> tuple:
+    """The components without placements, each with the worker count it got in `planned`."""
+    counts = Counter(w.component for w in planned.workers)
+    return tuple(dataclasses.replace(c, placement=None, num_workers=counts[c.name]) for c in spec.components)
 
 
 def _dump(doc: dict, fmt: str) -> None:

@@ -51,17 +51,18 @@ def disaggregate(
     if sum(g for _, g in rest) >= e + v:
         train = _pool("train_pool", gpu_nodes[:k])
         rollout = _pool("rollout_pool", rest[: _nodes_for(rest, e + v)])
-    else:
-        train, rollout = _shared_boundary(gpu_nodes, t, e + v)
-        shared = train.nodes[-1]
-        warnings.append(
-            f"strategy disaggregate: the inventory cannot hold train_pool ({t} GPUs) and rollout_pool ({e + v} GPUs) "
-            f"on disjoint nodes; node {shared} is shared: train_pool GPUs {format_ranks(_local(train, shared))}, "
-            f"rollout_pool GPUs {format_ranks(_local(rollout, shared))}. Add a node to keep them apart"
-        )
-    train.ranges["train"] = list(range(t))
-    _rollout_ranges(rollout, e, v, env_strategy)
-    return [train, rollout]
+        train.ranges["train"] = list(range(t))
+        _rollout_ranges(rollout, e, v, env_strategy, 0)
+        return [train, rollout]
+    pool = _pool("global_pool", gpu_nodes[: _nodes_for(gpu_nodes, t + e + v)])
+    warnings.append(
+        f"strategy disaggregate: the inventory cannot hold train_pool ({t} GPUs) and rollout_pool ({e + v} GPUs) "
+        f"on disjoint nodes, so one global_pool on nodes {format_ranks(pool.nodes)} holds both, train and rollout "
+        "on separate GPUs. Add a node to keep them apart"
+    )
+    pool.ranges["train"] = list(range(t))
+    _rollout_ranges(pool, e, v, env_strategy, t)
+    return [pool]
 
 
 def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory) -> list[Pool]:
@@ -82,26 +83,29 @@ def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory
         pool.ranges["eval"] = list(range(e))
         pool.ranges["env"] = list(range(v))
     else:
-        _rollout_ranges(pool, e, v, env_strategy)
+        _rollout_ranges(pool, e, v, env_strategy, 0)
     return [pool]
 
 
-def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str) -> None:
-    """eval then env on their own GPUs; node-affinity splits every node between them instead, so env
-    workers sit on the nodes of the eval workers they serve."""
+def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str, start: int) -> None:
+    """eval then env on their own GPUs from pool GPU `start` on; node-affinity splits every node between
+    them instead, so env workers sit on the nodes of the eval workers they serve."""
     if env_strategy != "node-affinity" or not e or not v:
-        pool.ranges["eval"] = list(range(e))
-        pool.ranges["env"] = list(range(e, e + v))
+        pool.ranges["eval"] = list(range(start, start + e))
+        pool.ranges["env"] = list(range(start + e, start + e + v))
         return
     ev: list[int] = []
     en: list[int] = []
-    offset = 0
+    end = 0
     for n in pool.num_gpus:
-        take_e = min(e - len(ev), -(-n * e // (e + v)))
-        take_v = min(v - len(en), n - take_e)
-        ev.extend(range(offset, offset + take_e))
-        en.extend(range(offset + take_e, offset + take_e + take_v))
-        offset += n
+        lo, end = max(start, end), end + n
+        free = end - lo
+        if free <= 0:
+            continue
+        take_e = min(e - len(ev), -(-free * e // (e + v)))
+        take_v = min(v - len(en), free - take_e)
+        ev.extend(range(lo, lo + take_e))
+        en.extend(range(lo + take_e, lo + take_e + take_v))
     if len(ev) < e or len(en) < v:
         raise PlanError(
             f"env_strategy node-affinity: the pool's nodes ({format_ranks(pool.nodes)}) cannot split into "
@@ -123,25 +127,7 @@ def _nodes_for(nodes: list[tuple[int, int]], gpus: int) -> int:
 
 
 def _pool(name: str, nodes: list[tuple[int, int]]) -> Pool:
-    return Pool(name, [r for r, _ in nodes], [0] * len(nodes), [g for _, g in nodes])
-
-
-def _shared_boundary(nodes: list[tuple[int, int]], t: int, r: int) -> tuple[Pool, Pool]:
-    """train takes its GPUs in rank order; rollout starts right after, on the same node."""
-    k = _nodes_for(nodes, t)
-    used_before = sum(g for _, g in nodes[: k - 1])
-    last, last_gpus = nodes[k - 1]
-    on_last = t - used_before
-    train = Pool("train_pool", [rk for rk, _ in nodes[:k]], [0] * k, [g for _, g in nodes[: k - 1]] + [on_last])
-    rest = [(last, last_gpus - on_last), *nodes[k:]]
-    m = _nodes_for(rest, r)
-    rollout = Pool("rollout_pool", [rk for rk, _ in rest[:m]], [on_last] + [0] * (m - 1), [g for _, g in rest[:m]])
-    return train, rollout
-
-
-def _local(pool: Pool, node: int) -> list[int]:
-    i = pool.nodes.index(node)
-    return list(range(pool.first_gpu[i], pool.first_gpu[i] + pool.num_gpus[i]))
+    return Pool(name, [r for r, _ in nodes], [g for _, g in nodes])
 
 
 def _demand_text(cs) -> str:

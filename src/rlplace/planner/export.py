@@ -3,7 +3,7 @@
 Re-planning the same config with `placement.mode: manual` and this `resource_pool` gives the identical
 placement. Pools are written without `node_ids` when "the next unused GPU nodes" rule rebuilds them
 (nodes 0..K-1, in pool order, equal GPU counts per pool); otherwise every pool names its nodes by rank,
-with a per-node `num_gpus` list, and pools sharing a node split its GPUs in pool order.
+with a per-node `num_gpus` list.
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ pool-global GPU indices of each component's range.
 Auto mode builds the same `Pool` objects (see `auto.py`), so manual and auto plans go through one
 packing routine, and an exported auto plan re-plans in manual mode to the identical placement.
 
-Node binding rules (DESIGN.md; docs/planner.md):
-- with `node_ids`: the named nodes, `num_gpus[i]` GPUs on node i. Pools naming the same node split
-  its GPUs in pool order (the first pool takes local GPUs 0.., the next continues after it).
+Node binding rules (DESIGN.md; docs/planner.md); pools never share a node, and a pool uses local GPUs
+0..num_gpus-1 of each of its nodes:
+- with `node_ids`: the named nodes, `num_gpus[i]` GPUs on node i;
 - without `node_ids`: the next `num_node` nodes with GPUs that no pool has taken, in rank order;
-  they must have equal GPU counts, and the pool uses local GPUs 0..num_gpus-1 of each.
+  they must have equal GPU counts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rlplace.planner.ranges import format_ranks, idle_by_node
 from rlplace.planner.settings import Counted
 
 EPS = 1e-9
-Binding = tuple[list[int], list[int], list[int]]  # node ranks, first local GPU, GPUs per node
+Binding = tuple[list[int], list[int]]  # node ranks, GPUs per node
 
 
 @dataclass
@@ -34,7 +34,6 @@ class Pool:
 
     name: str
     nodes: list[int]
-    first_gpu: list[int]  # node-local index of the pool's first GPU on each node
     num_gpus: list[int]  # the pool's GPUs on each node
     ranges: dict[str, list[int]] = field(default_factory=dict)  # component -> pool-global GPU indices
     paths: dict[str, str] = field(default_factory=dict)  # component -> key path, for messages
@@ -49,9 +48,9 @@ class Pool:
         if self._flat is None:
             nodes: list[int] = []
             gpus: list[int] = []
-            for node, first, n in zip(self.nodes, self.first_gpu, self.num_gpus, strict=True):
+            for node, n in zip(self.nodes, self.num_gpus, strict=True):
                 nodes.extend([node] * n)
-                gpus.extend(range(first, first + n))
+                gpus.extend(range(n))
             self._flat = (nodes, gpus)
         return self._flat
 
@@ -67,12 +66,12 @@ class Pool:
 def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
     """Resolve every `resource_pool` entry to nodes of the inventory, with the component ranges."""
     pools = [g for g in spec.node_groups]
-    taken_gpus = [0] * len(inventory)  # GPUs of each node bound so far (node_ids pools, in pool order)
     bound: dict[str, Binding] = {}
+    owner: dict[int, str] = {}
     for g in pools:
         if g.node_ids is not None:
-            bound[g.label] = _bind_named(g, inventory, taken_gpus)
-    taken = {n for nodes, _, _ in bound.values() for n in nodes}
+            bound[g.label] = _bind_named(g, inventory, owner)
+    taken = set(owner)
     free = [n.rank for n in inventory.nodes if n.num_gpus > 0 and n.rank not in taken]
     cursor = 0
     out = []
@@ -80,8 +79,8 @@ def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
         if g.label not in bound:
             bound[g.label] = _bind_next(g, inventory, free, cursor)
             cursor += len(bound[g.label][0])
-        nodes, first, num = bound[g.label]
-        out.append(Pool(g.label, nodes, first, num))
+        nodes, num = bound[g.label]
+        out.append(Pool(g.label, nodes, num))
     by_name = {p.name: p for p in out}
     for c in spec.components:
         if c.placement is None:
@@ -116,7 +115,7 @@ def _declared(g: NodeGroupSpec, inventory: Inventory) -> tuple[int, ...]:
     return tuple(inventory.node(r).num_gpus if r < len(inventory) else 0 for r in g.node_ranks)
 
 
-def _bind_named(g: NodeGroupSpec, inventory: Inventory, taken_gpus: list[int]) -> Binding:
+def _bind_named(g: NodeGroupSpec, inventory: Inventory, owner: dict[int, str]) -> Binding:
     declared = _declared(g, inventory)
     ids = g.node_ids or ()
     if len(ids) != len(declared):
@@ -128,19 +127,17 @@ def _bind_named(g: NodeGroupSpec, inventory: Inventory, taken_gpus: list[int]) -
                 "give one num_gpus entry per node id",
             )
         )
-    nodes, first = [], []
+    nodes = []
     for node_id, want in zip(ids, declared, strict=True):
         rank = _resolve_node_id(node_id, inventory, g)
-        have = inventory.node(rank).num_gpus - taken_gpus[rank]
+        if rank in owner:
+            raise PlanError(f"pool {g.label}: node_ids entry {node_id!r} is node {rank}, already in pool {owner[rank]}")
+        have = inventory.node(rank).num_gpus
         if want > have:
-            shared = f" ({taken_gpus[rank]} already taken by earlier pools)" if taken_gpus[rank] else ""
-            raise PlanError(
-                f"pool {g.label}: node {rank} ({node_id}) has {have} free GPU(s){shared}, the pool wants {want}"
-            )
+            raise PlanError(f"pool {g.label}: node {rank} ({node_id!r}) has {have} GPU(s), the pool wants {want}")
+        owner[rank] = g.label
         nodes.append(rank)
-        first.append(taken_gpus[rank])
-        taken_gpus[rank] += want
-    return nodes, first, list(declared)
+    return nodes, list(declared)
 
 
 def _resolve_node_id(node_id: int | str, inventory: Inventory, g: NodeGroupSpec) -> int:
@@ -178,7 +175,7 @@ def _bind_next(g: NodeGroupSpec, inventory: Inventory, free: list[int], cursor: 
             raise PlanError(
                 f"pool {g.label}: node {n} has {inventory.node(n).num_gpus} GPU(s), the pool wants num_gpus {want}"
             )
-    return nodes, [0] * len(nodes), list(declared)
+    return nodes, list(declared)
 
 
 def per_gpu(gpus: float) -> int:
