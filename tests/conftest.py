@@ -1,10 +1,17 @@
-"""Shared test fixtures. Ray-cluster fixtures live in tests/ray/conftest.py (one cluster per session)."""
+"""Shared test fixtures, including the one simulated Ray cluster of the session (`ray_cluster`)."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+
+from rlplace.inventory import Inventory
+from rlplace.plan import hardware_resource_name
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
@@ -14,3 +21,76 @@ EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
 def spec_examples() -> pathlib.Path:
     """The tests' own copies of ../shared/spec/examples (the acceptance needs copies, not the shared dir)."""
     return EXAMPLES
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """What the `ray_cluster` fixture yields: the simulated cluster, its address and its live inventory."""
+
+    cluster: Any
+    address: str
+    inventory: Inventory
+
+
+#: The session cluster's nodes: (rank, GPUs, accelerator label, custom resources). Kept small: 4 raylets
+#: on the 2-core CI machine; 8 logical CPUs each (logical, so they cost nothing).
+RAY_NODES = (
+    (0, 4, "A800", {}),
+    (1, 4, "A800", {}),
+    (2, 2, "RTX4090", {}),
+    (3, 0, None, {hardware_resource_name("Franka", 0): 1.0, hardware_resource_name("Franka", 1): 1.0}),
+)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """ONE simulated multi-node Ray cluster for the whole test session, with the driver connected.
+
+    Shape (node rank: fake GPUs, `rlplace/accelerator` label, custom resources), 8 logical CPUs each:
+      0 (head): 4 x A800
+      1:        4 x A800
+      2:        2 x RTX4090
+      3:        no GPU, two Franka robots (custom resources rlplace/robot/franka/0 and /1)
+    Every node carries the `rlplace/node-rank` label, as `rlplace start` sets it. Workers that get no GPU
+    see CUDA_VISIBLE_DEVICES="" (the nodes start with RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1, as
+    `rlplace start` does). No dashboard; fast health checks (a dead node is noticed in ~2 s).
+    Tests must leave no placement group or actor behind (tests/ray checks this after each test).
+    """
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from rlplace.ray.cluster import live_inventory
+    from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
+
+    saved = {k: os.environ.get(k) for k in HIDE_GPUS_ENV}
+    os.environ.update(HIDE_GPUS_ENV)  # inherited by every raylet and so by every worker
+
+    def node_args(rank: int, gpus: int, model: str | None, resources: dict[str, float]) -> dict[str, Any]:
+        labels = {NODE_RANK_LABEL: str(rank), **({ACCELERATOR_LABEL: model} if model else {})}
+        return dict(
+            num_cpus=8, num_gpus=gpus, resources=resources, labels=labels, object_store_memory=100 * 1024 * 1024
+        )
+
+    head, *others = RAY_NODES
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args=dict(
+            **node_args(*head),
+            include_dashboard=False,
+            _system_config={"health_check_period_ms": 500, "health_check_failure_threshold": 3},
+        ),
+    )
+    try:
+        for spec in others:
+            cluster.add_node(**node_args(*spec))
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_for_nodes()
+        yield RayCluster(cluster=cluster, address=cluster.address, inventory=live_inventory())
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

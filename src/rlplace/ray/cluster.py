@@ -1,0 +1,129 @@
+"""The live inventory: the nodes of the running Ray cluster, numbered by their rank labels.
+
+Ranks come from the `rlplace/node-rank` label that `rlplace start` sets. The rules (as RLinf's): every
+node has a rank or none does; ranks are unique and contiguous from 0. Without ranks the order is
+deterministic for a given cluster: the head node first, then nodes with accelerators by model, then
+CPU-only nodes, each by IP (then node id, which breaks ties between nodes sharing an IP).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rlplace.errors import PlacementError
+from rlplace.inventory import Inventory, Node
+from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
+
+#: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
+_RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+_RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
+_HEAD_RESOURCE = "node:__internal_head__"
+
+
+def live_inventory(address: str | None = "auto") -> Inventory:
+    """Read the nodes of the running cluster (connecting to `address` first if not connected yet)."""
+    import ray
+
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as e:
+            raise PlacementError(
+                f"no Ray cluster reachable at {address!r} ({e}); start one with `rlplace start --head "
+                "--node-rank 0`, or plan offline with --nodes/--inventory"
+            ) from e
+    return inventory_from_nodes(ray.nodes())
+
+
+def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:
+    """Build the Inventory from `ray.nodes()` records (dead nodes are left out)."""
+    alive = [n for n in raw_nodes if n.get("Alive", True)]
+    if not alive:
+        raise PlacementError("the Ray cluster has no live node")
+    ranked = [n for n in alive if NODE_RANK_LABEL in (n.get("Labels") or {})]
+    ordered = _by_rank_label(alive, ranked) if ranked else sorted(alive, key=_default_order)
+    return Inventory(tuple(_node(rank, raw) for rank, raw in enumerate(ordered)))
+
+
+def _by_rank_label(alive: list[Mapping[str, Any]], ranked: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    if len(ranked) != len(alive):
+        missing = [_describe(n) for n in alive if n not in ranked]
+        raise PlacementError(
+            f"{len(ranked)} of {len(alive)} nodes have a {NODE_RANK_LABEL} label; give every node a rank or "
+            f"none (`rlplace start --node-rank N` or RLPLACE_NODE_RANK). Without a rank: {', '.join(missing)}"
+        )
+    by_rank: dict[int, Mapping[str, Any]] = {}
+    for n in ranked:
+        text = n["Labels"][NODE_RANK_LABEL]
+        if not text.isdigit():
+            raise PlacementError(f"node {_describe(n)}: {NODE_RANK_LABEL}={text!r} is not a node rank (0, 1, ...)")
+        rank = int(text)
+        if rank in by_rank:
+            raise PlacementError(
+                f"node rank {rank} is given to two nodes: {_describe(by_rank[rank])} and {_describe(n)}; "
+                "node ranks must be unique"
+            )
+        by_rank[rank] = n
+    missing_ranks = sorted(set(range(len(alive))) - set(by_rank))
+    if missing_ranks:
+        raise PlacementError(
+            f"node ranks must be contiguous from 0 to {len(alive) - 1} for {len(alive)} nodes; the cluster has "
+            f"ranks {sorted(by_rank)}, missing {missing_ranks}"
+        )
+    return [by_rank[r] for r in range(len(alive))]
+
+
+def _default_order(n: Mapping[str, Any]) -> tuple:
+    resources = n.get("Resources") or {}
+    model = _accelerator(n) or ""
+    has_gpu = resources.get("GPU", 0) > 0
+    return (
+        _HEAD_RESOURCE not in resources,
+        not has_gpu,
+        model,
+        _ip_key(n.get("NodeManagerAddress", "")),
+        n.get("NodeID", ""),
+    )
+
+
+def _ip_key(address: str) -> tuple[int, int | str]:
+    try:
+        return (0, int(ipaddress.ip_address(address)))
+    except ValueError:
+        return (1, address)
+
+
+def _accelerator(n: Mapping[str, Any]) -> str | None:
+    labels = n.get("Labels") or {}
+    if ACCELERATOR_LABEL in labels:
+        return labels[ACCELERATOR_LABEL]
+    for key in n.get("Resources") or {}:
+        if key.startswith("accelerator_type:"):
+            return key.split(":", 1)[1]
+    return None
+
+
+def _node(rank: int, n: Mapping[str, Any]) -> Node:
+    resources = n.get("Resources") or {}
+    num_gpus = int(resources.get("GPU", 0))
+    custom = {
+        k: float(v)
+        for k, v in resources.items()
+        if k not in _RAY_RESOURCES and not k.startswith(_RAY_RESOURCE_PREFIXES)
+    }
+    return Node(
+        rank=rank,
+        num_gpus=num_gpus,
+        gpu_model=_accelerator(n) if num_gpus else None,
+        num_cpus=float(resources.get("CPU", 0.0)),
+        labels=dict(n.get("Labels") or {}),
+        node_id=n.get("NodeID"),
+        address=n.get("NodeManagerAddress"),
+        resources=custom,
+    )
+
+
+def _describe(n: Mapping[str, Any]) -> str:
+    return f"{n.get('NodeManagerAddress', '?')} (id {str(n.get('NodeID', '?'))[:8]})"

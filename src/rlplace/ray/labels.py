@@ -1,0 +1,37 @@
+"""The node labels rlplace sets and reads, defined once (no Ray import: `rlplace start` uses it too).
+
+`rlplace start` writes them with `ray start --labels`; `rlplace.ray.cluster` reads them back to number
+the nodes; placement-group bundles select nodes with them. Keys and values follow the Kubernetes label
+rules Ray enforces (63 characters, alphanumeric at both ends, `-_.` inside).
+"""
+
+from __future__ import annotations
+
+import re
+
+NODE_RANK_LABEL = "rlplace/node-rank"
+ACCELERATOR_LABEL = "rlplace/accelerator"
+#: Ray sets this label on every node itself; used to pin bundles when the nodes carry no rank labels.
+RAY_NODE_ID_LABEL = "ray.io/node-id"
+
+#: Environment variables that give a node its rank at start-up, in order of precedence
+#: (RLINF_NODE_RANK so RLinf users can switch without edits).
+NODE_RANK_ENV_VARS = ("RLPLACE_NODE_RANK", "RLINF_NODE_RANK")
+
+#: Set in the environment of `ray start` so that Ray blanks CUDA_VISIBLE_DEVICES for workers that got
+#: no GPU (by default Ray 2.60 leaves it untouched, and a CPU-only worker sees every GPU of its node).
+HIDE_GPUS_ENV = {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "1"}
+
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")
+
+
+def label_value(text: str) -> str:
+    """Turn free text (a GPU name such as 'NVIDIA GeForce RTX 4090') into a valid label value."""
+    value = re.sub(r"[^A-Za-z0-9_.\-]+", "-", text.strip()).strip("-_.")[:63].strip("-_.")
+    if not _LABEL_VALUE.match(value):
+        raise ValueError(f"cannot make a node label value out of {text!r}")
+    return value
+
+
+def is_label_value(text: str) -> bool:
+    return bool(_LABEL_VALUE.match(text))

@@ -1,0 +1,252 @@
+"""Reserve a plan's bundles with placement groups, one per node, and never wait forever for them.
+
+One group per node (not one for the whole plan) so that a failure names its node, and so that each
+node's bundles can be reserved in ascending GPU order: Ray hands a new bundle the lowest free GPU of
+its node, so on a clean node bundle order decides which physical GPU each bundle gets. When the plan
+leaves holes (GPU 3 used, GPUs 0-2 not), short-lived "filler" groups hold the holes while the real
+group is placed, then are removed, so the plan's GPU indices come true. Workers verify what they got
+(`rlplace.ray.worker`), since another job holding GPUs can still shift them.
+
+Waiting polls `placement_group_table` (no `pg.ready()` task, no dashboard) until a deadline: a group Ray
+marks INFEASIBLE fails at once, one still waiting for busy resources fails at the deadline, each with
+an explanation from `rlplace.ray.diagnose`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, placement_group_table, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+
+from rlplace.errors import PlacementError
+from rlplace.inventory import Inventory, Node
+from rlplace.plan import Bundle, Plan, Worker
+from rlplace.ray import diagnose
+from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
+
+log = logging.getLogger(__name__)
+
+_FILLER_WAIT_S = 2.0
+_RAY_KINDS = ("GPU", "CPU")
+_POLL_MIN_S, _POLL_MAX_S = 0.005, 0.1
+
+
+def bundle_resources(bundle: Bundle) -> dict[str, float]:
+    """The resource dict Ray reserves for one plan bundle."""
+    resources: dict[str, float] = {}
+    if bundle.gpus:
+        resources["GPU"] = float(len(bundle.gpus))
+    if bundle.num_cpus > 0:
+        resources["CPU"] = float(bundle.num_cpus)
+    resources.update({k: float(v) for k, v in bundle.resources.items() if v > 0})
+    return resources
+
+
+@dataclass
+class _NodeReservation:
+    node: Node  # the live node
+    bundles: list[Bundle]  # plan bundles in placement-group bundle order
+    pg: PlacementGroup | None = None
+    filler: PlacementGroup | None = None
+
+    def resources(self, bundle: Bundle) -> dict[str, float]:
+        """What Ray reserves for `bundle` here: hardware the node does not advertise is left out."""
+        return {k: v for k, v in bundle_resources(bundle).items() if k in _RAY_KINDS or k in self.node.resources}
+
+    @property
+    def unadvertised(self) -> list[str]:
+        """Hardware resources the plan wants on this node that the node was not started with."""
+        wanted = {k for b in self.bundles for k in bundle_resources(b)}
+        return sorted(k for k in wanted if k not in _RAY_KINDS and k not in self.node.resources)
+
+    @property
+    def demand(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for b in self.bundles:
+            diagnose.add(total, self.resources(b))
+        return total
+
+
+class Reservation:
+    """The placement groups of one job: created by `reserve()`, always released by `remove()`."""
+
+    def __init__(self, plan: Plan, live: Inventory, *, timeout_s: float, name: str):
+        self.plan = plan
+        self.live = live
+        self.timeout_s = timeout_s
+        self.name = name
+        self.warnings: list[str] = []
+        self._by_rank: dict[int, _NodeReservation] = {}
+        self._slot: dict[int, tuple[PlacementGroup | None, int]] = {}  # plan bundle -> (group, index)
+        self._created: list[PlacementGroup] = []
+        self._by_label = all(NODE_RANK_LABEL in n.labels for n in live.nodes)
+
+    @property
+    def placement_groups(self) -> list[PlacementGroup]:
+        return list(self._created)
+
+    def reserve(self) -> None:
+        """Create and wait for every group; raise PlacementError (the caller removes what exists)."""
+        self._group_by_node()
+        self._check_feasible()
+        deadline = time.monotonic() + self.timeout_s
+        holed = [r for r in self._by_rank.values() if self._holes(r)]
+        for r in holed:
+            r.filler = self._create([{"GPU": 1.0}] * len(self._holes(r)), r.node, "filler")
+        self._wait_fillers(holed, min(deadline, time.monotonic() + _FILLER_WAIT_S))
+        for r in self._by_rank.values():
+            r.pg = self._create([r.resources(b) for b in r.bundles], r.node, "node")
+            for index, b in enumerate(r.bundles):
+                self._slot[b.index] = (r.pg, index)
+        self._wait({r.pg: (r, r.demand) for r in self._by_rank.values() if r.pg is not None}, deadline)
+        for r in holed:
+            self._remove(r.filler)
+            r.filler = None
+
+    def scheduling_strategy(
+        self, worker: Worker
+    ) -> PlacementGroupSchedulingStrategy | NodeAffinitySchedulingStrategy | None:
+        """Where Ray must start `worker`: its bundle, its node (pinned without a group), or anywhere."""
+        if worker.bundle is not None:
+            pg, index = self._slot[worker.bundle]
+            return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
+        if worker.node_rank is not None:
+            return NodeAffinitySchedulingStrategy(self._live_node(worker.node_rank).node_id, soft=False)
+        return None
+
+    def remove(self) -> None:
+        """Remove every group this reservation created (their actors die with them). Idempotent."""
+        while self._created:
+            self._remove(self._created[-1])
+
+    # -- building ----------------------------------------------------------------------------------
+
+    def _group_by_node(self) -> None:
+        by_rank: dict[int, list[Bundle]] = {}
+        for b in self.plan.bundles:
+            by_rank.setdefault(b.node_rank, []).append(b)
+        for rank, bundles in sorted(by_rank.items()):
+            bundles.sort(key=lambda b: (not b.gpus, b.gpus, b.index))
+            self._by_rank[rank] = _NodeReservation(self._live_node(rank), bundles)
+
+    def _live_node(self, rank: int) -> Node:
+        if not 0 <= rank < len(self.live):
+            raise PlacementError(
+                f"the plan puts workers on node {rank}, but the Ray cluster has {len(self.live)} nodes "
+                f"(ranks 0-{len(self.live) - 1}); was the plan made for another inventory?"
+            )
+        return self.live.node(rank)
+
+    def _check_feasible(self) -> None:
+        problems = []
+        for r in self._by_rank.values():
+            if r.unadvertised:
+                self.warnings.append(
+                    f"node {r.node.rank} does not advertise {', '.join(r.unadvertised)}, so other jobs are not kept "
+                    "off that hardware; start the node with `rlplace start --hardware ...` (see docs/ray.md)"
+                )
+            reason = diagnose.infeasible(r.node, r.demand)
+            top = max((g for b in r.bundles for g in b.gpus), default=-1)
+            if reason is None and top >= r.node.num_gpus:
+                reason = f"{diagnose.describe_node(r.node)} has no GPU {top} (the plan uses it)"
+            if reason:
+                problems.append(reason)
+        if problems:
+            raise PlacementError("the plan cannot be placed on this cluster:\n  " + "\n  ".join(problems))
+
+    @staticmethod
+    def _holes(r: _NodeReservation) -> list[int]:
+        used = {g for b in r.bundles for g in b.gpus}
+        return [g for g in range(max(used, default=-1) + 1) if g not in used]
+
+    def _selector(self, node: Node) -> dict[str, str]:
+        if self._by_label:
+            return {NODE_RANK_LABEL: str(node.rank)}
+        return {RAY_NODE_ID_LABEL: str(node.node_id)}
+
+    def _create(self, bundles: list[dict[str, float]], node: Node, kind: str) -> PlacementGroup:
+        try:
+            pg = placement_group(
+                bundles,
+                strategy="PACK",
+                name=f"rlplace:{self.name}:{kind}{node.rank}",
+                bundle_label_selector=[self._selector(node)] * len(bundles),
+            )
+        except Exception as e:  # Ray rejects malformed bundles with ValueError and others
+            raise PlacementError(f"Ray refused the placement group for node {node.rank}: {e}") from e
+        self._created.append(pg)
+        return pg
+
+    def _remove(self, pg: PlacementGroup | None) -> None:
+        if pg is None or pg not in self._created:
+            return
+        self._created.remove(pg)
+        try:
+            remove_placement_group(pg)
+        except Exception as e:  # already gone (cluster shut down): nothing left to release
+            log.debug("placement group %s already gone: %s", pg.id.hex(), e)
+
+    # -- waiting -----------------------------------------------------------------------------------
+
+    def _wait_fillers(self, holed: list[_NodeReservation], deadline: float) -> None:
+        try:
+            fillers = {r.filler: (r, {"GPU": float(len(self._holes(r)))}) for r in holed if r.filler is not None}
+            self._wait(fillers, deadline)
+        except PlacementError:
+            for r in holed:
+                if r.filler is not None and _state(r.filler)[0] != "CREATED":
+                    self.warnings.append(
+                        f"node {r.node.rank}: GPUs {self._holes(r)} are held by others, so the plan's GPU "
+                        "indices on this node may not come true (workers report what they got)"
+                    )
+                    self._remove(r.filler)
+                    r.filler = None
+
+    def _wait(self, pending: dict[PlacementGroup, tuple[_NodeReservation, dict[str, float]]], deadline: float) -> None:
+        """Poll until every group is placed; `pending` maps each group to its node and what it asks for."""
+        started, delay = time.monotonic(), _POLL_MIN_S
+        while pending:
+            for pg, (r, _) in list(pending.items()):
+                state, scheduling = _state(pg)
+                if state == "CREATED":
+                    del pending[pg]
+                elif scheduling == "INFEASIBLE":
+                    raise PlacementError(self._infeasible(r))
+            if pending and time.monotonic() >= deadline:
+                raise PlacementError(self._starved(list(pending.values()), time.monotonic() - started))
+            if pending:
+                time.sleep(delay)
+                delay = min(delay * 2, _POLL_MAX_S)
+
+    def _infeasible(self, r: _NodeReservation) -> str:
+        why = diagnose.infeasible(r.node, r.demand)
+        return why or (
+            f"Ray finds no node for the bundles of {diagnose.describe_node(r.node)} ({diagnose.fmt(r.demand)}) "
+            f"selected by {self._selector(r.node)}; is the node still alive and labelled as when it joined?"
+        )
+
+    def _starved(self, pending: list[tuple[_NodeReservation, dict[str, float]]], waited_s: float) -> str:
+        available = ray._private.state.available_resources_per_node()
+        table = placement_group_table()
+        ours = {pg.id.hex() for pg in self._created}
+        try:
+            actors = list(ray._private.state.actors().values())
+        except Exception:  # the actor table is a debugging API: explain without it if it fails
+            actors = []
+        lines = []
+        for r, demand in pending:
+            held = diagnose.holders(str(r.node.node_id), table, actors, exclude=ours)
+            lines.append(diagnose.starved(r.node, demand, available.get(str(r.node.node_id), {}), held, waited_s))
+        return (
+            f"placement groups still waiting after {self.timeout_s:g} s (timeout_s), resources busy:\n  "
+            + "\n  ".join(lines)
+        )
+
+
+def _state(pg: PlacementGroup) -> tuple[str, str]:
+    entry = placement_group_table(pg)
+    return entry.get("state", ""), (entry.get("stats") or {}).get("scheduling_state", "")
