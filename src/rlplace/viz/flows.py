@@ -55,9 +55,10 @@ def cross_node_flows(workers: Sequence[Worker]) -> tuple[Flow, ...]:
     if trainers:
         source = trainers[0][1]
         counts.update((WEIGHTS, source, node) for _, node in nodes.get("eval", []) if node != source)
-    shards = sorted({node for _, node in nodes.get("buffer", [])})
+    shard_nodes = {node for _, node in nodes.get("buffer", [])}
+    shards = sorted(shard_nodes)
     for _, node in nodes.get("env") or nodes.get("eval", []):
-        if node not in shards:
+        if node not in shard_nodes:
             counts.update((EXPERIENCE, node, shard) for shard in shards)
     return tuple(Flow(kind, src, dst, n) for (kind, src, dst), n in sorted(counts.items()))
 

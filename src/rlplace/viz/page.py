@@ -70,7 +70,7 @@ def _entries(entries: tuple[Entry, ...], where: str) -> str:
 
 
 def _li(e: Entry, where: str) -> str:
-    return f'<li title="{escape(e.title(where))}">{escape(e.label(unpinned=True))}</li>'
+    return f'<li title="{escape(e.title(where, unpinned=True))}">{escape(e.label(unpinned=True))}</li>'
 
 
 def _nodes_table(nodes: tuple[NodeView, ...]) -> str:

@@ -16,14 +16,15 @@ import pathlib
 from collections import Counter
 from dataclasses import dataclass
 
+from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan
 from rlplace.viz.flows import ENV_ROLES, EVAL_ROLES, EXPERIENCE, TRAIN_ROLES, WEIGHTS, Flow
-from rlplace.viz.ranks import format_ranks
-from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene
+from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene, entries_of
 from rlplace.viz.svgkit import Svg, fit, num, text_width
 
 MARGIN = 24
+MAX_NODES = 64
 NODES_PER_ROW = 4
 GPU_COLS = 4
 CELL_W, CELL_GAP = 96.0, 4.0
@@ -68,25 +69,33 @@ text {{ font-family: {FONT}; }}
 """
 
 
-def svg(plan: Plan, inventory: Inventory | None = None) -> str:
-    """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes."""
-    return _Drawing(build_scene(plan, inventory)).render()
+def svg(plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES) -> str:
+    """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes.
+
+    Nodes past the first `max_nodes` are not drawn as boxes; their workers are listed, as rank ranges,
+    in one area below (a 4,096-node picture would be 200,000 px tall and tell nobody anything).
+    """
+    return _Drawing(build_scene(plan, inventory), max_nodes).render()
 
 
-def write_svg(plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None) -> None:
-    pathlib.Path(path).write_text(svg(plan, inventory), encoding="utf-8")
+def write_svg(
+    plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None, max_nodes: int = MAX_NODES
+) -> None:
+    pathlib.Path(path).write_text(svg(plan, inventory, max_nodes), encoding="utf-8")
 
 
-def html(plan: Plan, inventory: Inventory | None = None) -> str:
-    """A self-contained page: the picture, a per-node table, flows and warnings (no external files)."""
+def html(plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES) -> str:
+    """A self-contained page: the picture, a table of every node, flows and warnings (no external files)."""
     from rlplace.viz.page import render_page
 
     scene = build_scene(plan, inventory)
-    return render_page(scene, _Drawing(scene).render(xml_declaration=False))
+    return render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False))
 
 
-def write_html(plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None) -> None:
-    pathlib.Path(path).write_text(html(plan, inventory), encoding="utf-8")
+def write_html(
+    plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None, max_nodes: int = MAX_NODES
+) -> None:
+    pathlib.Path(path).write_text(html(plan, inventory, max_nodes), encoding="utf-8")
 
 
 def component_colours(components: tuple[str, ...]) -> dict[str, tuple[str, str]]:
@@ -159,11 +168,12 @@ def _rows(nodes: tuple[NodeView, ...]) -> list[list[NodeView]]:
 class _Drawing:
     """Lays out a scene top to bottom and writes it as SVG."""
 
-    def __init__(self, scene: Scene) -> None:
+    def __init__(self, scene: Scene, max_nodes: int = MAX_NODES) -> None:
         self.scene = scene
+        self.drawn, self.hidden = scene.nodes[:max_nodes], scene.nodes[max_nodes:]
         self.colours = component_colours(scene.components)
         self.group_colour = {g.name: GROUP_COLOURS[i % len(GROUP_COLOURS)] for i, g in enumerate(scene.groups)}
-        rows = _rows(scene.nodes)
+        rows = _rows(self.drawn)
         self.width = max(2 * MARGIN + max((len(r) for r in rows), default=0) * (NODE_W + GAP_X), 2 * MARGIN + 760.0)
         self.row_spans: list[tuple[float, float]] = []  # (top, bottom) of each row of nodes
         self.gaps: list[float] = []  # height of the gap above each row, and below the last
@@ -175,8 +185,11 @@ class _Drawing:
         y = self._header(MARGIN)
         y = self._legend(y + 8)
         boxes, y = self._nodes(y)
+        if self.hidden:
+            y = self._hidden(y, boxes)
         if self.scene.unpinned:
-            y = self._unpinned(y)
+            heading = "scheduled by Ray: not pinned to a node (strategy default, no placement group)"
+            y = self._area(y, "unpinned", heading, self.scene.unpinned, "scheduled by Ray", unpinned=True)
         if self.scene.plan.warnings:
             y = self._warnings(y)
         self._flows(boxes)
@@ -210,7 +223,7 @@ class _Drawing:
         counts = {c: len(self.scene.plan.by_component(c)) for c in self.scene.components}
         items = [(c, f"{c} ({counts[c]})", "component") for c in self.scene.components]
         y = self._legend_row(y, "components", items)
-        groups = [(g.name, f"{g.name}: nodes {format_ranks(g.node_ranks)}", "group") for g in self.scene.groups]
+        groups = [(g.name, f"{g.name}: nodes {format_ranks(sorted(g.node_ranks))}", "group") for g in self.scene.groups]
         if groups:
             y = self._legend_row(y, "pools / node groups", groups)
         kinds = sorted({f.kind for f in self.scene.flows})
@@ -257,12 +270,13 @@ class _Drawing:
     # ---- nodes ---------------------------------------------------------------------------------------
     def _nodes(self, y: float) -> tuple[dict[int, _Box], float]:
         """Place the rows, sizing each gap between them for the arrows that run through it."""
-        rows = _rows(self.scene.nodes)
+        rows = _rows(self.drawn)
         self.gaps = [GAP_MIN] * (len(rows) + 1)  # gap i lies above row i
         boxes, _ = self._place(rows, y)
         trial = _Router(boxes, self.row_spans, self.gaps)
         for f in self.scene.flows:
-            trial.route(f)
+            if f.src in boxes and f.dst in boxes:
+                trial.route(f)
         self.gaps = [
             max(GAP_MIN, 2 * GAP_PAD + trial.lanes.get(("gap", i), 0) * _Router.LANE) for i in range(len(rows) + 1)
         ]
@@ -300,7 +314,7 @@ class _Drawing:
                 pad = 6 + 5 * level
                 top, bottom = min(b.y for b in run), max(b.y + b.h for b in run)
                 self.out.open("g", class_="group-outline", data_group=g.name)
-                self.out.title(f"{g.name}: nodes {format_ranks(g.node_ranks)}")
+                self.out.title(f"{g.name}: nodes {format_ranks(sorted(g.node_ranks))}")
                 self.out.rect(
                     run[0].x - pad,
                     top - pad,
@@ -391,35 +405,44 @@ class _Drawing:
             data_ranks=e.rank_text,
             data_where=where,
         )
-        self.out.title(e.title(where))
+        self.out.title(e.title(where, unpinned))
         self.out.rect(x, y, w, ENTRY_H - 2, rx=2, fill=fill, stroke=stroke)
         self.out.text(x + 4, y + 9, fit(e.label(unpinned), w - 6, SMALL), class_="small")
         self.out.close("g")
 
-    # ---- unpinned workers and warnings ---------------------------------------------------------------
-    def _unpinned(self, y: float) -> float:
+    # ---- areas below the nodes: nodes not drawn, unpinned workers, warnings ---------------------------
+    def _hidden(self, y: float, boxes: dict[int, _Box]) -> float:
+        ranks = {n.rank for n in self.hidden}
+        order = {c: i for i, c in enumerate(self.scene.components)}
+        entries = entries_of((w for w in self.scene.plan.workers if w.node_rank in ranks), order)
+        skipped = sum(1 for f in self.scene.flows if f.src not in boxes or f.dst not in boxes)
+        where = f"nodes {format_ranks(sorted(ranks))}"
+        heading = f"{where} ({len(ranks)} nodes) not drawn; the HTML page's table lists every node"
+        if skipped:
+            heading += f"; {skipped} cross-node streams to or from them not drawn"
+        return self._area(y, "hidden-nodes", heading, entries, where)
+
+    def _area(
+        self, y: float, cls: str, heading: str, entries: tuple[Entry, ...], where: str, unpinned: bool = False
+    ) -> float:
+        """A full-width box of worker chips that flow into lines."""
         inner = self.width - 2 * MARGIN
-        widths = [text_width(e.label(unpinned=True), SMALL) + 12 for e in self.scene.unpinned]
+        widths = [text_width(e.label(unpinned=unpinned), SMALL) + 12 for e in entries]
         lines, x = 1, 0.0
         for w in widths:
             if x + w > inner - 16 and x > 0:
                 lines, x = lines + 1, 0.0
             x += w + 6
         h = 26 + lines * (ENTRY_H + 4) + 4
-        self.out.open("g", class_="unpinned")
+        self.out.open("g", class_=cls)
         self.out.rect(MARGIN, y, inner, h, rx=6, fill="#fbfbfb", stroke="#888", stroke_dasharray="6 3")
-        self.out.text(
-            MARGIN + 8,
-            y + 17,
-            "scheduled by Ray: not pinned to a node (strategy default, no placement group)",
-            class_="body bold",
-        )
+        self.out.text(MARGIN + 8, y + 17, fit(heading, inner - 16, BODY), class_="body bold")
         self.out.close("g")
         x, cy = MARGIN + 8, y + 26
-        for e, w in zip(self.scene.unpinned, widths, strict=True):
+        for e, w in zip(entries, widths, strict=True):
             if x + w > MARGIN + inner - 8 and x > MARGIN + 8:
                 x, cy = MARGIN + 8, cy + ENTRY_H + 4
-            self._entry(e, x, cy, w, "scheduled by Ray", unpinned=True)
+            self._entry(e, x, cy, w, where, unpinned=unpinned)
             x += w + 6
         return y + h + 16
 
@@ -445,6 +468,8 @@ class _Drawing:
         fan_out = Counter((f.kind, f.src) for f in self.scene.flows)
         self.out.open("g", class_="flows")
         for f in self.scene.flows:
+            if f.src not in boxes or f.dst not in boxes:
+                continue
             points = router.route(f)
             lx, ly, anchor = _label_point(points, fan_out[(f.kind, f.src)] > 1)
             self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_count=f.count)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import GroupSummary, Plan, Worker
 from rlplace.viz.flows import Flow, cross_node_flows
-from rlplace.viz.ranks import format_ranks, fraction_label
 
 #: More workers of one component at one place than this are drawn as one "x N (ranks)" entry.
 LIST_LIMIT = 3
@@ -32,7 +32,7 @@ class Entry:
 
     @property
     def rank_text(self) -> str:
-        return format_ranks(self.ranks)
+        return format_ranks(sorted(self.ranks))
 
     @property
     def summarised(self) -> bool:
@@ -47,14 +47,13 @@ class Entry:
         share = fraction_label(self.share) if self.share is not None else ""
         return f"{self.component} {self.ranks[0]}" + (f" {share}" if share else "")
 
-    def title(self, where: str) -> str:
+    def title(self, where: str, unpinned: bool = False) -> str:
         """Hover text: every rank spelled out, where it runs and with what share."""
-        head = f"{self.component} rank{'s' if self.summarised else ''} {self.rank_text}"
-        parts = [head, where]
-        if self.share is not None and where != "scheduled by Ray":
-            parts.append("whole GPU" if self.share >= 1 - 1e-9 else f"GPU share {fraction_label(self.share)} each")
-        elif self.share is not None:
+        parts = [f"{self.component} rank{'s' if self.summarised else ''} {self.rank_text}", where]
+        if self.share is not None and unpinned:
             parts.append(f"{self.share:g} GPU requested each")
+        elif self.share is not None:
+            parts.append("whole GPU" if self.share >= 1 - 1e-9 else f"GPU share {fraction_label(self.share)} each")
         if self.note:
             parts.append(self.note)
         return " · ".join(parts)
@@ -102,22 +101,59 @@ class Scene:
 
 
 def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
-    """Arrange `plan` by node and device. `inventory` adds GPU models, idle GPUs and unused nodes."""
+    """Arrange `plan` by node and device. `inventory` adds GPU models, idle GPUs and unused nodes.
+
+    Linear in the plan's size: a 4,096-node plan must not take minutes to draw.
+    """
     order = {c: i for i, c in enumerate(plan.components)}
-    pinned = [w for w in plan.workers if w.node_rank is not None]
-    unpinned = [w for w in plan.workers if w.node_rank is None]
+    by_node: dict[int, list[Worker]] = defaultdict(list)
+    for w in plan.workers:
+        if w.node_rank is not None:
+            by_node[w.node_rank].append(w)
+    groups_of: dict[int, list[str]] = defaultdict(list)
+    gpus: dict[int, int] = defaultdict(int)  # GPUs per node: declared, or as far as the plan uses them
+    for g in plan.groups:
+        for r, n in zip(g.node_ranks, g.gpus_per_node, strict=False):
+            gpus[r] = max(gpus[r], n)
+        for r in dict.fromkeys(g.node_ranks):
+            groups_of[r].append(g.name)
+    for b in plan.bundles:
+        gpus[b.node_rank] = max(gpus[b.node_rank], max(b.gpus, default=-1) + 1)
+    for w in plan.workers:
+        if w.node_rank is not None:
+            gpus[w.node_rank] = max(gpus[w.node_rank], max(w.gpus, default=-1) + 1)
+    if inventory is not None:
+        for n in inventory.nodes:
+            gpus[n.rank] = max(gpus[n.rank], n.num_gpus)
     nodes = tuple(
-        _node_view(rank, [w for w in pinned if w.node_rank == rank], plan, inventory, order)
-        for rank in _node_ranks(plan, inventory)
+        NodeView(
+            rank=rank,
+            gpu_model=inventory.node(rank).gpu_model if inventory is not None and rank < len(inventory) else None,
+            devices=_devices(by_node[rank], gpus[rank], order),
+            hardware=_hardware([w for w in by_node[rank] if w.hardware], order),
+            cpu=entries_of((w for w in by_node[rank] if not w.gpus and not w.hardware), order, share=_no_share),
+            groups=tuple(groups_of[rank]),
+        )
+        for rank in sorted(gpus)
     )
     return Scene(
         plan=plan,
         nodes=nodes,
-        unpinned=entries_of(unpinned, order, share=lambda w: w.gpu_fraction),
+        unpinned=entries_of((w for w in plan.workers if w.node_rank is None), order),
         components=tuple(plan.components),
         groups=plan.groups,
         flows=cross_node_flows(plan.workers),
     )
+
+
+def fraction_label(fraction: float) -> str:
+    """A GPU share as users think of it: `1/3` for one of three co-residents, `""` for a whole GPU."""
+    if fraction >= 1 - 1e-9:
+        return ""
+    k = round(1 / fraction) if fraction > 0 else 0
+    if k and abs(1 / k - fraction) < 1e-6:
+        return f"1/{k}"
+    return f"{fraction:.2f}"
 
 
 def _gpu_share(w: Worker) -> float | None:
@@ -149,54 +185,16 @@ def entries_of(
 
 def _note(w: Worker) -> str:
     if len(w.gpus) > 1:
-        return f"spans GPUs {format_ranks(w.gpus)}"
+        return f"spans GPUs {format_ranks(sorted(w.gpus))}"
     return ""
 
 
-def _node_ranks(plan: Plan, inventory: Inventory | None) -> list[int]:
-    ranks = {w.node_rank for w in plan.workers if w.node_rank is not None}
-    ranks |= {b.node_rank for b in plan.bundles}
-    ranks |= {r for g in plan.groups for r in g.node_ranks}
-    if inventory is not None:
-        ranks |= {n.rank for n in inventory.nodes}
-    return sorted(ranks)
-
-
-def _gpu_count(rank: int, workers: Sequence[Worker], plan: Plan, inventory: Inventory | None) -> int:
-    if inventory is not None and rank < len(inventory):
-        declared = inventory.node(rank).num_gpus
-    else:
-        declared = max(
-            (
-                g.gpus_per_node[i]
-                for g in plan.groups
-                for i, r in enumerate(g.node_ranks)
-                if i < len(g.gpus_per_node) and r == rank
-            ),
-            default=0,
-        )
-    used = [i for w in workers for i in w.gpus] + [i for b in plan.bundles if b.node_rank == rank for i in b.gpus]
-    return max(declared, max(used, default=-1) + 1)
-
-
-def _node_view(
-    rank: int, workers: list[Worker], plan: Plan, inventory: Inventory | None, order: dict[str, int]
-) -> NodeView:
-    devices = tuple(
-        Device(i, entries_of((w for w in workers if i in w.gpus), order))
-        for i in range(_gpu_count(rank, workers, plan, inventory))
-    )
-    with_hw = [w for w in workers if w.hardware]
-    cpu = [w for w in workers if not w.gpus and not w.hardware]
-    model = inventory.node(rank).gpu_model if inventory is not None and rank < len(inventory) else None
-    return NodeView(
-        rank=rank,
-        gpu_model=model,
-        devices=devices,
-        hardware=_hardware(with_hw, order),
-        cpu=entries_of(cpu, order, share=_no_share),
-        groups=tuple(g.name for g in plan.groups if rank in g.node_ranks),
-    )
+def _devices(workers: list[Worker], count: int, order: dict[str, int]) -> tuple[Device, ...]:
+    on: dict[int, list[Worker]] = defaultdict(list)
+    for w in workers:
+        for i in w.gpus:
+            on[i].append(w)
+    return tuple(Device(i, entries_of(on[i], order)) for i in range(count))
 
 
 def _hardware(workers: list[Worker], order: dict[str, int]) -> tuple[Hardware, ...]:

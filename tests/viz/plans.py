@@ -1,10 +1,11 @@
-"""Plans built by hand, shaped like the spec's layouts, so the picture is tested without the planner."""
+"""Plans built by hand, shaped like the spec's layouts, so the picture is tested without the planner.
+
+Builders are cached: a plan is read-only data, and the 530-worker one is rebuilt often otherwise."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import pytest
+from functools import cache
 
 from rlplace.inventory import Inventory, parse_nodes
 from rlplace.plan import EffectiveSettings, GroupSummary, Plan, Worker
@@ -48,6 +49,7 @@ def workers(
     ]
 
 
+@cache
 def hetero() -> tuple[Plan, Inventory]:
     """The 18-node example: 64 actor on A800 nodes 0-7, 64 rollout on 4090 nodes 8-15, 2 robot envs, 400 agents."""
     robots = [
@@ -70,6 +72,7 @@ def hetero() -> tuple[Plan, Inventory]:
     return plan, parse_nodes("8x8:A800,8x8:RTX4090,2x0")
 
 
+@cache
 def all_colocated() -> tuple[Plan, Inventory]:
     """3 nodes x 8 GPUs, every GPU hosting one train, one eval and one env worker (1/3 each)."""
     gpus = [(n, (g,)) for n in range(3) for g in range(8)]
@@ -80,6 +83,7 @@ def all_colocated() -> tuple[Plan, Inventory]:
     return Plan(tuple(ws), (), s, groups), parse_nodes("3x8")
 
 
+@cache
 def mixed() -> tuple[Plan, Inventory]:
     """Train 8 on node 0; eval 16 and env 16 sharing nodes 1-2 (1/2 each); 1 buffer shard on node 0."""
     rollout = [(n, (g,)) for n in (1, 2) for g in range(8)]
@@ -90,6 +94,7 @@ def mixed() -> tuple[Plan, Inventory]:
     return Plan(tuple(ws), (), settings("manual", mode="manual"), groups, warn), parse_nodes("3x8")
 
 
+@cache
 def default_strategy() -> tuple[Plan, Inventory]:
     """Strategy default: train/eval/env left to Ray, one buffer shard pinned to each GPU node."""
     free = [(None, ())] * 2
@@ -100,8 +105,3 @@ def default_strategy() -> tuple[Plan, Inventory]:
 
 
 PLANS = {"hetero": hetero, "all_colocated": all_colocated, "mixed": mixed, "default": default_strategy}
-
-
-@pytest.fixture(params=sorted(PLANS))
-def any_plan(request: pytest.FixtureRequest) -> tuple[Plan, Inventory]:
-    return PLANS[request.param]()

@@ -1,0 +1,266 @@
+"""The topology picture, read back as XML: every worker is there, where the plan put it, and the
+arrows, outlines and summaries a user looks for are drawn (and nothing is drawn across a node)."""
+
+from __future__ import annotations
+
+import itertools
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import pytest
+from tests.viz.plans import PLANS, all_colocated, default_strategy, hetero, mixed, settings, workers
+
+from rlplace.config.ranges import parse_ranks
+from rlplace.inventory import parse_nodes
+from rlplace.plan import GroupSummary, Plan
+from rlplace.viz.check import missing_workers, shown_workers
+from rlplace.viz.picture import svg, write_html, write_svg
+
+NS = {"s": "http://www.w3.org/2000/svg"}
+
+
+def parse(text: str) -> ET.Element:
+    return ET.fromstring(text)
+
+
+def groups(root: ET.Element, cls: str) -> list[ET.Element]:
+    return [g for g in root.iter(f"{{{NS['s']}}}g") if g.get("class") == cls]
+
+
+def text_of(el: ET.Element) -> str:
+    return " ".join(t.text or "" for t in el.iter(f"{{{NS['s']}}}text"))
+
+
+def title_of(el: ET.Element) -> str:
+    t = el.find("s:title", NS)
+    return t.text if t is not None and t.text else ""
+
+
+def worker_at(root: ET.Element, where: str) -> list[tuple[str, str]]:
+    """(component, ranks) of the worker chips drawn at `where` (e.g. "node 0 GPU 3"), in drawing order."""
+    return [
+        (g.get("data-component"), g.get("data-ranks")) for g in groups(root, "worker") if g.get("data-where") == where
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_every_worker_of_the_plan_is_in_the_picture(name):
+    plan, inventory = PLANS[name]()
+    text = svg(plan, inventory)
+    assert missing_workers(plan, text) == []
+    assert len(shown_workers(text)) == len(plan.workers)
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_same_plan_gives_the_same_bytes(name):
+    plan, inventory = PLANS[name]()
+    assert svg(plan, inventory) == svg(plan, inventory)
+
+
+def test_colocated_workers_are_stacked_on_their_gpu_with_their_share():
+    plan, inventory = all_colocated()
+    root = parse(svg(plan, inventory))
+    assert worker_at(root, "node 1 GPU 3") == [("train", "11"), ("eval", "11"), ("env", "11")]
+    chips = [g for g in groups(root, "worker") if g.get("data-where") == "node 1 GPU 3"]
+    assert [text_of(c) for c in chips] == ["train 11 1/3", "eval 11 1/3", "env 11 1/3"]
+    assert "GPU share 1/3 each" in title_of(chips[0])
+    assert worker_at(root, "node 2 · CPU only") == [("buffer", "2")]
+
+
+def test_hundred_cpu_workers_on_a_node_are_one_entry_with_their_rank_range():
+    plan, inventory = hetero()
+    root = parse(svg(plan, inventory))
+    for node in range(4):
+        lo = node * 100
+        (chip,) = [g for g in groups(root, "worker") if g.get("data-where") == f"node {node} · CPU only"]
+        assert chip.get("data-ranks") == f"{lo}-{lo + 99}"
+        assert text_of(chip) == f"agent x100 ({lo}-{lo + 99})"
+
+
+def test_robot_nodes_show_the_robot_and_the_worker_driving_it():
+    plan, inventory = hetero()
+    root = parse(svg(plan, inventory))
+    robots = {g.get("data-node"): (text_of(g), title_of(g)) for g in groups(root, "hardware")}
+    assert robots["16"][0] == "Franka 10.10.10.1"
+    assert "322142001230, 322142001231" in robots["16"][1]
+    assert worker_at(root, "node 17 · Franka 10.10.10.2") == [("env", "1")]
+
+
+def test_node_boxes_name_rank_gpu_model_and_count():
+    plan, inventory = hetero()
+    root = parse(svg(plan, inventory))
+    nodes = {g.get("data-node"): text_of(g) for g in groups(root, "node")}
+    assert len(nodes) == 18
+    assert nodes["0"].startswith("node 0 8x A800")
+    assert nodes["9"].startswith("node 9 8x RTX4090")
+    assert nodes["16"].startswith("node 16 CPU only")
+
+
+def test_eighteen_nodes_wrap_into_rows_and_stay_screen_wide():
+    plan, inventory = hetero()
+    root = parse(svg(plan, inventory))
+    rects = [g.find("s:rect", NS) for g in groups(root, "node")]
+    rows: dict[str, int] = {}
+    for r in rects:
+        rows[r.get("y")] = rows.get(r.get("y"), 0) + 1
+    assert max(rows.values()) <= 4 and len(rows) >= 5
+    assert float(root.get("width")) <= 2000
+
+
+def test_pools_and_node_groups_are_outlined_and_in_the_legend():
+    plan, inventory = mixed()
+    root = parse(svg(plan, inventory))
+    outlines = {g.get("data-group") for g in groups(root, "group-outline")}
+    assert outlines == {"train_pool", "rollout_pool"}
+    legend = [text_of(g) for g in groups(root, "legend-group")]
+    assert legend == ["train_pool: nodes 0", "rollout_pool: nodes 1-2"]
+    nodes = {g.get("data-node"): g.get("data-groups") for g in groups(root, "node")}
+    assert nodes == {"0": "train_pool", "1": "rollout_pool", "2": "rollout_pool"}
+
+
+def flows_of(root: ET.Element) -> set[tuple[str, str, str, str]]:
+    return {
+        (g.get("data-kind"), g.get("data-src"), g.get("data-dst"), g.get("data-count")) for g in groups(root, "flow")
+    }
+
+
+def test_cross_node_flows_are_arrows_with_counts():
+    plan, inventory = mixed()
+    root = parse(svg(plan, inventory))
+    assert flows_of(root) == {
+        ("weights", "0", "1", "8"),
+        ("weights", "0", "2", "8"),
+        ("experience", "1", "0", "8"),
+        ("experience", "2", "0", "8"),
+    }
+    labels = {text_of(g) for g in groups(root, "flow")}
+    assert labels == {"weights x8", "experience x8"}
+
+
+def test_weights_fan_out_from_train_rank_0_to_every_rollout_node():
+    plan, inventory = hetero()
+    root = parse(svg(plan, inventory))
+    assert flows_of(root) == {("weights", "0", str(n), "8") for n in range(8, 16)}
+
+
+def test_node_local_streams_draw_no_arrow():
+    gpus = [(0, (0,)), (0, (1,))]
+    ws = workers("train", gpus, 1 / 3) + workers("eval", gpus, 1 / 3) + workers("env", gpus, 1 / 3)
+    plan = Plan(tuple(ws + workers("buffer", [(0, ())], 0.0)), (), settings("colocate"))
+    root = parse(svg(plan, parse_nodes("2x4")))
+    assert flows_of(root) == set()
+    assert any("stay on their nodes" in text_of(g) for g in groups(root, "legend-text"))
+
+
+def path_points(d: str) -> list[tuple[float, float]]:
+    coords = d.replace("M", " ").replace("L", " ").split()
+    return [(float(coords[i]), float(coords[i + 1])) for i in range(0, len(coords), 2)]
+
+
+def crosses(a: tuple[float, float], b: tuple[float, float], box: tuple[float, float, float, float]) -> bool:
+    """Does the axis-parallel segment a-b pass through the inside of box (x, y, w, h)?"""
+    x, y, w, h = box
+    (x0, y0), (x1, y1) = a, b
+    if y0 == y1:
+        return y < y0 < y + h and min(x0, x1) < x + w and max(x0, x1) > x
+    return x < x0 < x + w and min(y0, y1) < y + h and max(y0, y1) > y
+
+
+@pytest.mark.parametrize("name", ["hetero", "mixed"])
+def test_arrows_run_between_nodes_never_across_one(name):
+    plan, inventory = PLANS[name]()
+    root = parse(svg(plan, inventory))
+    boxes = []
+    for g in groups(root, "node"):
+        r = g.find("s:rect", NS)
+        boxes.append(tuple(float(r.get(k)) for k in ("x", "y", "width", "height")))
+    arrows = groups(root, "flow")
+    assert arrows
+    for flow in arrows:
+        pts = path_points(flow.find("s:path", NS).get("d"))
+        assert all(a[0] == b[0] or a[1] == b[1] for a, b in itertools.pairwise(pts)), "orthogonal route"
+        for a, b in itertools.pairwise(pts):
+            assert not any(crosses(a, b, box) for box in boxes), f"{flow.get('data-src')}->{flow.get('data-dst')}"
+
+
+def test_unpinned_workers_are_in_the_scheduled_by_ray_area():
+    plan, inventory = default_strategy()
+    root = parse(svg(plan, inventory))
+    (area,) = groups(root, "unpinned")
+    assert "scheduled by Ray" in text_of(area)
+    assert worker_at(root, "scheduled by Ray") == [(c, str(r)) for c in ("train", "eval", "env") for r in (0, 1)]
+    assert worker_at(root, "node 0 · CPU only") == [("buffer", "0")]
+    idle = [g for g in groups(root, "gpu") if g.get("data-idle") == "true"]
+    assert len(idle) == 8, "both 4-GPU nodes are idle: Ray, not the plan, decides where train/eval/env go"
+
+
+def test_text_from_the_config_is_escaped():
+    weird = "<ev&l>"
+    plan = Plan(
+        tuple(workers(weird, [(0, (0,))], group='p"1')),
+        (),
+        settings(),
+        (GroupSummary('p"1', (0,), (1,)),),
+        ("a warning with <tags> & 'quotes'",),
+    )
+    text = svg(plan)
+    root = parse(text)  # well-formed despite the markup characters
+    assert shown_workers(text) == {(weird, 0)}
+    assert any(title_of(g) == "a warning with <tags> & 'quotes'" for g in groups(root, "warning"))
+    assert {g.get("data-group") for g in groups(root, "group-outline")} == {'p"1'}
+
+
+def test_nodes_past_max_nodes_are_listed_below_not_dropped():
+    plan, inventory = hetero()
+    root = parse(svg(plan, inventory, max_nodes=6))
+    assert len(groups(root, "node")) == 6
+    (area,) = groups(root, "hidden-nodes")
+    assert text_of(area).startswith("nodes 6-17 (12 nodes) not drawn")
+    assert missing_workers(plan, ET.tostring(root, encoding="unicode")) == []
+    hidden = {
+        (g.get("data-component"), g.get("data-ranks"))
+        for g in groups(root, "worker")
+        if "nodes 6-17" in g.get("data-where")
+    }
+    assert ("rollout", "0-63") in hidden and ("actor", "48-63") in hidden
+
+
+def test_multi_gpu_worker_appears_on_each_of_its_gpus():
+    plan = Plan(tuple(workers("train", [(0, (0, 1)), (0, (2, 3))])), (), settings())
+    root = parse(svg(plan))
+    assert [worker_at(root, f"node 0 GPU {i}") for i in range(4)] == [[("train", "0")]] * 2 + [[("train", "1")]] * 2
+    chip = next(g for g in groups(root, "worker") if g.get("data-where") == "node 0 GPU 1")
+    assert "spans GPUs 0-1" in title_of(chip)
+
+
+def test_without_inventory_nodes_and_gpu_counts_come_from_the_plan():
+    plan, _ = mixed()
+    root = parse(svg(plan))
+    gpus = [g for g in groups(root, "gpu") if g.get("data-node") == "2"]
+    assert len(gpus) == 8 and not any(g.get("data-idle") for g in gpus)
+
+
+def test_write_svg_and_html_write_files(tmp_path):
+    plan, inventory = mixed()
+    write_svg(plan, tmp_path / "p.svg", inventory)
+    write_html(plan, tmp_path / "p.html", inventory)
+    assert missing_workers(plan, (tmp_path / "p.svg").read_text(encoding="utf-8")) == []
+    assert (tmp_path / "p.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_shown_workers_expands_rank_ranges():
+    text = (
+        '<svg xmlns="http://www.w3.org/2000/svg"><g data-component="a" data-ranks="0-2, 7"/>'
+        '<g data-component="b" data-ranks="1"/></svg>'
+    )
+    assert shown_workers(text) == {("a", 0), ("a", 1), ("a", 2), ("a", 7), ("b", 1)}
+    plan = Plan(tuple(workers("a", [(0, ())] * 4)), (), settings())
+    assert missing_workers(plan, text) == ["rlplace:a:3"]
+
+
+def test_ranks_stay_parseable_for_unsorted_plans():
+    plan, inventory = mixed()
+    shuffled = replace(plan, workers=tuple(reversed(plan.workers)))
+    root = parse(svg(shuffled, inventory))
+    for g in groups(root, "worker"):
+        assert list(parse_ranks(g.get("data-ranks"))) == sorted(parse_ranks(g.get("data-ranks")))
