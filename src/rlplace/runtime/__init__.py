@@ -5,7 +5,6 @@ nothing imported here needs torch.
 """
 
 from rlplace.runtime.buffer import BufferShard, SampleStats, ShardRouter
-from rlplace.runtime.calls import describe, gather
 from rlplace.runtime.phases import HOOKS, HookEvent, Phases
 from rlplace.runtime.sync import SyncReport, sync_weights
 
@@ -17,7 +16,5 @@ __all__ = [
     "SampleStats",
     "ShardRouter",
     "SyncReport",
-    "describe",
-    "gather",
     "sync_weights",
 ]

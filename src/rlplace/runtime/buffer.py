@@ -12,16 +12,16 @@ local and remote samples; `ShardRouter.stats()` adds them up.
 
 from __future__ import annotations
 
+import itertools
 import random
+import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import ray
-
-from rlplace.plan import Worker
-from rlplace.runtime.calls import Group, gather
+from rlplace.runtime.calls import Group
 
 
 class BufferShard:
@@ -59,6 +59,18 @@ class BufferShard:
         return {**self._counts, "size": len(self._items)}
 
 
+#: Per process: the running turn for each set of shards. A router is unpickled afresh for every call it is
+#: passed to, so the turn cannot live in the router; each process starts at its own shard.
+_TURNS: dict[tuple[str, ...], Iterator[int]] = {}
+
+
+def _turns(shards: Sequence[Any]) -> Iterator[int]:
+    key = tuple(a._actor_id.hex() for a in shards)
+    if key not in _TURNS:
+        _TURNS[key] = itertools.count(zlib.crc32(ray.get_runtime_context().get_worker_id().encode()))
+    return _TURNS[key]
+
+
 @dataclass(frozen=True)
 class SampleStats:
     """Samples served across all shards, split by whether the reader was on the shard's node."""
@@ -83,39 +95,35 @@ class ShardRouter:
     """
 
     def __init__(self, group: Group, node_ids: Sequence[str]):
-        self._calls = list(zip(group.workers, group.actors, strict=True))
-        self._by_node = {node: i for i, node in enumerate(node_ids)}
-        self._turn = 0
+        self.group = group
+        self._by_node = {node: rank for rank, node in enumerate(node_ids)}
 
     @classmethod
     def from_group(cls, group: Group) -> ShardRouter:
         """Ask every shard of a launched "buffer" group where it runs."""
         if not group.actors:
             raise ValueError("a ShardRouter needs at least one buffer shard; the buffer group is empty")
-        calls = list(zip(group.workers, group.actors, strict=True))
-        return cls(group, gather([a.node_id.remote() for _, a in calls], calls))
+        return cls(group, group.get([a.node_id.remote() for a in group.actors], "node_id"))
 
-    def _pick(self, node: str) -> tuple[Worker, Any]:
+    def _pick(self, node: str) -> Any:
         """This node's shard, or the next shard in turn when the node has none."""
-        index = self._by_node.get(node)
-        if index is None:
-            index = self._turn % len(self._calls)
-            self._turn += 1
-        return self._calls[index]
+        rank = self._by_node.get(node)
+        if rank is None:
+            rank = next(_turns(self.group.actors)) % len(self.group.actors)
+        return self.group.actors[rank]
 
     def write(self, items: Sequence[Any]) -> int:
         """Add items to this node's shard (or the next in turn); returns that shard's size."""
-        call = self._pick(ray.get_runtime_context().get_node_id())
-        return gather([call[1].add.remote(list(items))], [call])[0]
+        shard = self._pick(ray.get_runtime_context().get_node_id())
+        return self.group.get([shard.add.remote(list(items))], "add")[0]
 
     def sample(self, n: int) -> list[Any]:
         """`n` items from this node's shard (or the next in turn: counted remote)."""
         node = ray.get_runtime_context().get_node_id()
-        call = self._pick(node)
-        return gather([call[1].sample.remote(n, node)], [call])[0]
+        return self.group.get([self._pick(node).sample.remote(n, node)], "sample")[0]
 
     def stats(self) -> SampleStats:
-        counts = gather([a.stats.remote() for _, a in self._calls], self._calls)
+        counts = self.group.get([a.stats.remote() for a in self.group.actors], "stats")
         return SampleStats(
             local=sum(c["local"] for c in counts),
             remote=sum(c["remote"] for c in counts),

@@ -92,6 +92,11 @@ class Phases:
         self.events: list[HookEvent] = []
         self._current: str | None = None
 
+    @classmethod
+    def for_job(cls, job: Any, roles: Mapping[str, str] | None = None) -> Phases:
+        """Phases over a `rlplace.connect()` job: its groups (also those launched later), offload as planned."""
+        return cls(job.groups, job.plan.settings.enable_offload, roles)
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Run the body of phase `name` between its pre- and post-hooks."""

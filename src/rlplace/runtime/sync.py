@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rlplace.errors import ConfigError, Problem
-from rlplace.runtime.calls import Group, gather
+from rlplace.runtime.calls import Group
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,15 @@ def sync_weights(
     if source not in ("rank0", "all"):
         raise ConfigError(Problem(path="source", value=source, message="must be 'rank0' or 'all'"))
     start = time.perf_counter()
-    train_calls = list(zip(train.workers, train.actors, strict=True))
-    if source == "rank0":
-        train_calls = train_calls[:1]
-    weights = [getattr(actor, get_method).remote() for _, actor in train_calls]
-    target_calls = [call for group in targets for call in zip(group.workers, group.actors, strict=True)]
-    done = [getattr(actor, set_method).remote(*weights) for _, actor in target_calls]
-    gather(done, target_calls)
-    gather(weights, train_calls)  # already resolved; surfaces a train-side failure with its worker's name
+    sources = train.actors[:1] if source == "rank0" else train.actors
+    weights = [getattr(actor, get_method).remote() for actor in sources]
+    applied = [[getattr(actor, set_method).remote(*weights) for actor in group.actors] for group in targets]
+    train.get(weights, get_method)  # first, so a train-side failure is reported under the train worker's name
+    for group, refs in zip(targets, applied, strict=True):
+        group.get(refs, set_method)
     return SyncReport(
-        sources=tuple(w.rank for w, _ in train_calls),
+        sources=tuple(w.rank for w in train.workers[: len(sources)]),
         objects=len(weights),
-        targets=len(target_calls),
+        targets=sum(len(g.actors) for g in targets),
         seconds=time.perf_counter() - start,
     )
