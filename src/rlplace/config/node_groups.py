@@ -153,9 +153,10 @@ def _hardware(
     group: Mapping[str, object], path: Path, ranks: tuple[int, ...] | None, rep: Reporter
 ) -> tuple[str | None, tuple[HardwareUnit, ...]]:
     block = written(group, "hardware")
-    if not isinstance(block, Mapping) or block.get("type") is INVALID:
+    kind_name = written(block, "type") if isinstance(block, Mapping) else None
+    if kind_name is None:
         return None, ()
-    kind = REGISTRY[block["type"]]
+    kind = REGISTRY[kind_name]  # type: ignore[index]
     units: list[HardwareUnit] = []
     seen: dict[object, int] = {}
     for k, config in enumerate(written(block, "configs") or ()):  # type: ignore[arg-type]

@@ -90,7 +90,11 @@ def read_yaml(text: str, rep: Reporter) -> object:
     could not be parsed at all.
     """
     data = None
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader already refuses control characters
+    except yaml.YAMLError as e:
+        rep.add((), f"YAML syntax: {e}".replace("\n", " "))
+        return None
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -100,7 +104,7 @@ def read_yaml(text: str, rep: Reporter) -> object:
         mark = e.problem_mark or e.context_mark
         rep.add((), f"YAML syntax: {_yaml_message(e)}", line=mark.line + 1 if mark else None)
     except yaml.YAMLError as e:
-        rep.add((), f"YAML syntax: {e}")
+        rep.add((), f"YAML syntax: {e}".replace("\n", " "))
     except _TooLarge as e:
         rep.add(
             e.args[0][:3],
