@@ -1,0 +1,65 @@
+"""`rlplace status`: the live job's workers with node, GPUs and state; a clear error without a cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray import cloudpickle
+
+import rlplace
+from rlplace.commands.status import collect, render
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+RLPLACE = str(Path(sys.executable).with_name("rlplace"))
+PLAN = {
+    "cluster": {"train_worker_num": 2, "placement": {"mode": "manual"}},
+    "resource_pool": [{"name": "train_pool", "num_node": 2, "num_gpus": 4, "train": "1, 6"}],
+}
+
+
+class Idle:
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@pytest.mark.ray
+def test_status_lists_each_worker_with_its_node_gpus_and_state(ray_cluster: Any) -> None:
+    with rlplace.connect(PLAN, export_path=None) as job:
+        train = job.launch("train", Idle)
+        pids = train.call("pid")
+        rows = {r.name: r for r in collect() if r.job == _job_id()}
+        assert [(r.node, r.gpus, r.state, r.pid) for r in rows.values()] == [
+            ("node 0", "1", "ALIVE", pids[0]),
+            ("node 1", "2", "ALIVE", pids[1]),
+        ]
+        os.kill(pids[1], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while rows["rlplace:train:1"].state != "DEAD" and time.monotonic() < deadline:
+            rows = {r.name: r for r in collect() if r.job == _job_id()}
+        assert rows["rlplace:train:1"].state == "DEAD" and rows["rlplace:train:1"].gpus == "-"
+        table = render(list(rows.values()))
+        assert table.splitlines()[0].split() == ["WORKER", "NODE", "GPUS", "STATE", "RESTARTS", "PID"]
+        assert "rlplace:train:0  node 0" in table
+
+
+def test_status_without_a_cluster_says_so_within_seconds() -> None:
+    start = time.monotonic()
+    out = subprocess.run([RLPLACE, "status", "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "no Ray cluster reachable at" in out.stderr and "--address" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert time.monotonic() - start < 15
+
+
+def _job_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_job_id()
