@@ -5,18 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import plans
 import pytest
-import workers
-from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
-
 import ray
+import ray_plans
+import ray_workers
 from ray import cloudpickle
+from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
 # The test-only modules are not importable in worker processes (tests/ray is not on their path): ship
 # their code with the pickled classes instead.
-cloudpickle.register_pickle_by_value(workers)
-cloudpickle.register_pickle_by_value(plans)
+cloudpickle.register_pickle_by_value(ray_workers)
+cloudpickle.register_pickle_by_value(ray_plans)
 
 _LIVE_PG = ("PENDING", "CREATED", "RESCHEDULING")
 _LIVE_ACTOR = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING")

@@ -78,7 +78,11 @@ class WorkerGroup:
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""
-        return self.get([a.__ray_call__.remote(_own_placement) for a in self.actors], "placement", timeout_s)
+        return self.get(self.placements_async(), "placement", timeout_s)
+
+    def placements_async(self) -> list:
+        """Refs to each worker's placement, to gather several groups at once."""
+        return self.call_async("__ray_call__", _own_placement)
 
     def kill(self, rank: int, *, restart: bool = False) -> None:
         """Kill worker `rank`; with `restart` Ray restarts it in its bundle if max_restarts allows."""

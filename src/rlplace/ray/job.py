@@ -133,7 +133,8 @@ class Job:
 
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Ask every launched worker where it runs; raise PlacementError if any is off its plan."""
-        placements = [p for g in self.groups.values() for p in g.placements(timeout_s)]
+        pending = [(g, g.placements_async()) for g in self.groups.values()]  # all groups start at once
+        placements = [p for g, refs in pending for p in g.get(refs, "placement", timeout_s)]
         wrong = [p.mismatch for p in placements if p.mismatch]
         if wrong:
             raise PlacementError("workers are not where the plan put them:\n  " + "\n  ".join(wrong))
