@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from rlplace.viz.scene import Entry, NodeView, Scene
+from rlplace.viz.scene import Entry, NodeView, Scene, counted
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
@@ -26,7 +26,7 @@ code { font-family: ui-monospace, Menlo, Consolas, monospace; }
 def render_page(scene: Scene, svg_text: str) -> str:
     plan, s = scene.plan, scene.plan.settings
     settings = ", ".join(
-        f"{k} <code>{escape(str(v))}</code>"
+        f"{k} <code>{escape(str(v).lower() if isinstance(v, bool) else str(v))}</code>"
         for k, v in (
             ("mode", s.mode),
             ("strategy", s.strategy),
@@ -37,12 +37,14 @@ def render_page(scene: Scene, svg_text: str) -> str:
             ("placement groups", plan.uses_placement_groups),
         )
     )
+    used = sum(n.used for n in scene.nodes)
+    headline = f"rlplace plan: {counted(len(plan.workers), 'worker')} on {counted(used, 'node')}"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>rlplace plan: {len(plan.workers)} workers</title>",
+        f"<title>{headline}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>rlplace plan: {len(plan.workers)} workers on {sum(n.used for n in scene.nodes)} nodes</h1>",
+        f"<h1>{headline}</h1>",
         f"<p>{settings}</p>",
         f'<div class="picture">{svg_text}</div>',
         _warnings(plan.warnings),

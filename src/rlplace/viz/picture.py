@@ -20,7 +20,7 @@ from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan
 from rlplace.viz.flows import ENV_ROLES, EVAL_ROLES, EXPERIENCE, TRAIN_ROLES, WEIGHTS, Flow
-from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene, entries_of
+from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene, counted, entries_of
 from rlplace.viz.svgkit import Svg, fit, num, text_width
 
 MARGIN = 24
@@ -174,7 +174,7 @@ class _Drawing:
         self.colours = component_colours(scene.components)
         self.group_colour = {g.name: GROUP_COLOURS[i % len(GROUP_COLOURS)] for i, g in enumerate(scene.groups)}
         rows = _rows(self.drawn)
-        self.width = max(2 * MARGIN + max((len(r) for r in rows), default=0) * (NODE_W + GAP_X), 2 * MARGIN + 760.0)
+        self.width = max(2 * MARGIN + max((len(r) for r in rows), default=0) * (NODE_W + GAP_X), 2 * MARGIN + 960.0)
         self.row_spans: list[tuple[float, float]] = []  # (top, bottom) of each row of nodes
         self.gaps: list[float] = []  # height of the gap above each row, and below the last
         self.out = Svg()
@@ -210,14 +210,27 @@ class _Drawing:
     def _header(self, y: float) -> float:
         plan, s = self.scene.plan, self.scene.plan.settings
         used = sum(1 for n in self.scene.nodes if n.used)
-        self.out.text(MARGIN, y + TITLE, f"rlplace plan · {len(plan.workers)} workers on {used} nodes", class_="title")
-        line = (
-            f"mode {s.mode} · strategy {s.strategy} · env_strategy {s.env_strategy} · "
-            f"colocated {'yes' if s.is_colocated else 'no'} · offload {'yes' if s.enable_offload else 'no'} · "
-            f"buffer shards {s.buffer_worker_num} · placement groups {'yes' if plan.uses_placement_groups else 'no'}"
-        )
-        self.out.text(MARGIN, y + TITLE + 20, fit(line, self.width - 2 * MARGIN, BODY), class_="body muted")
-        return y + TITLE + 26
+        title = f"rlplace plan · {counted(len(plan.workers), 'worker')} on {counted(used, 'node')}"
+        self.out.text(MARGIN, y + TITLE, title, class_="title")
+        parts = [
+            f"mode {s.mode}",
+            f"strategy {s.strategy}",
+            f"env_strategy {s.env_strategy}",
+            f"colocated {'yes' if s.is_colocated else 'no'}",
+            f"offload {'yes' if s.enable_offload else 'no'}",
+            f"buffer shards {s.buffer_worker_num}",
+            f"placement groups {'yes' if plan.uses_placement_groups else 'no'}",
+        ]
+        room, lines = self.width - 2 * MARGIN, [""]
+        for part in parts:  # wrap at the separators rather than cut a setting in half
+            joined = f"{lines[-1]} · {part}" if lines[-1] else part
+            if lines[-1] and text_width(joined, BODY) > room:
+                lines.append(part)
+            else:
+                lines[-1] = joined
+        for i, line in enumerate(lines):
+            self.out.text(MARGIN, y + TITLE + 20 + 16 * i, line, class_="body muted")
+        return y + TITLE + 26 + 16 * (len(lines) - 1)
 
     def _legend(self, y: float) -> float:
         counts = {c: len(self.scene.plan.by_component(c)) for c in self.scene.components}
@@ -449,9 +462,7 @@ class _Drawing:
     def _warnings(self, y: float) -> float:
         warnings = self.scene.plan.warnings
         self.out.open("g", class_="warnings")
-        self.out.text(
-            MARGIN, y + 14, f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}:", class_="body bold warn"
-        )
+        self.out.text(MARGIN, y + 14, f"{counted(len(warnings), 'warning')}:", class_="body bold warn")
         for i, w in enumerate(warnings):
             self.out.open("g", class_="warning")
             self.out.title(w)
@@ -473,9 +484,7 @@ class _Drawing:
             points = router.route(f)
             lx, ly, anchor = _label_point(points, fan_out[(f.kind, f.src)] > 1)
             self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_count=f.count)
-            self.out.title(
-                f"{_FLOW_LEGEND[f.kind]}: {f.count} worker{'s' if f.count != 1 else ''}, node {f.src} -> node {f.dst}"
-            )
+            self.out.title(f"{_FLOW_LEGEND[f.kind]}: {counted(f.count, 'worker')}, node {f.src} -> node {f.dst}")
             path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
             self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind))
             self.out.text(lx, ly, f.label, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind])

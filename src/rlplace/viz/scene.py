@@ -156,6 +156,11 @@ def fraction_label(fraction: float) -> str:
     return f"{fraction:.2f}"
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 node`, `3 nodes`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _gpu_share(w: Worker) -> float | None:
     return w.gpu_fraction
 
