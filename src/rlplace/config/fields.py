@@ -12,8 +12,8 @@ so later rules can tell "not written" (absent) from "written wrong" (INVALID, al
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from rlplace.config.problems import Path, Reporter, did_you_mean, show
 
@@ -232,7 +232,6 @@ class Section(Kind):
     name: str  # "a node group", for messages
     fields: Mapping[str, Field]
     doc: str = ""
-    also_valid: Sequence[str] = field(default=())  # keys checked elsewhere (dialect keys), not unknown
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if not isinstance(value, Mapping):
@@ -241,8 +240,7 @@ class Section(Kind):
         for key, item in value.items():
             spec = self.fields.get(key) if isinstance(key, str) else None
             if spec is None:
-                if key not in self.also_valid:
-                    self.unknown_key(key, path, rep)
+                self.unknown_key(key, path, rep)
                 continue
             out[key] = spec.kind.check(item, (*path, key), rep)
         for key, spec in self.fields.items():
