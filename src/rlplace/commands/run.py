@@ -1,16 +1,138 @@
-"""`rlplace run` (placeholder until its issue lands)."""
+"""`rlplace run CONFIG`: the CartPole PPO pipeline placed by CONFIG, on a cluster, end to end.
+
+On an existing cluster (`--address`, or one this machine is already part of) or on an embedded
+simulated one (`--simulate 3x2,1x0`). It shows the plan, writes the topology picture, trains with a
+progress bar until CartPole is solved or the budget ends, prints the reward curve and where every
+worker ran, and removes everything it created (and stops the simulated cluster).
+"""
 
 from __future__ import annotations
 
 import argparse
+import pathlib
+from typing import Any
 
-from rlplace.errors import RlplaceError
+from rlplace.errors import PlacementError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="(not built yet)")
+    p = sub.add_parser(
+        "run",
+        help="run the CartPole PPO pipeline with a cluster config (embedded simulated cluster or existing one)",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument("config", help="cluster config YAML (either dialect), e.g. one of `rlplace demo --list-configs`")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--simulate",
+        metavar="NODES",
+        help="start an embedded cluster of these nodes (COUNTxGPUS groups in node-rank order, e.g. 2x4 or 3x2,1x0)",
+    )
+    where.add_argument("--address", help="Ray address of an existing cluster (default: the one this machine joined)")
+    add_budget_arguments(p)
     p.set_defaults(func=run)
 
 
+def add_budget_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared with `rlplace demo`."""
+    from rlplace.examples.cartpole_ppo.pipeline import Budget
+
+    default = Budget()
+    p.add_argument("--iterations", type=_positive, default=default.iterations, help="training budget (iterations)")
+    p.add_argument("--seed", type=int, default=default.seed)
+    p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("."), help="where the topology picture goes")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the placement groups")
+
+
 def run(args: argparse.Namespace) -> int:
-    raise RlplaceError("'rlplace run' is not built yet")
+    return execute(args.config, simulate=args.simulate, address=args.address, args=args, picture_stem="topology")
+
+
+def execute(
+    config: Any, *, simulate: str | None, address: str | None, args: argparse.Namespace, picture_stem: str
+) -> int:
+    """Load, plan, place, train, report, tear down. Returns 0 when solved, 1 when the budget ran out."""
+    from rich.console import Console
+
+    from rlplace import config as config_module
+
+    spec = config_module.load(config)  # config errors before any cluster starts
+    console = Console()
+    if simulate:
+        from rlplace.examples.local_cluster import simulated_cluster
+
+        console.print(f"Starting an embedded Ray cluster: {simulate} (COUNTxGPUS[:MODEL], logical GPUs) ...")
+        with simulated_cluster(simulate) as cluster:
+            code = _train(spec, console, args, picture_stem, address=None)
+        if cluster.killed:
+            console.print(f"[yellow]Embedded cluster stopped; had to kill: {', '.join(cluster.killed)}[/]")
+        else:
+            console.print("Embedded cluster stopped: no Ray process of it is left (checked the process table).")
+        return code
+    return _train(spec, console, args, picture_stem, address=address or "auto")
+
+
+def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str, address: str | None) -> int:
+    import rlplace
+    from rlplace.examples.cartpole_ppo.pipeline import Budget, run_pipeline
+    from rlplace.examples.cartpole_ppo.report import summary
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    export = args.out / "resource_pool_auto.yaml"
+    job = rlplace.connect(spec, address=address, timeout_s=args.timeout, export_path=export)
+    with job:
+        _show_plan(job, console, args.out / picture_stem)
+        budget = Budget(iterations=args.iterations, seed=args.seed)
+        with _progress(console, budget.iterations) as advance:
+            result = run_pipeline(job, budget, progress=advance)
+    console.print(summary(result))
+    wrong = [p.mismatch for p in result.placed if p.mismatch]
+    if wrong:
+        raise PlacementError("workers ran off their plan:\n  " + "\n  ".join(wrong))
+    return 0 if result.curve.solved else 1
+
+
+def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
+    from rlplace.viz.picture import write_html, write_svg
+    from rlplace.viz.table import render
+
+    console.print(render(job.plan))
+    for warning in job.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    write_svg(job.plan, stem.with_suffix(".svg"), job.live)
+    write_html(job.plan, stem.with_suffix(".html"), job.live)
+    console.print(f"Topology picture: {stem.with_suffix('.svg')} and {stem.with_suffix('.html')}")
+
+
+class _progress:
+    """A rich progress bar over iterations showing the windowed average return; yields its advance callback."""
+
+    def __init__(self, console: Any, total: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("training"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("avg return {task.fields[avg]:>5.1f}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._task = self._bar.add_task("train", total=total, avg=0.0)
+
+    def __enter__(self) -> Any:
+        self._bar.start()
+        return self.advance
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def advance(self, iteration: int, curve: Any) -> None:
+        self._bar.update(self._task, completed=iteration, avg=curve.average)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

@@ -35,9 +35,15 @@ class RewardCurve:
     def solved(self) -> bool:
         return len(self.returns) >= SOLVED_WINDOW and self.average >= SOLVED_RETURN
 
+    @property
+    def scale(self) -> float:
+        """The top of the sparkline: the target, or the best average if it went higher."""
+        return max([SOLVED_RETURN, *self.averages])
+
     def sparkline(self, width: int = 60) -> str:
-        """The per-iteration averages as one line of block characters, scaled to 0..500 (CartPole's max)."""
+        """The per-iteration averages as one line of block characters, 0..`scale` (a full block is the top)."""
         points = self.averages
-        if len(points) > width:  # keep the last point; sample the rest evenly
+        if len(points) > width:  # keep the first and last points; sample the rest evenly
             points = [points[round(i * (len(points) - 1) / (width - 1))] for i in range(width)]
-        return "".join(_BARS[min(len(_BARS) - 1, round(p / 500 * (len(_BARS) - 1)))] for p in points)
+        top = len(_BARS) - 1
+        return "".join(_BARS[round(p / self.scale * top)] for p in points)

@@ -1,0 +1,88 @@
+"""What a run prints at the end: the reward curve, where each worker ran, offload and buffer counts.
+
+Kept apart from the pipeline so the pipeline stays the part users copy, and so the text is testable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rlplace.examples.cartpole_ppo.curve import SOLVED_RETURN, SOLVED_WINDOW
+from rlplace.examples.cartpole_ppo.pipeline import RunResult
+
+
+def outcome(result: RunResult) -> str:
+    """One honest sentence: solved or not, after how many iterations, episodes and seconds."""
+    curve = result.curve
+    episodes = len(curve.returns)
+    if curve.solved:
+        return (
+            f"Solved CartPole-v1: average return {curve.average:.1f} over the last {SOLVED_WINDOW} episodes "
+            f"(>= {SOLVED_RETURN:g}) after {result.iterations} iterations, {episodes} episodes, {result.seconds:.1f} s."
+        )
+    window = min(episodes, SOLVED_WINDOW)
+    return (
+        f"Not solved within the budget: average return {curve.average:.1f} over the last {window} episodes "
+        f"(target {SOLVED_RETURN:g} over {SOLVED_WINDOW}) after {result.iterations} iterations, {episodes} episodes, "
+        f"{result.seconds:.1f} s."
+    )
+
+
+def curve_text(result: RunResult) -> Text:
+    """The windowed average per iteration as a sparkline, with its first and last values."""
+    averages = result.curve.averages
+    if not averages:
+        return Text("reward curve: no iteration finished")
+    text = Text(f"Reward curve: average return of the last {SOLVED_WINDOW} episodes after each iteration ")
+    text.append(f"(bar height 0..{result.curve.scale:.0f}):\n")
+    text.append(f"{averages[0]:5.1f} ")
+    text.append(result.curve.sparkline(), style="green")
+    text.append(f" {averages[-1]:.1f}")
+    return text
+
+
+def placement_table(placed: list[Any]) -> Table:
+    """One row per worker: planned node/GPUs next to where Ray really ran it, and whether they agree."""
+    table = Table(title="Where each worker ran (planned by rlplace, reported by the worker)", title_justify="left")
+    with_env = any(p.env_vars for p in placed)
+    for column in ("worker", "group", "plan: node", "ran on", "plan: GPUs", "GPU ids", *(("env",) * with_env), "ok"):
+        table.add_column(column)
+    for p in placed:
+        planned_node = "any" if p.planned_node_rank is None else str(p.planned_node_rank)
+        share = f" x{p.gpu_fraction:.2g}" if p.planned_gpus and p.gpu_fraction < 1 else ""
+        table.add_row(
+            p.actor_name.removeprefix("rlplace:"),
+            p.group or "-",
+            planned_node,
+            str(p.node_rank),
+            (",".join(map(str, p.planned_gpus)) or "-") + share,
+            ",".join(map(str, p.gpus)) or "-",
+            *((" ".join(f"{k}={v}" for k, v in p.env_vars.items()) or "-",) * with_env),
+            "yes" if p.mismatch is None else f"NO: {p.mismatch}",
+        )
+    return table
+
+
+def counters(result: RunResult) -> Text:
+    """Offload moves per worker (when offload ran), buffer locality and time per phase."""
+    lines = []
+    moved = {k: v for k, v in result.offload.items() if v["offloads"] or v["reloads"]}
+    if moved:
+        parts = [f"{k} {v['offloads']} off/{v['reloads']} on" for k, v in moved.items()]
+        lines.append("offload hooks: " + ", ".join(parts))
+    else:
+        lines.append("offload hooks: not enabled in this config (nothing moved)")
+    lines.append(f"buffer samples read on the train worker's own node: {result.buffer_local_fraction:.0%}")
+    lines.append("time per phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phase_seconds.items()))
+    return Text("\n".join(lines))
+
+
+def summary(result: RunResult) -> Group:
+    style = "bold green" if result.curve.solved else "bold yellow"
+    return Group(
+        curve_text(result), Text(outcome(result), style=style), placement_table(result.placed), counters(result)
+    )

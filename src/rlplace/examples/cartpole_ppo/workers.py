@@ -1,0 +1,186 @@
+"""The pipeline's worker classes, launched by rlplace as components train, eval, env (and buffer shards).
+
+- TrainWorker: the PPO learner. Samples its node's buffer shard, computes and applies gradients
+  (averaged over train workers by the driver), serves its weights for sync.
+- EvalWorker: the rollout policy. Receives the weights, answers `act(obs)` for its paired env worker.
+- EnvWorker: CartPole environments. Steps them with actions from its eval worker and writes the
+  experience (with advantages) to the buffer shard on its node, or spreads it over the shards.
+
+Offload: the spec's hooks (`rlplace.runtime.phases`) are implemented for real on numpy state: offloading
+moves a worker's arrays out of its process into Ray's object store and drops them; reloading brings them
+back. A worker that touches offloaded state fails loudly, so a missing or misordered hook cannot go
+unnoticed, and every move is counted (`offload_stats`). On a GPU the same hooks would move tensors to
+pinned host memory (`rlplace.runtime.offload.Offloader`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ray
+
+from rlplace.examples.cartpole_ppo.learner import Learner
+from rlplace.examples.cartpole_ppo.ppo import Agent, PPOConfig
+from rlplace.examples.cartpole_ppo.rollout import EnvPool
+
+
+class Stash:
+    """Named numpy arrays of an object moved to Ray's object store and back, counted.
+
+    `owner` holds the arrays as attributes; `offload(name)` replaces one with None (its memory is freed
+    once nothing else refers to it) and keeps an object-store reference; `reload(name)` restores it.
+    Offloading an already offloaded array, or reloading a resident one, does nothing and is not counted.
+    """
+
+    def __init__(self, owner: object):
+        self._owner = owner
+        self._refs: dict[str, ray.ObjectRef] = {}
+        self.counts = {"offloads": 0, "reloads": 0, "bytes_offloaded": 0, "bytes_reloaded": 0}
+
+    def offload(self, *names: str) -> None:
+        for name in names:
+            array = getattr(self._owner, name)
+            if array is None:
+                continue
+            self._refs[name] = ray.put(array)
+            setattr(self._owner, name, None)
+            self.counts["offloads"] += 1
+            self.counts["bytes_offloaded"] += array.nbytes
+
+    def reload(self, *names: str) -> None:
+        for name in names:
+            ref = self._refs.pop(name, None)
+            if ref is None:
+                continue
+            array = ray.get(ref).copy()  # the object store's copy is read-only
+            setattr(self._owner, name, array)
+            self.counts["reloads"] += 1
+            self.counts["bytes_reloaded"] += array.nbytes
+
+    def replace(self, name: str, array: np.ndarray) -> None:
+        """Set an array whether it is resident or offloaded (an offloaded one stays offloaded)."""
+        if name in self._refs:
+            self._refs[name] = ray.put(array)
+        else:
+            setattr(self._owner, name, array)
+
+    def resident(self, name: str) -> np.ndarray:
+        array = getattr(self._owner, name)
+        if array is None:
+            raise RuntimeError(f"{name} is offloaded; the reload hook must run before it is used")
+        return array
+
+
+def _my_rank() -> int:
+    """This worker's rank in its component, from the placement rlplace gave it."""
+    from rlplace import worker_placement
+
+    return worker_placement().rank
+
+
+class TrainWorker:
+    """PPO learner replica. Every replica starts from the same seed, so replicas stay identical."""
+
+    def __init__(self, ppo: dict[str, Any], seed: int):
+        self.learner = Learner(PPOConfig(**ppo), seed)
+        self.params: np.ndarray | None = self.learner.agent.params
+        self.adam_m: np.ndarray | None = self.learner.optim.m
+        self.adam_v: np.ndarray | None = self.learner.optim.v
+        self.stash = Stash(self)
+
+    def prepare(self, router: Any, n: int) -> int:
+        """Sample `n` rows from this node's shard; returns the number of minibatch steps (0: no data yet)."""
+        rows = router.sample(n)
+        if not rows:
+            return 0
+        table = np.stack(rows)
+        batch = {
+            "obs": table[:, :4],
+            "actions": table[:, 4].astype(np.int64),
+            "logp": table[:, 5],
+            "advantages": table[:, 6],
+            "returns": table[:, 7],
+        }
+        return self.learner.prepare(batch)
+
+    def grad(self, step: int) -> tuple[np.ndarray, dict[str, float]]:
+        self._attach()
+        return self.learner.grad(step)
+
+    def apply(self, grad: np.ndarray) -> None:
+        self._attach()
+        self.learner.apply(grad)
+
+    def update(self, steps: int) -> dict[str, float]:
+        """All minibatch steps at once: the fast path when this is the only train worker."""
+        stats: dict[str, float] = {}
+        for step in range(steps):
+            grad, stats = self.grad(step)
+            self.apply(grad)
+        return stats
+
+    def get_weights(self) -> np.ndarray:
+        return self.stash.resident("params")
+
+    def _attach(self) -> None:
+        """Point the learner at the resident arrays (a reload creates new ones)."""
+        self.learner.agent.params = self.stash.resident("params")
+        self.learner.optim.m = self.stash.resident("adam_m")
+        self.learner.optim.v = self.stash.resident("adam_v")
+
+    # Offload hooks (spec "Offload Support"; called by job.phase when offload is enabled).
+    def reload_model_param_and_grad(self, load_grad: bool = True, load_optimizer: bool = True) -> None:
+        self.stash.reload("params", *(("adam_m", "adam_v") if load_optimizer else ()))
+
+    def offload_model_optimizer(self) -> None:
+        self.stash.offload("adam_m", "adam_v")
+
+    def offload_model_param_and_grad(self, offload_grad: bool = True, offload_optimizer: bool = False) -> None:
+        # Gradients are not kept between steps here, so there is nothing of theirs to move.
+        self.stash.offload("params", *(("adam_m", "adam_v") if offload_optimizer else ()))
+
+    def offload_stats(self) -> dict[str, int]:
+        return dict(self.stash.counts)
+
+
+class EvalWorker:
+    """The rollout policy: a copy of the agent that only acts, refreshed by weight sync."""
+
+    def __init__(self, ppo: dict[str, Any], seed: int):
+        self.agent = Agent(PPOConfig(**ppo).hidden, seed=seed)
+        self.params: np.ndarray | None = self.agent.params
+        self.rng = np.random.default_rng(seed)
+        self.stash = Stash(self)
+
+    def set_weights(self, params: np.ndarray) -> None:
+        self.stash.replace("params", np.array(params))
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self.agent.params = self.stash.resident("params")
+        return self.agent.act(obs, self.rng)
+
+    def reload_eval_model(self) -> None:
+        self.stash.reload("params")
+
+    def offload_eval_model(self) -> None:
+        self.stash.offload("params")
+
+    def offload_stats(self) -> dict[str, int]:
+        return dict(self.stash.counts)
+
+
+class EnvWorker:
+    """`n_envs` CartPole environments driven by one eval worker; experience goes to the buffer shards."""
+
+    def __init__(self, n_envs: int, seed: int):
+        self.rank = _my_rank()
+        self.pool = EnvPool(n_envs, seed + 1000 * self.rank)  # every worker its own episodes
+
+    def rollout(self, policies: list[Any], router: Any, steps: int, gamma: float, lam: float) -> list[float]:
+        """One rollout with the eval worker `policies[rank % len]`; returns the returns of finished episodes."""
+        policy = policies[self.rank % len(policies)]
+        batch, finished = self.pool.collect(lambda obs: ray.get(policy.act.remote(obs)), steps, gamma, lam)
+        table = np.column_stack([batch["obs"], batch["actions"], batch["logp"], batch["advantages"], batch["returns"]])
+        router.write(list(table))
+        return finished

@@ -1,0 +1,92 @@
+"""An embedded Ray cluster on this machine that looks like several nodes with GPUs (no GPU needed).
+
+`rlplace demo` and `rlplace run --simulate` use it so a newcomer sees placement across nodes and GPUs on
+a laptop. Each simulated node is a real raylet (`ray.cluster_utils.Cluster`) with logical GPUs and the
+node-rank label `rlplace start` would set, so the planner, placement groups and workers behave exactly
+as on a real cluster. Everything started here is stopped on exit, also after an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rlplace.errors import PlacementError
+from rlplace.inventory import Inventory, parse_nodes
+from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
+
+#: Logical CPUs per simulated node: enough for every worker the shipped configs put on one node.
+CPUS_PER_NODE = 6
+SIMULATED_GPU = "simulated"  # the accelerator label of nodes declared without a model ("2x4")
+#: How long Ray's processes get to exit by themselves after shutdown before they are killed.
+EXIT_GRACE_S = 10.0
+
+
+@dataclass
+class SimulatedCluster:
+    """The running cluster: its nodes and Ray session; after exit, what had to be killed (normally nothing)."""
+
+    inventory: Inventory
+    session_dir: str
+    killed: list[str] = field(default_factory=list)  # "pid name" of processes that outlived the shutdown
+
+
+@contextmanager
+def simulated_cluster(nodes: str, cpus_per_node: int = CPUS_PER_NODE) -> Iterator[SimulatedCluster]:
+    """Start the nodes of `nodes` (`--nodes` syntax, e.g. "2x4:A800,1x0"), connect this process, yield them.
+
+    Node rank 0 is the head (this process's node). On exit Ray is shut down, every node stopped, and
+    every process of this Ray session checked gone (`ps`); one that outlives the grace period is killed.
+    """
+    import ray
+    from ray.cluster_utils import Cluster
+
+    inventory = parse_nodes(nodes, num_cpus=cpus_per_node)
+    if ray.is_initialized():
+        raise PlacementError("this process is already connected to a Ray cluster; cannot start a simulated one")
+    for key, value in HIDE_GPUS_ENV.items():
+        os.environ.setdefault(key, value)  # inherited by the raylets started below
+    args = [_node_args(n.rank, n.num_gpus, n.gpu_model, cpus_per_node) for n in inventory.nodes]
+    cluster = Cluster(initialize_head=True, head_node_args={**args[0], "include_dashboard": False})
+    handle = SimulatedCluster(inventory, cluster.head_node.get_session_dir_path())
+    try:
+        for node_args in args[1:]:
+            cluster.add_node(**node_args)
+        ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
+        yield handle
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        handle.killed = _stop_stragglers(os.path.basename(handle.session_dir))
+
+
+def session_processes(session_name: str) -> list:
+    """Live processes of one Ray session: every Ray process carries its session name on its command line."""
+    import psutil  # shipped with Ray (ray/thirdparty_files), importable once ray is imported
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if session_name in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+def _stop_stragglers(session_name: str) -> list[str]:
+    import psutil
+
+    _, alive = psutil.wait_procs(session_processes(session_name), timeout=EXIT_GRACE_S)
+    killed = []
+    for proc in alive:
+        killed.append(f"{proc.pid} {proc.name()}")
+        proc.kill()
+    return killed
+
+
+def _node_args(rank: int, gpus: int, model: str | None, cpus: int) -> dict[str, object]:
+    labels = {NODE_RANK_LABEL: str(rank)}
+    if gpus:
+        labels[ACCELERATOR_LABEL] = model or SIMULATED_GPU
+    return {"num_cpus": cpus, "num_gpus": gpus, "labels": labels}

@@ -1,0 +1,65 @@
+"""The demo pipeline under every shipped strategy config, on the session's simulated cluster (short budget).
+
+Each config runs as shipped (the session cluster has the demo's shape), and every worker must report
+from inside Ray that it ran on the node and GPUs its plan gave it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import rlplace
+from rlplace.examples.cartpole_ppo import CONFIGS, DEMO_NODES, config_names
+from rlplace.examples.cartpole_ppo.pipeline import Budget, run_pipeline
+from rlplace.inventory import parse_nodes
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ITERATIONS = 2
+
+
+def test_demo_cluster_has_the_session_cluster_shape(ray_cluster):
+    """The configs are sized for the demo's cluster; testing them here is only honest if the shapes agree."""
+    demo = parse_nodes(DEMO_NODES)
+    assert [(n.num_gpus, n.gpu_model) for n in demo.nodes] == [
+        (n.num_gpus, n.gpu_model) for n in ray_cluster.inventory.nodes
+    ]
+
+
+@pytest.mark.parametrize("name", config_names())
+def test_pipeline_runs_where_the_plan_says(ray_cluster, name):
+    with rlplace.connect(CONFIGS / f"{name}.yaml", export_path=None) as job:
+        plan = job.plan
+        result = run_pipeline(job, Budget(iterations=ITERATIONS, stop_when_solved=False))
+
+    assert result.iterations == ITERATIONS
+    assert result.curve.returns, "no episode finished: the env workers did not step"
+    placed = {(p.component, p.rank): p for p in result.placed}
+    assert sorted(placed) == sorted((w.component, w.rank) for w in plan.workers), "every planned worker ran"
+    for w in plan.workers:
+        p = placed[(w.component, w.rank)]
+        assert p.mismatch is None, p.mismatch
+        if w.node_rank is not None:
+            assert (p.node_rank, sorted(p.gpus)) == (w.node_rank, sorted(w.gpus)), w.name
+        assert p.env_vars == w.env_vars, f"{w.name} did not get its node group's env vars"
+    if all(w.node_rank is not None for w in plan.by_component("train")):
+        assert result.buffer_local_fraction == 1.0, "train workers must sample their own node's shard"
+    if plan.settings.enable_offload:
+        _assert_offloaded_around_every_phase(result.offload)
+    else:
+        assert result.hook_calls == 0
+        assert all(c["offloads"] == c["reloads"] == 0 for c in result.offload.values())
+
+
+def _assert_offloaded_around_every_phase(offload: dict[str, dict[str, int]]) -> None:
+    """Eval is offloaded after each rollout; train's optimizer and parameters around each sync, reloaded
+    before each train phase. (A worker touching offloaded state fails the run, so order is checked too.)"""
+    syncs = ITERATIONS + 1  # one before the first rollout
+    assert {k.split(":")[0] for k in offload} == {"train", "eval"}
+    for key, counts in offload.items():
+        if key.startswith("eval:"):
+            assert counts["offloads"] == ITERATIONS, (key, counts)
+            assert counts["reloads"] == ITERATIONS - 1, (key, counts)  # nothing to reload before the first
+        else:
+            assert counts["offloads"] == 3 * syncs, (key, counts)  # adam m and v before, params after
+            assert counts["reloads"] == 3 * ITERATIONS, (key, counts)
