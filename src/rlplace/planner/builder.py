@@ -9,6 +9,7 @@ exactly once, without per-worker scans.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from rlplace.plan import Bundle, EffectiveSettings, GroupSummary, Plan, Worker
 
@@ -77,15 +78,15 @@ class PlanBuilder:
             self.slot_cpus.append(0.0)
         return sid
 
-    def gpu_slots(self, node_rank: int, gpus: list[int], group: str | None) -> list[int]:
-        """Slot ids of single GPUs `gpus` on `node_rank` (the hot path of pool packing)."""
-        get, out = self._slot_of.get, []
-        for g in gpus:
-            sid = get((node_rank, g))
-            if sid is None:
-                sid = self.slot((node_rank, g), node_rank, (g,), group)
-            out.append(sid)
-        return out
+    def gpu_slots(self, nodes: list[int], gpus: list[tuple[int, ...]], group: str | None) -> None:
+        """Append one new slot per (node, GPUs), in bulk: pool packing keeps its own index -> slot map."""
+        n = len(nodes)
+        self.slot_node.extend(nodes)
+        self.slot_gpus.extend(gpus)
+        self.slot_group.extend([group] * n)
+        self.slot_resources.extend([{} for _ in range(n)])
+        self.slot_count.extend([0] * n)
+        self.slot_cpus.extend([0.0] * n)
 
     def add(self, block: Block | Unpinned) -> None:
         """Record a block; its workers count as residents of their slots from now on."""
@@ -103,16 +104,14 @@ class PlanBuilder:
 
     def finish(self, settings: EffectiveSettings, uses_placement_groups: bool = True) -> Plan:
         bundles = tuple(
-            Bundle(i, node, gpus, cpus, res, grp)
-            for i, (node, gpus, cpus, res, grp) in enumerate(
-                zip(
-                    self.slot_node,
-                    self.slot_gpus,
-                    self.slot_cpus,
-                    self.slot_resources,
-                    self.slot_group,
-                    strict=True,
-                )
+            map(
+                Bundle,
+                range(len(self.slot_node)),
+                self.slot_node,
+                self.slot_gpus,
+                self.slot_cpus,
+                self.slot_resources,
+                self.slot_group,
             )
         )
         workers: list[Worker] = []
@@ -131,36 +130,39 @@ class PlanBuilder:
         )
 
     def _pinned(self, b: Block, with_bundles: bool) -> list[Worker]:
+        """The block's workers; one comprehension over precomputed columns (the hot path at 100k workers)."""
         node_of, gpus_of, count = self.slot_node, self.slot_gpus, self.slot_count
-        n = len(b.slots)
-        ranks = b.ranks if b.ranks is not None else range(n)
-        local: dict[int, int] = {}
-        env, hw, groups = b.env, b.hardware, b.groups
-        out = []
-        for j, s in enumerate(b.slots):
-            node = node_of[s]
-            lr = local.get(node, 0)
-            local[node] = lr + 1
-            gpus = gpus_of[s]
-            ev, py = env[j] if env is not None else (_NO_ENV, None)
-            out.append(
-                Worker(
-                    b.component,
-                    ranks[j],
-                    n,
-                    node,
-                    gpus,
-                    1.0 / count[s] if gpus else 0.0,
-                    b.num_cpus,
-                    groups[j] if groups is not None else b.group,
-                    s if with_bundles else None,
-                    lr,
-                    ev,
-                    py,
-                    hw[j] if hw is not None else None,
-                )
+        slots = b.slots
+        n = len(slots)
+        nodes = [node_of[s] for s in slots]
+        seen: dict[int, int] = {}
+        local = []
+        for node in nodes:
+            k = seen.get(node, 0)
+            seen[node] = k + 1
+            local.append(k)
+        gpus = [gpus_of[s] for s in slots]
+        frac = [1.0 / count[s] if g else 0.0 for s, g in zip(slots, gpus, strict=True)]
+        if b.env is not None:
+            env, python = [e for e, _ in b.env], [p for _, p in b.env]
+        return list(
+            map(
+                Worker,
+                repeat(b.component, n),
+                b.ranks if b.ranks is not None else range(n),
+                repeat(n, n),
+                nodes,
+                gpus,
+                frac,
+                repeat(b.num_cpus, n),
+                b.groups if b.groups is not None else repeat(b.group, n),
+                slots if with_bundles else repeat(None, n),
+                local,
+                env if b.env is not None else repeat(_NO_ENV, n),
+                python if b.env is not None else repeat(None, n),
+                b.hardware if b.hardware is not None else repeat(None, n),
             )
-        return out
+        )
 
 
 def _unpinned(b: Unpinned) -> list[Worker]:

@@ -127,14 +127,11 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
     """Expand the segments: n processes on m resources share (n % m == 0) or own m/n each (m % n == 0)."""
     flat = [(r, i) for r in res for i in range(len(r.node))]
     where = c.path or f"cluster.component_placement.{c.name}"
-    slots: list[int] = []
     ranks: list[int] = []
-    groups: list[str] = []
-    env: list[EnvOf] = []
-    hardware: list[dict[str, object] | None] = []
+    picks: list[int | tuple[int, ...]] = []  # per process: the flat resource index (indices) it sits on
     next_rank = 0
     for seg in c.placement.segments:
-        idx = list(range(len(flat))) if seg.resources is None else list(seg.resources)
+        idx = range(len(flat)) if seg.resources is None else seg.resources
         bad = [i for i in idx if i >= len(flat)]
         if bad:
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
@@ -142,7 +139,7 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
                 f"{c.name}: placement asks for resource rank {bad[0]} in {'+'.join(r.label for r in res)}, "
                 f"which has ranks 0-{len(flat) - 1} ({have})"
             )
-        procs = list(range(next_rank, next_rank + len(idx))) if seg.processes is None else list(seg.processes)
+        procs = range(next_rank, next_rank + len(idx)) if seg.processes is None else seg.processes
         n, m = len(procs), len(idx)
         if n % m and m % n:
             raise ConfigError(
@@ -157,17 +154,36 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
                 )
             )
         share, own = max(n // m, 1), max(m // n, 1)
-        for j, p in enumerate(procs):
-            mine = [flat[i] for i in idx[(j // share) * own : (j // share) * own + own]]
-            slots.append(_slot(builder, c, mine, where, spec))
-            r0, i0 = mine[0]
-            ranks.append(p)
-            groups.append(r0.label)
-            env.append(envs.of(r0.label, r0.node[i0]))
-            hardware.append(r0.unit[i0] if r0.kind == "hardware" else None)
+        one = list(idx) if own == 1 else [tuple(idx[k : k + own]) for k in range(0, m, own)]
+        if share > 1:
+            picks.extend(one[j // share] for j in range(n))
+        else:
+            picks.extend(one)
+        ranks.extend(procs)
         next_rank = max(procs) + 1 if procs else next_rank
     _check_ranks(c, ranks, where, spec)
-    return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, hardware)
+    info: dict[int | tuple[int, ...], tuple] = {}  # resolved once per distinct resource set, not per process
+    for pick in picks:
+        if pick not in info:
+            mine = [flat[i] for i in pick] if isinstance(pick, tuple) else [flat[pick]]
+            r0, i0 = mine[0]
+            info[pick] = (
+                _slot(builder, c, mine, where, spec),
+                r0.label,
+                envs.of(r0.label, r0.node[i0]),
+                r0.unit[i0] if r0.kind == "hardware" else None,
+            )
+    per = [info[pick] for pick in picks]
+    return Block(
+        c.name,
+        [x[0] for x in per],
+        c.cpus_per_worker,
+        None,
+        ranks,
+        [x[1] for x in per],
+        [x[2] for x in per],
+        [x[3] for x in per],
+    )
 
 
 def _slot(builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec) -> int:

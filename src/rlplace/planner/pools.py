@@ -37,20 +37,22 @@ class Pool:
     num_gpus: list[int]  # the pool's GPUs on each node
     ranges: dict[str, list[int]] = field(default_factory=dict)  # component -> pool-global GPU indices
     paths: dict[str, str] = field(default_factory=dict)  # component -> key path, for messages
-    _flat: tuple[list[int], list[int]] | None = None
+    _flat: tuple[list[int], list[tuple[int]]] | None = None
+    _slot: list[int] | None = None  # pool-global index -> slot id (-1: no worker yet)
+    _multi: dict[int, int] = field(default_factory=dict)  # index -> slot of a multi-GPU worker owning it
 
     @property
     def size(self) -> int:
-        return sum(self.num_gpus)
+        return len(self.flat()[0])
 
-    def flat(self) -> tuple[list[int], list[int]]:
-        """(node rank, local GPU) of every pool-global index, built once."""
+    def flat(self) -> tuple[list[int], list[tuple[int]]]:
+        """(node rank, (local GPU,)) of every pool-global index, built once."""
         if self._flat is None:
             nodes: list[int] = []
-            gpus: list[int] = []
+            gpus: list[tuple[int]] = []
             for node, n in zip(self.nodes, self.num_gpus, strict=True):
                 nodes.extend([node] * n)
-                gpus.extend(range(n))
+                gpus.extend((g,) for g in range(n))
             self._flat = (nodes, gpus)
         return self._flat
 
@@ -87,9 +89,10 @@ def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
             continue
         pool = by_name[c.placement.groups[0]]
         ranks: list[int] = []
+        size = pool.size
         for seg in c.placement.segments:
-            ranks.extend(range(pool.size) if seg.resources is None else seg.resources)
-        bad = [r for r in ranks if r >= pool.size or r < 0]
+            ranks.extend(range(size) if seg.resources is None else seg.resources)
+        bad = [r for r in ranks if r >= size or r < 0]
         if bad:
             raise ConfigError(
                 Problem(
@@ -226,39 +229,48 @@ def pack(builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None
                 f"{c.name} in pool {pool.name} ({path}) holds {len(rng)}; lower the count or widen the range",
             )
         )
-    nodes, gpus = pool.flat()
     if g <= 0:
-        slots = _cpu_slots(builder, pool, c, rng, nodes)
+        slots = _cpu_slots(builder, pool, c, rng)
     elif g < 1:
         k = per_gpu(g)
-        pos = [rng[i // k] for i in range(c.count)]
-        slots = _single(builder, pool, pos, nodes, gpus)
-    elif need and round(g) == 1:
-        slots = _single(builder, pool, rng[: c.count], nodes, gpus)
+        slots = _single(builder, pool, [rng[i // k] for i in range(c.count)], c)
+    elif round(g) == 1:
+        slots = _single(builder, pool, rng[: c.count], c)
     else:
-        slots = _multi(builder, pool, c, rng, nodes, gpus, round(g), path)
+        slots = _multi(builder, pool, c, rng, round(g), path)
     if 0 < need < len(rng):
-        builder.warnings.append(_idle_warning(pool, c, rng, need, nodes, gpus))
+        builder.warnings.append(_idle_warning(pool, c, rng, need))
     block = Block(c.name, slots, c.cpus, pool.name)
     builder.add(block)
     return block
 
 
-def _single(builder: PlanBuilder, pool: Pool, pos: list[int], nodes: list[int], gpus: list[int]) -> list[int]:
-    get, slot, name = builder._slot_of.get, builder.slot, pool.name
-    out = []
+def _single(builder: PlanBuilder, pool: Pool, pos: list[int], c: Counted) -> list[int]:
+    """Slot ids of single-GPU positions; new slots are created in bulk, in first-use order."""
+    if pool._slot is None:
+        pool._slot = [-1] * pool.size
+    ps, multi = pool._slot, pool._multi
+    base = len(builder.slot_node)
+    new: list[int] = []
+    out: list[int] = []
     for p in pos:
-        node, gpu = nodes[p], gpus[p]
-        sid = get((node, gpu))
-        if sid is None:
-            sid = slot((node, gpu), node, (gpu,), name)
-        out.append(sid)
+        s = ps[p]
+        if s < 0:
+            s = ps[p] = base + len(new)
+            new.append(p)
+        out.append(s)
+    if multi:
+        _exclusive(pool, c, [p for p in pos if p in multi])
+    nodes, gpus = pool.flat()
+    builder.gpu_slots([nodes[p] for p in new], [gpus[p] for p in new], pool.name)
     return out
 
 
-def _multi(
-    builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], nodes: list[int], gpus: list[int], g: int, path: str
-) -> list[int]:
+def _multi(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], g: int, path: str) -> list[int]:
+    """Each worker owns `g` whole GPUs of one node, shared only with workers of exactly the same GPUs."""
+    nodes, gpus = pool.flat()
+    if pool._slot is None:
+        pool._slot = [-1] * pool.size
     out = []
     for i in range(c.count):
         pos = rng[i * g : (i + 1) * g]
@@ -269,20 +281,41 @@ def _multi(
                 f"{format_ranks(pos)}) spans nodes {format_ranks(sorted(on))} of pool {pool.name}; "
                 f"give each node of the range a multiple of {g} GPUs"
             )
-        node, local = nodes[pos[0]], tuple(gpus[p] for p in pos)
-        out.append(builder.slot((node, local), node, local, pool.name))
+        node, local = nodes[pos[0]], tuple(gpus[p][0] for p in pos)
+        owners = {pool._multi.get(p, -1) for p in pos}
+        if len(owners) > 1 or any(pool._slot[p] >= 0 and p not in pool._multi for p in pos):
+            _exclusive(pool, c, pos)
+        sid = builder.slot((pool.name, node, local), node, local, pool.name)
+        for p in pos:
+            pool._multi[p] = pool._slot[p] = sid
+        out.append(sid)
     return out
 
 
-def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], nodes: list[int]) -> list[int]:
+def _exclusive(pool: Pool, c: Counted, clash: list[int]) -> None:
+    if clash:
+        nodes, gpus = pool.flat()
+        raise ConfigError(
+            Problem(
+                path=pool.paths.get(c.name) or f"resource_pool.{pool.name}.{c.name}",
+                value=format_ranks(clash),
+                message=f"{c.name} shares GPUs {idle_by_node([(nodes[p], gpus[p][0]) for p in clash])} of pool "
+                f"{pool.name} with a worker that owns several GPUs; a multi-GPU worker shares its GPUs only with "
+                "workers of exactly the same GPUs",
+            )
+        )
+
+
+def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int]) -> list[int]:
     """CPU-only workers (0 GPUs): round-robin over the nodes of the range (or of the pool)."""
+    nodes, _ = pool.flat()
     on = list(dict.fromkeys(nodes[p] for p in rng)) or pool.nodes
     return [builder.slot(("cpu", c.name, i), on[i % len(on)], (), pool.name) for i in range(c.count)]
 
 
-def _idle_warning(pool: Pool, c: Counted, rng: list[int], need: int, nodes: list[int], gpus: list[int]) -> str:
-    idle = rng[need:]
-    where = idle_by_node([(nodes[p], gpus[p]) for p in idle])
+def _idle_warning(pool: Pool, c: Counted, rng: list[int], need: int) -> str:
+    nodes, gpus = pool.flat()
+    where = idle_by_node([(nodes[p], gpus[p][0]) for p in rng[need:]])
     full = len(rng) * per_gpu(c.gpus) if c.gpus < 1 else len(rng) // round(c.gpus)
     return (
         f"{c.name}: {c.count} worker(s) use {need} of the {len(rng)} GPUs of its range in {pool.name} "
