@@ -80,6 +80,12 @@ CASES = [
     ),
     ("zero-workers", "cluster:\n  train_worker_num: 0\n", "cluster.train_worker_num", ["integer >= 1", "got 0"]),
     ("quoted-worker-count", "cluster:\n  eval_worker_num: '2'\n", "cluster.eval_worker_num", ["integer >= 1", "'2'"]),
+    (
+        "huge-count",
+        POOLS.replace("num_node: 3", "num_node: 1000000000"),
+        "cluster.resource_pool[0].num_node",
+        ["too large (at most 1048575)"],
+    ),
     ("bool-worker-count", "cluster:\n  env_worker_num: true\n", "cluster.env_worker_num", ["integer >= 1", "True"]),
     (
         "bad-buffer-num",

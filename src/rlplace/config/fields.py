@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rlplace.config.problems import Path, Reporter, did_you_mean, show
+from rlplace.config.ranges import MAX_RANK
 
 
 class _Invalid:
@@ -61,15 +62,21 @@ class Kind:
 
 @dataclass(frozen=True)
 class Integer(Kind):
+    """An int (not a bool). The maximum stops a typo like `num_node: 1000000000` from exhausting memory."""
+
     minimum: int = 0
+    maximum: int = MAX_RANK
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if not _is_int(value) or value < self.minimum:  # type: ignore[operator]
             return self._wrong(value, path, rep)
+        if value > self.maximum:  # type: ignore[operator]
+            rep.add(path, f"{value} is too large (at most {self.maximum})", value)
+            return INVALID
         return value
 
     def schema(self) -> JsonSchema:
-        return {"type": "integer", "minimum": self.minimum}
+        return {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
 
     def describe(self) -> str:
         return f"an integer >= {self.minimum}"
