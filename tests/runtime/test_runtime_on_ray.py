@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 import pytest
-
 import ray
-import rlplace
 from ray import cloudpickle
+
+import rlplace
 from rlplace.errors import PlacementError
 from rlplace.runtime import HOOKS, BufferShard, Phases, ShardRouter, sync_weights
 
@@ -223,6 +223,10 @@ def test_without_restarts_a_killed_worker_stops_the_job_with_its_name(ray_cluste
     _assert_nothing_left(job)
 
 
+def _alive(node_id: str) -> bool:
+    return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
+
+
 def _assert_nothing_left(job: Any) -> None:
     """Every placement group of the job removed, every actor it launched dead."""
     from ray.util.placement_group import placement_group_table
@@ -232,3 +236,33 @@ def _assert_nothing_left(job: Any) -> None:
     actors = ray._private.state.actors()
     ids = [a._actor_id.hex() for g in job.groups.values() for a in g.actors]
     assert ids and all(actors[i]["State"] == "DEAD" for i in ids)
+
+
+@pytest.mark.slow
+def test_a_lost_node_stops_the_job_naming_the_worker_and_its_node(ray_cluster: Any) -> None:
+    """A fifth node joins the shared cluster for this test only, runs one train worker, and dies."""
+    from rlplace.ray.labels import NODE_RANK_LABEL
+
+    cluster = ray_cluster.cluster
+    extra = cluster.add_node(num_cpus=2, num_gpus=1, labels={NODE_RANK_LABEL: "4"}, object_store_memory=100 << 20)
+    cluster.wait_for_nodes()
+    on_extra = {
+        "cluster": {"train_worker_num": 1, "placement": {"mode": "manual"}},
+        "resource_pool": [{"name": "lonely", "node_ids": [4], "num_gpus": [1], "train": "0"}],
+    }
+    job = rlplace.connect(on_extra, export_path=None)
+    try:
+        train = job.launch("train", Trainer)
+        phases = Phases.for_job(job)
+        with phases.phase("train"):
+            train.call("train_step")
+        cluster.remove_node(extra, allow_graceful=False)
+        start = time.monotonic()
+        while _alive(extra.node_id) and time.monotonic() - start < 15:  # health checks notice in ~2 s
+            time.sleep(0.1)
+        with pytest.raises(PlacementError, match=r"worker rlplace:train:0 on node 4 died"), phases.phase("train"):
+            train.call("train_step")
+        assert time.monotonic() - start < 15
+    finally:
+        job.shutdown()
+    _assert_nothing_left(job)
