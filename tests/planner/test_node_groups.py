@@ -1,0 +1,121 @@
+"""The node-groups dialect: hardware ranks, the `node` and `cluster` groups, placement-string arithmetic,
+env configs and interpreters."""
+
+from __future__ import annotations
+
+import pytest
+from tests.planner.specs import groups_spec, hetero, r
+
+from rlplace.errors import ConfigError, PlanError
+from rlplace.inventory import parse_nodes
+from rlplace.model import EnvConfigSpec, NodeGroupSpec
+from rlplace.planner import plan
+
+
+def test_hetero_example_plans_on_its_inventory_with_cpu_only_robot_nodes():
+    p = plan(hetero(), parse_nodes("8x8:A800,8x8:RTX4090,2x0"))
+    env = p.by_component("env")
+    assert [(w.node_rank, w.gpus, w.hardware["robot_ip"], w.hardware["index"]) for w in env] == [
+        (16, (), "10.10.10.1", 0),
+        (17, (), "10.10.10.2", 1),
+    ]
+    assert [p.bundles[w.bundle].resources for w in env] == [
+        {"rlplace/robot/franka/0": 1.0},
+        {"rlplace/robot/franka/1": 1.0},
+    ]
+    agents = p.by_component("agent")
+    assert [w.world_size for w in agents[:1]] == [400]
+    assert [w.local_rank for w in agents[98:102]] == [98, 99, 0, 1]
+    assert p.settings.strategy == "node_groups" and not p.settings.is_colocated
+
+
+def test_hetero_example_on_too_few_nodes_names_group_and_ranks():
+    with pytest.raises(PlanError, match="num_nodes is 18 but the inventory has 16"):
+        plan(hetero(), parse_nodes("16x8"))
+
+
+def test_resource_rank_beyond_the_group_names_what_it_has():
+    spec = groups_spec({"actor": (("a",), [(r(0, 15), None)])}, [NodeGroupSpec("a", (0,))])
+    with pytest.raises(PlanError, match=r"resource rank 8 in a, which has ranks 0-7 \(a: 8 GPUs on nodes 0\)"):
+        plan(spec, parse_nodes("1x8"))
+
+
+def test_group_naming_missing_nodes():
+    spec = groups_spec({"actor": (("a",), [(None, None)])}, [NodeGroupSpec("a", r(0, 3))])
+    with pytest.raises(PlanError, match=r"node group a names node ranks 2-3, but the inventory has 2 node"):
+        plan(spec, parse_nodes("2x8"))
+
+
+def test_processes_share_a_gpu_when_they_outnumber_it():
+    p = plan(groups_spec({"actor": (("cluster",), [(r(0, 3), r(0, 7))])}), parse_nodes("1x4"))
+    assert [(w.rank, w.gpus, w.gpu_fraction) for w in p.by_component("actor")][:3] == [
+        (0, (0,), 0.5),
+        (1, (0,), 0.5),
+        (2, (1,), 0.5),
+    ]
+
+
+def test_a_process_owns_several_gpus_of_one_node():
+    p = plan(groups_spec({"actor": (("cluster",), [(r(0, 7), r(0, 1))])}), parse_nodes("2x4"))
+    assert [(w.node_rank, w.gpus, w.gpu_fraction) for w in p.by_component("actor")] == [
+        (0, (0, 1, 2, 3), 1.0),
+        (1, (0, 1, 2, 3), 1.0),
+    ]
+    assert p.bundles[p.by_component("actor")[0].bundle].gpus == (0, 1, 2, 3)
+
+
+def test_process_count_neither_multiple_nor_divisor_names_both_numbers():
+    with pytest.raises(ConfigError, match="3 processes on 2 resources"):
+        plan(groups_spec({"actor": (("cluster",), [(r(0, 1), r(0, 2))])}), parse_nodes("1x4"))
+
+
+def test_process_ranks_must_be_numbered_once_each():
+    spec = groups_spec({"agent": (("node",), [(r(0, 0), r(0, 1)), (r(1, 1), r(1, 2))])})
+    with pytest.raises(ConfigError, match="process rank 1 appears twice"):
+        plan(spec, parse_nodes("2x0"))
+
+
+def test_segments_number_processes_on():
+    p = plan(groups_spec({"actor": (("cluster",), [(r(0, 1), None), (r(4, 5), None)])}), parse_nodes("1x8"))
+    assert [(w.rank, w.gpus) for w in p.by_component("actor")] == [(0, (0,)), (1, (1,)), (2, (4,)), (3, (5,))]
+
+
+def test_colocated_components_share_gpus_and_set_is_colocated():
+    spec = groups_spec({"actor": (("cluster",), [(None, None)]), "rollout": (("cluster",), [(None, None)])})
+    p = plan(spec, parse_nodes("1x2"))
+    assert all(w.gpu_fraction == 0.5 for w in p.workers)
+    assert p.settings.is_colocated and p.settings.enable_offload
+
+
+def test_groups_without_accelerators_count_nodes_and_a_list_of_groups_counts_across():
+    groups = [NodeGroupSpec("cpu", (2, 3)), NodeGroupSpec("gpu", (0, 1))]
+    p = plan(groups_spec({"agent": (("gpu", "cpu"), [(r(7, 9), None)])}, groups), parse_nodes("2x4,2x0"))
+    assert [(w.node_rank, w.gpus, w.group) for w in p.by_component("agent")] == [
+        (1, (3,), "gpu"),
+        (2, (), "cpu"),
+        (3, (), "cpu"),
+    ]
+
+
+def test_ignore_hardware_makes_a_gpu_group_count_nodes():
+    groups = [NodeGroupSpec("g", (0, 1), ignore_hardware=True)]
+    p = plan(groups_spec({"agent": (("g",), [(r(0, 1), None)])}, groups), parse_nodes("2x8"))
+    assert [(w.node_rank, w.gpus) for w in p.by_component("agent")] == [(0, ()), (1, ())]
+
+
+def test_workers_placed_through_node_get_their_nodes_group_env():
+    groups = [
+        NodeGroupSpec("a", (0,), env_configs=(EnvConfigSpec((0,), (("K", "1"),), "/py/a"),)),
+        NodeGroupSpec("b", (1,), env_configs=(EnvConfigSpec((1,), (("K", "2"),)),)),
+    ]
+    p = plan(groups_spec({"agent": (("node",), [(r(0, 1), None)])}, groups), parse_nodes("2x0"))
+    assert [(w.env_vars, w.python) for w in p.by_component("agent")] == [({"K": "1"}, "/py/a"), ({"K": "2"}, None)]
+
+
+def test_two_groups_disagreeing_on_a_nodes_env_is_a_config_error_naming_both():
+    groups = [
+        NodeGroupSpec("a", (0,), env_configs=(EnvConfigSpec((0,), (("K", "1"),)),)),
+        NodeGroupSpec("b", (0,), env_configs=(EnvConfigSpec((0,), (("K", "2"),)),)),
+    ]
+    with pytest.raises(ConfigError, match=r"node 0 is in groups a \(K='1'\) and b \(K='2'\)"):
+        plan(groups_spec({"agent": (("node",), [(r(0, 0), None)])}, groups), parse_nodes("1x0"))
