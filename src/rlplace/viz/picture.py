@@ -14,26 +14,35 @@ from __future__ import annotations
 import math
 import pathlib
 from collections import Counter
-from dataclasses import dataclass
 
 from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan
-from rlplace.viz.flows import ENV_ROLES, EVAL_ROLES, EXPERIENCE, TRAIN_ROLES, WEIGHTS, Flow
+from rlplace.viz.flows import BUFFER_ROLES, ENV_ROLES, EVAL_ROLES, EXPERIENCE, TRAIN_ROLES, WEIGHTS
+from rlplace.viz.layout import (
+    CELL_GAP,
+    CELL_W,
+    CHIPS_H,
+    ENTRY_H,
+    GAP_MIN,
+    GAP_PAD,
+    GAP_X,
+    GPU_COLS,
+    HEADER_H,
+    LABEL_H,
+    MARGIN,
+    NODE_PAD,
+    NODE_W,
+    Box,
+    cell_h,
+    node_h,
+    wrap_rows,
+)
+from rlplace.viz.routes import Router, label_point
 from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene, counted, entries_of
 from rlplace.viz.svgkit import Svg, fit, num, text_width
 
-MARGIN = 24
 MAX_NODES = 64
-NODES_PER_ROW = 4
-GPU_COLS = 4
-CELL_W, CELL_GAP = 96.0, 4.0
-NODE_PAD = 8.0
-NODE_W = 2 * NODE_PAD + GPU_COLS * CELL_W + (GPU_COLS - 1) * CELL_GAP
-GAP_X = 64.0
-GAP_MIN, GAP_PAD = 40.0, 24.0  # a gap between rows: at least GAP_MIN, else its arrow lanes plus GAP_PAD a side
-HEADER_H, CHIPS_H = 24.0, 18.0
-LABEL_H, ENTRY_H = 13.0, 14.0
 SMALL, BODY, LEGEND, TITLE = 9.0, 12.0, 11.0, 18.0
 
 #: (stroke, fill) per component: the usual RL roles keep their colour in every picture.
@@ -49,11 +58,14 @@ PALETTE = (
     ("#d37295", "#f7e1ea"),
     ("#79706e", "#e8e6e5"),
 )
-ROLE_COLOUR = {**dict.fromkeys(TRAIN_ROLES, 0), **dict.fromkeys(EVAL_ROLES, 1), **dict.fromkeys(ENV_ROLES, 2)}
-ROLE_COLOUR["buffer"] = 3
+ROLE_COLOUR = {
+    **dict.fromkeys(TRAIN_ROLES, 0),
+    **dict.fromkeys(EVAL_ROLES, 1),
+    **dict.fromkeys(ENV_ROLES, 2),
+    **dict.fromkeys(BUFFER_ROLES, 3),
+}
 GROUP_COLOURS = ("#1f4e79", "#8e24aa", "#2e7d32", "#c62828", "#8d6e00", "#00838f", "#5d4037", "#ad1457")
 FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100"}
-FLOW_BEND = {WEIGHTS: 0.16, EXPERIENCE: 0.28}
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
 STYLE = f"""
@@ -111,60 +123,6 @@ def component_colours(components: tuple[str, ...]) -> dict[str, tuple[str, str]]
     return out
 
 
-@dataclass(frozen=True)
-class _Box:
-    node: NodeView
-    x: float
-    y: float
-    h: float
-    row: int
-    col: int
-
-    @property
-    def cx(self) -> float:
-        return self.x + NODE_W / 2
-
-    @property
-    def cy(self) -> float:
-        return self.y + self.h / 2
-
-
-def _cell_h(node: NodeView) -> float:
-    stacked = max((len(d.entries) for d in node.devices), default=0)
-    return LABEL_H + max(stacked, 1) * ENTRY_H + 3
-
-
-def _node_h(node: NodeView) -> float:
-    h = HEADER_H + (CHIPS_H if node.groups else 0)
-    rows = math.ceil(len(node.devices) / GPU_COLS)
-    if rows:
-        h += rows * _cell_h(node) + (rows - 1) * CELL_GAP + 6
-    for hw in node.hardware:
-        h += LABEL_H + len(hw.entries) * ENTRY_H + 6
-    if node.cpu:
-        h += LABEL_H + len(node.cpu) * ENTRY_H + 2
-    return h + NODE_PAD
-
-
-def _rows(nodes: tuple[NodeView, ...]) -> list[list[NodeView]]:
-    """Rows of at most NODES_PER_ROW; a run of nodes in the same groups starts a new row if it fits whole there."""
-    runs: list[list[NodeView]] = []
-    for n in nodes:
-        if runs and runs[-1][-1].groups == n.groups:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    rows: list[list[NodeView]] = [[]]
-    for run in runs:
-        if rows[-1] and len(rows[-1]) + len(run) > NODES_PER_ROW and len(run) <= NODES_PER_ROW:
-            rows.append([])
-        for n in run:
-            if len(rows[-1]) == NODES_PER_ROW:
-                rows.append([])
-            rows[-1].append(n)
-    return [r for r in rows if r]
-
-
 class _Drawing:
     """Lays out a scene top to bottom and writes it as SVG."""
 
@@ -173,7 +131,7 @@ class _Drawing:
         self.drawn, self.hidden = scene.nodes[:max_nodes], scene.nodes[max_nodes:]
         self.colours = component_colours(scene.components)
         self.group_colour = {g.name: GROUP_COLOURS[i % len(GROUP_COLOURS)] for i, g in enumerate(scene.groups)}
-        rows = _rows(self.drawn)
+        rows = wrap_rows(self.drawn)
         self.width = max(2 * MARGIN + max((len(r) for r in rows), default=0) * (NODE_W + GAP_X), 2 * MARGIN + 960.0)
         self.row_spans: list[tuple[float, float]] = []  # (top, bottom) of each row of nodes
         self.gaps: list[float] = []  # height of the gap above each row, and below the last
@@ -281,17 +239,17 @@ class _Drawing:
         )
 
     # ---- nodes ---------------------------------------------------------------------------------------
-    def _nodes(self, y: float) -> tuple[dict[int, _Box], float]:
+    def _nodes(self, y: float) -> tuple[dict[int, Box], float]:
         """Place the rows, sizing each gap between them for the arrows that run through it."""
-        rows = _rows(self.drawn)
+        rows = wrap_rows(self.drawn)
         self.gaps = [GAP_MIN] * (len(rows) + 1)  # gap i lies above row i
         boxes, _ = self._place(rows, y)
-        trial = _Router(boxes, self.row_spans, self.gaps)
+        trial = Router(boxes, self.row_spans, self.gaps)
         for f in self.scene.flows:
             if f.src in boxes and f.dst in boxes:
                 trial.route(f)
         self.gaps = [
-            max(GAP_MIN, 2 * GAP_PAD + trial.lanes.get(("gap", i), 0) * _Router.LANE) for i in range(len(rows) + 1)
+            max(GAP_MIN, 2 * GAP_PAD + trial.lanes.get(("gap", i), 0) * Router.LANE) for i in range(len(rows) + 1)
         ]
         boxes, y = self._place(rows, y)
         self._group_outlines(boxes)
@@ -299,23 +257,23 @@ class _Drawing:
             self._node(box)
         return boxes, y
 
-    def _place(self, rows: list[list[NodeView]], y: float) -> tuple[dict[int, _Box], float]:
-        boxes: dict[int, _Box] = {}
+    def _place(self, rows: list[list[NodeView]], y: float) -> tuple[dict[int, Box], float]:
+        boxes: dict[int, Box] = {}
         self.row_spans = []
         for i, row in enumerate(rows):
             y += self.gaps[i]
-            h = max(_node_h(n) for n in row)
+            h = max(node_h(n) for n in row)
             for j, node in enumerate(row):
-                boxes[node.rank] = _Box(node, MARGIN + GAP_X / 2 + j * (NODE_W + GAP_X), y, _node_h(node), i, j)
+                boxes[node.rank] = Box(node, MARGIN + GAP_X / 2 + j * (NODE_W + GAP_X), y, node_h(node), i, j)
             self.row_spans.append((y, y + h))
             y += h
         return boxes, y + self.gaps[-1]
 
-    def _group_outlines(self, boxes: dict[int, _Box]) -> None:
+    def _group_outlines(self, boxes: dict[int, Box]) -> None:
         """One outline per group around each run of its nodes that sit side by side in a row."""
         for g in self.scene.groups:
             members = sorted((boxes[r] for r in g.node_ranks if r in boxes), key=lambda b: (b.row, b.x))
-            runs: list[list[_Box]] = []
+            runs: list[list[Box]] = []
             for b in members:
                 prev = runs[-1][-1] if runs else None
                 if prev and prev.row == b.row and abs(b.x - prev.x - NODE_W - GAP_X) < 1:
@@ -341,7 +299,7 @@ class _Drawing:
                 )
                 self.out.close("g")
 
-    def _node(self, box: _Box) -> None:
+    def _node(self, box: Box) -> None:
         node, x, y = box.node, box.x, box.y
         gpus = len(node.devices)
         hw = f"{gpus}x {node.gpu_model}" if gpus and node.gpu_model else f"{gpus} GPU{'s' if gpus != 1 else ''}"
@@ -369,14 +327,12 @@ class _Drawing:
                 self.out.text(cx + 5, cy + 10, name, class_="small", fill="#fff")
                 cx += w + 4
             cy += CHIPS_H
-        cell_h = _cell_h(node)
+        ch = cell_h(node)
         for i, dev in enumerate(node.devices):
             col, row = i % GPU_COLS, i // GPU_COLS
-            self._device(
-                node.rank, dev, x + NODE_PAD + col * (CELL_W + CELL_GAP), cy + row * (cell_h + CELL_GAP), cell_h
-            )
+            self._device(node.rank, dev, x + NODE_PAD + col * (CELL_W + CELL_GAP), cy + row * (ch + CELL_GAP), ch)
         if node.devices:
-            cy += math.ceil(len(node.devices) / GPU_COLS) * (cell_h + CELL_GAP) - CELL_GAP + 6
+            cy += math.ceil(len(node.devices) / GPU_COLS) * (ch + CELL_GAP) - CELL_GAP + 6
         inner = NODE_W - 2 * NODE_PAD
         for unit in node.hardware:
             h = LABEL_H + len(unit.entries) * ENTRY_H + 3
@@ -424,7 +380,7 @@ class _Drawing:
         self.out.close("g")
 
     # ---- areas below the nodes: nodes not drawn, unpinned workers, warnings ---------------------------
-    def _hidden(self, y: float, boxes: dict[int, _Box]) -> float:
+    def _hidden(self, y: float, boxes: dict[int, Box]) -> float:
         ranks = {n.rank for n in self.hidden}
         order = {c: i for i, c in enumerate(self.scene.components)}
         entries = entries_of((w for w in self.scene.plan.workers if w.node_rank in ranks), order)
@@ -474,15 +430,15 @@ class _Drawing:
         return y + 32 + len(warnings) * 16
 
     # ---- flows -----------------------------------------------------------------------------------------
-    def _flows(self, boxes: dict[int, _Box]) -> None:
-        router = _Router(boxes, self.row_spans, self.gaps)
+    def _flows(self, boxes: dict[int, Box]) -> None:
+        router = Router(boxes, self.row_spans, self.gaps)
         fan_out = Counter((f.kind, f.src) for f in self.scene.flows)
         self.out.open("g", class_="flows")
         for f in self.scene.flows:
             if f.src not in boxes or f.dst not in boxes:
                 continue
             points = router.route(f)
-            lx, ly, anchor = _label_point(points, fan_out[(f.kind, f.src)] > 1)
+            lx, ly, anchor = label_point(points, fan_out[(f.kind, f.src)] > 1)
             self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_count=f.count)
             self.out.title(f"{_FLOW_LEGEND[f.kind]}: {counted(f.count, 'worker')}, node {f.src} -> node {f.dst}")
             path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
@@ -503,78 +459,3 @@ def _flow_style(kind: str) -> dict[str, object]:
         "stroke_opacity": 0.85,
         "marker_end": f"url(#arrow-{kind})",
     }
-
-
-class _Router:
-    """Orthogonal arrow routes that run only through the gaps between nodes, never across a node.
-
-    An arrow leaves its source through the side facing the target, runs along the gap next to that
-    row, down (or up) the gap between columns if rows must be skipped, and enters the target from the
-    gap next to its row. Arrows of one kind from one node share their lanes, so a fan-out (weights from
-    train rank 0 to every rollout node) reads as one trunk with branches; other arrows get lanes of
-    their own in every gap, channel and box side, side by side instead of on top of each other.
-    """
-
-    LANE = 12.0
-    PORT = 14.0
-
-    def __init__(self, boxes: dict[int, _Box], row_spans: list[tuple[float, float]], gaps: list[float]) -> None:
-        self.boxes = boxes
-        self.rows = row_spans
-        self.gaps = gaps
-        self.lanes: dict[tuple[str, int], int] = {}  # place -> lanes handed out there
-        self.taken: dict[tuple[str, int, object], int] = {}  # (place, bundle) -> its lane index
-
-    def _index(self, place: tuple[str, int], bundle: object) -> int:
-        """`bundle`'s lane at `place`: the first bundle there gets 0, the next 1, and so on."""
-        key = (*place, bundle)
-        if key not in self.taken:
-            self.taken[key] = self.lanes.get(place, 0)
-            self.lanes[place] = self.taken[key] + 1
-        return self.taken[key]
-
-    def _lane(self, place: tuple[str, int], bundle: object, step: float) -> float:
-        """Offset from the centre line of a gap or channel: 0, -step, +step, -2 step, ..."""
-        n = self._index(place, bundle)
-        return ((n + 1) // 2) * step * (1 if n % 2 == 0 else -1)
-
-    def _port(self, box: _Box, side: str, bundle: object, toward: float) -> tuple[float, float]:
-        """A point on the box's top or bottom edge, on the half facing x = `toward`."""
-        sign = 1 if toward >= box.cx else -1
-        x = box.cx + sign * (self._index((side, box.node.rank), bundle) + 1) * self.PORT
-        return x, box.y if side == "top" else box.y + box.h
-
-    def _gap_y(self, row: int, below: bool, bundle: object) -> float:
-        """Centre line of the gap above (or below) `row`, plus this bundle's lane."""
-        top, bottom = self.rows[row]
-        gap = row + 1 if below else row
-        centre = bottom + self.gaps[gap] / 2 if below else top - self.gaps[gap] / 2
-        return centre + self._lane(("gap", gap), bundle, self.LANE)
-
-    def route(self, f: Flow) -> list[tuple[float, float]]:
-        a, b = self.boxes[f.src], self.boxes[f.dst]
-        out, into = (f.kind, f.src), (f.kind, f.src, f.dst)
-        if a.row == b.row:  # weights over the row, experience under it: the two kinds never share a gap
-            side = "top" if f.kind == WEIGHTS else "bottom"
-            (x0, y0), (x1, y1) = self._port(a, side, out, b.cx), self._port(b, side, into, a.cx)
-            y = self._gap_y(a.row, side == "bottom", out)
-            return [(x0, y0), (x0, y), (x1, y), (x1, y1)]
-        down = b.row > a.row
-        (x0, y0) = self._port(a, "bottom" if down else "top", out, b.cx)
-        (x1, y1) = self._port(b, "top" if down else "bottom", into, a.cx)
-        ya = self._gap_y(a.row, down, out)
-        if abs(b.row - a.row) == 1:
-            return [(x0, y0), (x0, ya), (x1, ya), (x1, y1)]
-        channel = a.col + (0 if b.col < a.col else 1)
-        xc = MARGIN + channel * (NODE_W + GAP_X) + self._lane(("channel", channel), out, self.LANE)
-        yb = self._gap_y(b.row, not down, out)
-        return [(x0, y0), (x0, ya), (xc, ya), (xc, yb), (x1, yb), (x1, y1)]
-
-
-def _label_point(points: list[tuple[float, float]], fan_out: bool) -> tuple[float, float, str]:
-    """Where a flow's count goes: beside its arrowhead when it shares a trunk, else mid first horizontal run."""
-    if fan_out:
-        (x1, y1), (_, yb) = points[-1], points[-2]
-        return x1 + 6, y1 + (-8 if yb < y1 else 16), "start"
-    (x0, y0), (x1, _) = points[1], points[2]
-    return (x0 + x1) / 2, y0 + 4, "middle"
