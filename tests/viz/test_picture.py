@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from html.parser import HTMLParser
 
 import pytest
 from tests.viz.plans import PLANS, all_colocated, default_strategy, hetero, mixed, settings, workers
@@ -14,7 +15,7 @@ from rlplace.config.ranges import parse_ranks
 from rlplace.inventory import parse_nodes
 from rlplace.plan import GroupSummary, Plan
 from rlplace.viz.check import missing_workers, shown_workers
-from rlplace.viz.picture import svg, write_html, write_svg
+from rlplace.viz.picture import html, svg, write_html, write_svg
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
@@ -264,3 +265,43 @@ def test_ranks_stay_parseable_for_unsorted_plans():
     root = parse(svg(shuffled, inventory))
     for g in groups(root, "worker"):
         assert list(parse_ranks(g.get("data-ranks"))) == sorted(parse_ranks(g.get("data-ranks")))
+
+
+def test_producers_without_a_local_shard_write_to_every_shard_in_turn():
+    ws = workers("train", [(0, (0,)), (1, (0,))]) + workers("buffer", [(0, ()), (1, ())], 0.0)
+    ws += workers("env", [(2, (0,)), (2, (1,))]) + workers("eval", [(1, (1,))])
+    root = parse(svg(Plan(tuple(ws), (), settings())))
+    assert flows_of(root) == {
+        ("experience", "2", "0", "2"),
+        ("experience", "2", "1", "2"),
+        ("weights", "0", "1", "1"),
+    }
+
+
+class _Cells(HTMLParser):
+    """Text of every table row of an HTML page, and every title attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.titles: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        self.titles += [v for k, v in attrs if k == "title" and v]
+
+    def handle_data(self, data: str) -> None:
+        if self.rows and data.strip():
+            self.rows[-1].append(data.strip())
+
+
+def test_html_page_has_a_row_per_gpu_hover_titles_and_escaped_warnings():
+    plan, inventory = mixed()
+    page = html(plan, inventory)
+    cells = _Cells()
+    cells.feed(page)
+    assert ["3", "eval 3 1/2", "env 3 1/2"] in [r[-3:] for r in cells.rows]
+    assert "eval rank 0 · node 1 GPU 0 · GPU share 1/2 each" in cells.titles
+    assert "&lt;reserves&gt; &amp; idles" in page and "<reserves>" not in page.split("<svg", 1)[0]
+    assert page.count("<svg") == 1 and "<script" not in page
