@@ -9,6 +9,7 @@ worker ran, and removes everything it created (and stops the simulated cluster).
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 from typing import Any
 
@@ -59,15 +60,17 @@ def execute(
     spec = config_module.load(config)  # config errors before any cluster starts
     console = Console()
     if simulate:
-        from rlplace.examples.local_cluster import simulated_cluster
+        from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory
 
+        nodes = simulated_inventory(simulate)
         console.print(f"Starting an embedded Ray cluster: {simulate} (COUNTxGPUS[:MODEL], logical GPUs) ...")
-        with simulated_cluster(simulate) as cluster:
+        with simulated_cluster(nodes) as cluster:
             code = _train(spec, console, args, picture_stem, address=None)
+        session = os.path.basename(cluster.session_dir)
         if cluster.killed:
-            console.print(f"[yellow]Embedded cluster stopped; had to kill: {', '.join(cluster.killed)}[/]")
+            console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {', '.join(cluster.killed)}[/]")
         else:
-            console.print("Embedded cluster stopped: no Ray process of it is left (checked the process table).")
+            console.print(f"Embedded cluster {session} stopped: none of its processes is left (process table checked).")
         return code
     return _train(spec, console, args, picture_stem, address=address or "auto")
 

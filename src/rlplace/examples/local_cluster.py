@@ -8,13 +8,14 @@ as on a real cluster. Everything started here is stopped on exit, also after an 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rlplace.errors import PlacementError
-from rlplace.inventory import Inventory, parse_nodes
+from rlplace.inventory import Inventory, Node, parse_nodes
 from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
 
 #: Logical CPUs per simulated node: enough for every worker the shipped configs put on one node.
@@ -33,9 +34,14 @@ class SimulatedCluster:
     killed: list[str] = field(default_factory=list)  # "pid name" of processes that outlived the shutdown
 
 
+def simulated_inventory(nodes: str) -> Inventory:
+    """The nodes to simulate, from `--nodes` syntax ("2x4:A800,1x2:RTX4090,1x0"); a ConfigError if malformed."""
+    return parse_nodes(nodes, num_cpus=CPUS_PER_NODE)
+
+
 @contextmanager
-def simulated_cluster(nodes: str, cpus_per_node: int = CPUS_PER_NODE) -> Iterator[SimulatedCluster]:
-    """Start the nodes of `nodes` (`--nodes` syntax, e.g. "2x4:A800,1x0"), connect this process, yield them.
+def simulated_cluster(inventory: Inventory) -> Iterator[SimulatedCluster]:
+    """Start the nodes of `inventory` (see `simulated_inventory`), connect this process, yield the cluster.
 
     Node rank 0 is the head (this process's node). On exit Ray is shut down, every node stopped, and
     every process of this Ray session checked gone (`ps`); one that outlives the grace period is killed.
@@ -43,12 +49,12 @@ def simulated_cluster(nodes: str, cpus_per_node: int = CPUS_PER_NODE) -> Iterato
     import ray
     from ray.cluster_utils import Cluster
 
-    inventory = parse_nodes(nodes, num_cpus=cpus_per_node)
     if ray.is_initialized():
         raise PlacementError("this process is already connected to a Ray cluster; cannot start a simulated one")
+    logging.getLogger("ray").setLevel(logging.WARNING)  # no "Overwriting previous Ray address" chatter
     for key, value in HIDE_GPUS_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the raylets started below
-    args = [_node_args(n.rank, n.num_gpus, n.gpu_model, cpus_per_node) for n in inventory.nodes]
+    args = [_node_args(n) for n in inventory.nodes]
     cluster = Cluster(initialize_head=True, head_node_args={**args[0], "include_dashboard": False})
     handle = SimulatedCluster(inventory, cluster.head_node.get_session_dir_path())
     try:
@@ -64,7 +70,8 @@ def simulated_cluster(nodes: str, cpus_per_node: int = CPUS_PER_NODE) -> Iterato
 
 def session_processes(session_name: str) -> list:
     """Live processes of one Ray session: every Ray process carries its session name on its command line."""
-    import psutil  # shipped with Ray (ray/thirdparty_files), importable once ray is imported
+    import ray  # noqa: F401, I001  (psutil ships with Ray: importable once ray is imported)
+    import psutil
 
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -85,8 +92,8 @@ def _stop_stragglers(session_name: str) -> list[str]:
     return killed
 
 
-def _node_args(rank: int, gpus: int, model: str | None, cpus: int) -> dict[str, object]:
-    labels = {NODE_RANK_LABEL: str(rank)}
-    if gpus:
-        labels[ACCELERATOR_LABEL] = model or SIMULATED_GPU
-    return {"num_cpus": cpus, "num_gpus": gpus, "labels": labels}
+def _node_args(node: Node) -> dict[str, object]:
+    labels = {NODE_RANK_LABEL: str(node.rank)}
+    if node.num_gpus:
+        labels[ACCELERATOR_LABEL] = node.gpu_model or SIMULATED_GPU
+    return {"num_cpus": node.num_cpus, "num_gpus": node.num_gpus, "labels": labels}

@@ -46,25 +46,27 @@ def curve_text(result: RunResult) -> Text:
 
 
 def placement_table(placed: list[Any]) -> Table:
-    """One row per worker: planned node/GPUs next to where Ray really ran it, and whether they agree."""
-    table = Table(title="Where each worker ran (planned by rlplace, reported by the worker)", title_justify="left")
+    """One row per worker: planned node and GPUs -> what the worker itself saw inside Ray, and whether they agree."""
+    table = Table(title="Where each worker ran (plan -> reported by the worker)", title_justify="left")
     with_env = any(p.env_vars for p in placed)
-    for column in ("worker", "group", "plan: node", "ran on", "plan: GPUs", "GPU ids", *(("env",) * with_env), "ok"):
-        table.add_column(column)
+    for column in ("worker", "group", "node", "GPUs", *(("env vars",) * with_env), "ok"):
+        table.add_column(column, overflow="fold")
     for p in placed:
         planned_node = "any" if p.planned_node_rank is None else str(p.planned_node_rank)
-        share = f" x{p.gpu_fraction:.2g}" if p.planned_gpus and p.gpu_fraction < 1 else ""
+        share = f" (x{p.gpu_fraction:.2g})" if p.planned_gpus and p.gpu_fraction < 1 else ""
         table.add_row(
             p.actor_name.removeprefix("rlplace:"),
             p.group or "-",
-            planned_node,
-            str(p.node_rank),
-            (",".join(map(str, p.planned_gpus)) or "-") + share,
-            ",".join(map(str, p.gpus)) or "-",
+            f"{planned_node} -> {p.node_rank}",
+            f"{_ids(p.planned_gpus)} -> {_ids(p.gpus)}{share}",
             *((" ".join(f"{k}={v}" for k, v in p.env_vars.items()) or "-",) * with_env),
             "yes" if p.mismatch is None else f"NO: {p.mismatch}",
         )
     return table
+
+
+def _ids(gpus: tuple[int, ...]) -> str:
+    return ",".join(map(str, gpus)) or "-"
 
 
 def counters(result: RunResult) -> Text:

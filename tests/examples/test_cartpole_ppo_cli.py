@@ -1,0 +1,79 @@
+"""`rlplace demo` / `rlplace run` as a user runs them: output, exit codes, files, and no Ray left behind."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rlplace.cli import main
+from rlplace.examples.cartpole_ppo import CONFIGS, config_names
+from rlplace.examples.cartpole_ppo.curve import RewardCurve
+from rlplace.examples.cartpole_ppo.pipeline import RunResult
+from rlplace.examples.cartpole_ppo.report import outcome
+from rlplace.examples.local_cluster import session_processes
+
+
+def test_outcome_says_how_far_an_unsolved_run_got():
+    result = RunResult(curve=RewardCurve(), seconds=12.0)
+    result.curve.add_iteration([20.0, 40.0])
+    text = outcome(result)
+    assert text.startswith("Not solved within the budget: average return 30.0 over the last 2 episodes")
+    assert "after 1 iterations, 2 episodes" in text
+
+
+def test_solved_needs_a_full_window_of_good_episodes():
+    curve = RewardCurve()
+    curve.add_iteration([500.0] * 99)
+    assert not curve.solved  # 99 episodes are not a 100-episode window
+    curve.add_iteration([0.0])
+    assert curve.average == pytest.approx(495.0) and curve.solved
+    curve.add_iteration([0.0] * 61)
+    assert not curve.solved  # the window moved on
+
+
+def test_list_configs_names_every_shipped_config(capsys):
+    assert main(["demo", "--list-configs"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()] == config_names()
+    assert len(config_names()) == 5
+
+
+def test_run_reports_a_bad_config_before_starting_any_cluster(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster:\n  train_worker_num: two\n")
+    assert main(["run", str(bad), "--simulate", "2x4"]) == 2
+    captured = capsys.readouterr()
+    assert "train_worker_num" in captured.err and "two" in captured.err
+    assert "Starting an embedded Ray cluster" not in captured.out
+
+
+def test_run_rejects_a_malformed_simulated_cluster_before_starting_it(capsys):
+    assert main(["run", str(CONFIGS / "default.yaml"), "--simulate", "2by4"]) == 2
+    captured = capsys.readouterr()
+    assert "'2by4' is not COUNTxGPUS[:MODEL]" in captured.err
+    assert "Starting an embedded Ray cluster" not in captured.out
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_demo_end_to_end_leaves_no_ray_process(tmp_path):
+    """What `make demo` runs, with a 2-iteration budget: plan, picture, training, report, clean stop."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlplace.cli", "demo", "--iterations", "2", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, proc.stderr[-2000:]  # 1: ran fine, not solved in 2 iterations
+    assert "Traceback" not in proc.stderr
+    for text in ("train 0", "Not solved within the budget", "Where each worker ran", "stopped: none of its"):
+        assert text in out, text
+    assert (tmp_path / "demo_topology.svg").read_text().startswith("<svg")
+    assert (tmp_path / "demo_topology.html").exists()
+    session = re.search(r"Embedded cluster (session_\S+) stopped", out).group(1)
+    alive = session_processes(session)
+    assert alive == [], f"processes of the demo's Ray session still running: {alive}"
