@@ -314,7 +314,11 @@ class _Drawing:
         self.out.text(
             x + NODE_W - NODE_PAD,
             y + 17,
-            hw + ("" if node.used else " · unused"),
+            fit(
+                hw + ("" if node.used else " · unused"),
+                NODE_W - 2 * NODE_PAD - text_width(f"node {node.rank} ", BODY),
+                BODY,
+            ),
             class_="body muted",
             text_anchor="end",
         )
