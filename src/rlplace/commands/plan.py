@@ -17,6 +17,7 @@ from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, load_inventory, parse_nodes
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
+from rlplace.planner.gc_pause import gc_paused
 
 COMPARED = ("default", "disaggregate", "colocate")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
@@ -69,11 +70,12 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "table":
         _print_table(result, est, compared, args)
     else:
-        doc = result.to_dict()
-        doc["estimate"] = est.to_dict()
-        if compared is not None:
-            doc["compare"] = compared
-        _dump(doc, args.format)
+        with gc_paused():  # ~100k dicts for a 4,096-node plan: 3x faster without collector passes
+            doc = result.to_dict()
+            doc["estimate"] = est.to_dict()
+            if compared is not None:
+                doc["compare"] = compared
+            _dump(doc, args.format)
     return 0
 
 
@@ -104,10 +106,13 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.
             )
         )
     out: dict[str, dict] = {}
+    shared = _eval_env_share(planned)
     for strategy in COMPARED:
         env = spec.settings.env_strategy
         if strategy != "colocate" and env == "device-colocate":
             env = None
+        elif strategy == "colocate" and env is None and shared:
+            env = "device-colocate"  # the planned layout already puts eval and env on one GPU
         settings = dataclasses.replace(
             spec.settings, mode="auto", strategy=strategy, env_strategy=env, is_colocated=None
         )
@@ -125,6 +130,11 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.
             "warnings": len(p.warnings),
         }
     return out
+
+
+def _eval_env_share(planned: Plan) -> bool:
+    evals = {(w.node_rank, w.gpus) for w in planned.workers if w.component == "eval" and w.gpus}
+    return any((w.node_rank, w.gpus) in evals for w in planned.workers if w.component == "env")
 
 
 def _unplaced(spec: JobSpec, planned: Plan) -> tuple:

@@ -138,4 +138,6 @@ def _supply(inventory: Inventory) -> str:
     per: dict[int, list[int]] = {}
     for n in inventory.nodes:
         per.setdefault(n.num_gpus, []).append(n.rank)
-    return "; ".join(f"node{'s' if len(r) > 1 else ''} {format_ranks(r)}: {g} GPUs each" for g, r in per.items())
+    return "; ".join(
+        f"nodes {format_ranks(r)}: {g} GPUs each" if len(r) > 1 else f"node {r[0]}: {g} GPUs" for g, r in per.items()
+    )

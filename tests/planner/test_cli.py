@@ -1,0 +1,110 @@
+"""`rlplace plan` as a user runs it: exit codes, the table, JSON/YAML, --export, --compare, --inventory."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from tests.conftest import EXAMPLES
+
+from rlplace.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table_shows_each_node_its_gpus_who_is_on_them_and_the_warnings(capsys):
+    code, out, _ = run(capsys, str(EXAMPLES / "pools-mixed.yaml"), "--nodes", "3x8")
+    assert code == 0
+    assert "eval 0 (1/2), env 0 (1/2)" in out and "train 7 (1)" in out and "buffer 0" in out
+    code, out, _ = run(capsys, str(EXAMPLES / "manual-global-pool.yaml"), "--nodes", "3x8")
+    assert code == 0 and out.count("warning:") == 3 and "idle: node 0 GPUs 1-7" in out.replace("\n", " ")
+
+
+def test_inventory_too_small_exits_3_naming_what_is_missing(capsys):
+    code, _, err = run(capsys, str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "1x2")
+    assert code == 3
+    assert "needs 6 GPU(s)" in err and "train_pool 2" in err and "the inventory has 2 (node 0: 2 GPUs)" in err
+
+
+def test_hetero_on_too_few_nodes_exits_3(capsys):
+    code, _, err = run(capsys, str(EXAMPLES / "hetero-18-nodes.yaml"), "--nodes", "16x8")
+    assert code == 3 and "num_nodes is 18" in err
+
+
+def test_config_errors_exit_2(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster:\n  placement:\n    strategy: disaggregate\n    env_strategy: device-colocate\n")
+    code, _, err = run(capsys, str(bad), "--nodes", "2x4")
+    assert code == 2 and "env_strategy" in err and "colocate" in err
+    code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--nodes", "2y4")
+    assert code == 2 and "--nodes[0]" in err and "COUNTxGPUS" in err
+
+
+def test_export_of_a_plan_without_pools_exits_2(capsys, tmp_path):
+    code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--nodes", "2x4", "--export", str(tmp_path / "x"))
+    assert code == 2 and "strategy default creates no resource pools" in err
+
+
+def test_export_writes_the_spec_form_with_a_header(capsys, tmp_path):
+    out = tmp_path / "resource_pool_auto.yaml"
+    code, text, _ = run(capsys, str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "2x4", "--export", str(out))
+    assert code == 0 and str(out) in text.replace("\n", "")
+    written = out.read_text()
+    assert written.startswith("# resource_pool computed by `rlplace plan`")
+    assert yaml.safe_load(written) == {
+        "resource_pool": [
+            {"name": "train_pool", "num_node": 1, "num_gpus": 4, "train": "0-1"},
+            {"name": "rollout_pool", "num_node": 1, "num_gpus": 4, "eval": "0-1", "env": "2-3"},
+        ]
+    }
+
+
+def test_yaml_output_equals_json_output(capsys):
+    args = (str(EXAMPLES / "pools-mixed.yaml"), "--nodes", "3x8", "--format")
+    _, as_json, _ = run(capsys, *args, "json")
+    _, as_yaml, _ = run(capsys, *args, "yaml")
+    assert yaml.safe_load(as_yaml) == json.loads(as_json)
+
+
+def test_compare_estimates_each_strategy_for_the_same_workers(capsys):
+    argv = (str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "2x4", "--compare", "--format", "json")
+    code, out, _ = run(capsys, *argv, "--model-bytes", "1G", "--batch-bytes", "10M")
+    assert code == 0
+    c = json.loads(out)["compare"]
+    assert set(c) == {"default", "disaggregate", "colocate"}
+    assert c["disaggregate"]["weight_sync_bytes"] == 10**9 and c["disaggregate"]["experience_bytes"] == 10**7
+    assert c["colocate"]["weight_sync_bytes"] == 0 and c["colocate"]["gpus_used"] == 4
+    assert c["default"]["weight_sync_bytes"] is None
+    code, out, _ = run(capsys, str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "2x4", "--compare")
+    assert code == 0 and "strategies compared" in out
+
+
+def test_compare_reports_a_strategy_that_does_not_fit(capsys):
+    argv = (str(EXAMPLES / "pools-mixed.yaml"), "--nodes", "3x8", "--compare", "--format", "json")
+    code, out, _ = run(capsys, *argv)
+    c = json.loads(out)["compare"]
+    assert code == 0 and c["disaggregate"]["fits"] is False and "needs 40 GPU(s)" in c["disaggregate"]["error"]
+    # eval and env share GPUs in the manual layout, so colocate is compared with env_strategy device-colocate
+    assert c["colocate"]["fits"] is True and c["colocate"]["env_strategy"] == "device-colocate"
+    assert c["colocate"]["gpus_used"] == 16
+
+
+def test_inventory_file(capsys, tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {count: 2, gpus: 4, model: A100}\n  - {gpus: 0, cpus: 16, labels: {robot: franka}}\n")
+    code, out, _ = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--inventory", str(inv), "--format", "json")
+    assert code == 0 and [w["node_rank"] for w in json.loads(out)["workers"] if w["component"] == "buffer"] == [0, 1]
+    inv.write_text("nodes:\n  - {count: 2, gpu: 4}\n")
+    code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--inventory", str(inv))
+    assert code == 2 and "nodes[0].gpu" in err and "valid keys" in err
+
+
+def test_svg_and_html_pictures_are_written(capsys, tmp_path):
+    svg, html = tmp_path / "p.svg", tmp_path / "p.html"
+    argv = (str(EXAMPLES / "pools-mixed.yaml"), "--nodes", "3x8", "--svg", str(svg), "--html", str(html))
+    code, _, _ = run(capsys, *argv)
+    assert code == 0 and svg.read_text().lstrip().startswith("<") and html.stat().st_size > 0
