@@ -182,7 +182,9 @@ class ListOf(Kind):
         if len(value) < self.min_items:
             rep.add(path, f"must hold at least {self.min_items} entr{'y' if self.min_items == 1 else 'ies'}", value)
             return INVALID
-        return [self.item.check(v, (*path, i), rep) for i, v in enumerate(value)]
+        items = [self.item.check(v, (*path, i), rep) for i, v in enumerate(value)]
+        # One bad item makes the list unusable for rules over the whole list; its problem is reported.
+        return INVALID if any(item is INVALID for item in items) else items
 
     def schema(self) -> JsonSchema:
         return {"type": "array", "items": self.item.schema(), "minItems": self.min_items}

@@ -121,8 +121,8 @@ class HardwareBlock(Kind):
             return INVALID
         kind, configs = checked.get("type", INVALID), checked.get("configs", INVALID)  # type: ignore[union-attr]
         if kind is not INVALID and configs is not INVALID:
-            section = REGISTRY[kind].config  # type: ignore[index]
-            checked["configs"] = [section.check(c, (*path, "configs", i), rep) for i, c in enumerate(configs)]  # type: ignore[index,arg-type]
+            typed = ListOf(REGISTRY[kind].config)  # type: ignore[index]
+            checked["configs"] = typed.check(configs, (*path, "configs"), rep)  # type: ignore[index]
         return checked
 
     def schema(self) -> JsonSchema:

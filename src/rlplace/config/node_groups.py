@@ -38,8 +38,6 @@ def build(cluster: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
     groups: list[NodeGroupSpec] = []
     labels: dict[str, int] = {}
     for i, group in enumerate(written(cluster, "node_groups") or ()):  # type: ignore[arg-type]
-        if group is INVALID:
-            continue
         spec = _group(group, (*base, "node_groups", i), num_nodes, labels, rep)  # type: ignore[arg-type]
         if spec is not None:
             groups.append(spec)
@@ -112,8 +110,6 @@ def _env_configs(
     out: list[EnvConfigSpec] = []
     owner: dict[int, int] = {}  # node rank -> index of the env config that set it
     for j, entry in enumerate(written(group, "env_configs") or ()):  # type: ignore[arg-type]
-        if entry is INVALID:
-            continue
         epath = (*path, "env_configs", j)
         sub = written(entry, "node_ranks")
         if sub is None:
@@ -160,8 +156,6 @@ def _hardware(
     units: list[HardwareUnit] = []
     seen: dict[object, int] = {}
     for k, config in enumerate(written(block, "configs") or ()):  # type: ignore[arg-type]
-        if config is INVALID:
-            continue
         cpath = (*path, "hardware", "configs", k)
         node = written(config, "node_rank")
         if node is not None and ranks is not None and node not in ranks:

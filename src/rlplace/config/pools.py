@@ -104,7 +104,7 @@ def _auto_component(name: str, cluster: Mapping[str, object], base: Path) -> Com
 
 
 def _pools(
-    pools: list[object], pools_path: Path, rep: Reporter
+    pools: list[Mapping[str, object]], pools_path: Path, rep: Reporter
 ) -> tuple[tuple[NodeGroupSpec, ...], dict[str, tuple[str, tuple[int, ...], Path]]]:
     """Each pool as a node group, and each component's (pool, range, key path)."""
     claimed = _claimed_nodes(pools, pools_path, rep)
@@ -113,8 +113,6 @@ def _pools(
     ranges: dict[str, tuple[str, tuple[int, ...], Path]] = {}
     names: dict[str, int] = {}
     for i, pool in enumerate(pools):
-        if not isinstance(pool, Mapping):
-            continue
         path = (*pools_path, i)
         name = written(pool, "name")
         if isinstance(name, str):
@@ -163,12 +161,10 @@ def _describe_gpus(gpus: tuple[int, ...]) -> str:
     return " + ".join(str(g) for g in gpus)
 
 
-def _claimed_nodes(pools: list[object], pools_path: Path, rep: Reporter) -> dict[int, str]:
+def _claimed_nodes(pools: list[Mapping[str, object]], pools_path: Path, rep: Reporter) -> dict[int, str]:
     """Node ranks bound by integer node_ids; a node in two pools is an error (their GPU indices collide)."""
     claimed: dict[int, str] = {}
     for i, pool in enumerate(pools):
-        if not isinstance(pool, Mapping):
-            continue
         for j, node in enumerate(written(pool, "node_ids") or ()):  # type: ignore[arg-type]
             if not isinstance(node, int):
                 continue
