@@ -6,6 +6,7 @@ traceback), so a job stops with a message a user can act on.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,7 +50,7 @@ class WorkerGroup:
         """Run `method` on every worker and return the results in rank order (or one result for `rank`)."""
         refs = self.call_async(method, *args, rank=rank, **kwargs)
         if rank is not None:
-            return self.get([refs], method, timeout_s)[0]
+            return self.get([refs], method, timeout_s, ranks=[rank])[0]
         return self.get(refs, method, timeout_s)
 
     def call_sharded(
@@ -65,16 +66,23 @@ class WorkerGroup:
         ]
         return self.get(refs, method, timeout_s)
 
-    def get(self, refs: list, method: str = "call", timeout_s: float | None = None) -> list:
-        """`ray.get` with a dead or silent worker turned into a PlacementError that names it."""
-        try:
-            return ray.get(refs, timeout=timeout_s)
-        except RayActorError as e:
-            raise PlacementError(
-                f"{self._who(getattr(e, 'actor_id', None))} died during {method}(): {_first_line(e)}"
-            ) from e
-        except GetTimeoutError as e:
-            raise PlacementError(f"{self.component} workers did not finish {method}() within {timeout_s:g} s") from e
+    def get(self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()) -> list:
+        """`ray.get` of one ref per rank (`ranks`, default all in order); a dead or silent worker becomes a
+        PlacementError that names it. Refs are awaited one by one so the failing rank is known."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        results = []
+        for rank, ref in zip(ranks or range(len(refs)), refs, strict=True):
+            worker = self.workers[rank]
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                results.append(ray.get(ref, timeout=left))
+            except RayActorError as e:
+                raise PlacementError(
+                    f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
+                ) from e
+            except GetTimeoutError as e:
+                raise PlacementError(f"worker {worker.name} did not finish {method}() within {timeout_s:g} s") from e
+        return results
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""
@@ -92,13 +100,6 @@ class WorkerGroup:
         if not 0 <= rank < len(self.actors):
             raise IndexError(f"{self.component} has ranks 0-{len(self.actors) - 1}, not {rank}")
         return self.actors[rank]
-
-    def _who(self, actor_id: Any) -> str:
-        wanted = actor_id.hex() if hasattr(actor_id, "hex") else str(actor_id)
-        for worker, actor in zip(self.workers, self.actors, strict=True):
-            if actor._actor_id.hex() == wanted:
-                return f"worker {worker.name} on node {worker.node_rank}"
-        return f"a {self.component} worker"
 
 
 def _first_line(e: BaseException) -> str:

@@ -8,10 +8,12 @@ and waits until Ray reports them gone, so a test or a retry never trips over lef
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 import uuid
+from contextlib import AbstractContextManager
 from typing import Any
 
 import ray
@@ -28,6 +30,7 @@ from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.launch import launch_ray_actor
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.worker import WorkerPlacement
+from rlplace.runtime.phases import Phases
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +112,11 @@ class Job:
         workers = self.plan.by_component(component)
         if not workers:
             raise ConfigError(
-                Problem(path="component", value=component, message=f"not in the plan; planned: {self.plan.components}")
+                Problem(
+                    path="component",
+                    value=component,
+                    message=f"{component!r} is not in the plan; planned: {self.plan.components}",
+                )
             )
         if component in self.groups:
             raise PlacementError(f"{component!r} is already launched in job {self.name}")
@@ -131,6 +138,17 @@ class Job:
         group = self.groups[component] = WorkerGroup(component, workers, actors)
         return group
 
+    # -- phases (rlplace.runtime) ----------------------------------------------------------------
+
+    @functools.cached_property
+    def phases(self) -> Phases:
+        """The job's phase engine: offload hooks as the plan's `enable_offload` says; `.events` records them."""
+        return Phases.for_job(self)
+
+    def phase(self, name: str) -> AbstractContextManager[None]:
+        """`with job.phase("rollout"): ...` runs the spec's offload hooks around the block."""
+        return self.phases.phase(name)
+
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Ask every launched worker where it runs; raise PlacementError if any is off its plan."""
         pending = [(g, g.placements_async()) for g in self.groups.values()]  # all groups start at once
@@ -148,7 +166,11 @@ class Job:
         except KeyError:
             ranks = [w.rank for w in self.plan.by_component(component)]
             raise ConfigError(
-                Problem(path=f"{component}.rank", value=rank, message=f"not in the plan; planned ranks: {ranks}")
+                Problem(
+                    path=f"{component}.rank",
+                    value=rank,
+                    message=f"{component} rank {rank} is not in the plan; planned ranks: {ranks}",
+                )
             ) from None
 
     def node_id(self, node_rank: int | None) -> str | None:

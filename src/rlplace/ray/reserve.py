@@ -26,6 +26,7 @@ from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node
 from rlplace.plan import Bundle, Plan, Worker
 from rlplace.ray import diagnose
+from rlplace.ray.cluster import inventory_from_nodes
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 
 log = logging.getLogger(__name__)
@@ -223,7 +224,10 @@ class Reservation:
                 delay = min(delay * 2, _POLL_MAX_S)
 
     def _infeasible(self, r: _NodeReservation) -> str:
-        why = diagnose.infeasible(r.node, r.demand)
+        """Explain with the node as Ray sees it now (the inventory the plan was checked against may be stale)."""
+        fresh = inventory_from_nodes(ray.nodes())
+        node = fresh.node(r.node.rank) if r.node.rank < len(fresh) else r.node
+        why = diagnose.infeasible(node, r.demand)
         return why or (
             f"Ray finds no node for the bundles of {diagnose.describe_node(r.node)} ({diagnose.fmt(r.demand)}) "
             f"selected by {self._selector(r.node)}; is the node still alive and labelled as when it joined?"
