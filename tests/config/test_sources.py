@@ -122,3 +122,13 @@ def test_alias_bomb_is_refused_quickly():
     layers += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 7)]
     with pytest.raises(ConfigError, match="too large"):
         load("\n".join(layers) + "\n")
+
+
+def test_a_bad_value_causes_no_knock_on_problems_elsewhere():
+    text = (
+        "cluster:\n  component_placement: {a: {node_group: g, placement: 0}}\n"
+        "  node_groups:\n    - {label: g, node_ranks: 5-0}\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load(text)
+    assert [p.path for p in e.value.problems] == ["cluster.node_groups[0].node_ranks"]

@@ -36,13 +36,16 @@ def build(cluster: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
     """The JobSpec of a node-groups section; problems go to `rep` (the caller raises)."""
     num_nodes = written(cluster, "num_nodes")
     groups: list[NodeGroupSpec] = []
-    labels: dict[str, int] = {}
+    labels: dict[str, int] = {}  # every user label written, also of groups with other problems
     for i, group in enumerate(written(cluster, "node_groups") or ()):  # type: ignore[arg-type]
         spec = _group(group, (*base, "node_groups", i), num_nodes, labels, rep)  # type: ignore[arg-type]
+        label = written(group, "label")  # type: ignore[arg-type]
+        if isinstance(label, str) and label not in RESERVED_LABELS:
+            labels.setdefault(label, i)
         if spec is not None:
             groups.append(spec)
-            labels.setdefault(spec.label, i)
-    components = _components(cluster, base, {g.label: g for g in groups}, num_nodes, rep)  # type: ignore[arg-type]
+    complete = {g.label: g for g in groups}
+    components = _components(cluster, base, complete, [*labels, *RESERVED_LABELS], num_nodes, rep)  # type: ignore[arg-type]
     return JobSpec("node_groups", PlacementSettings(), components, tuple(groups), num_nodes)  # type: ignore[arg-type]
 
 
@@ -186,6 +189,7 @@ def _components(
     cluster: Mapping[str, object],
     base: Path,
     groups: dict[str, NodeGroupSpec],
+    known: list[str],
     num_nodes: int | None,
     rep: Reporter,
 ) -> tuple[ComponentSpec, ...]:
@@ -206,7 +210,7 @@ def _components(
                 continue
         else:
             labels, segments, place_path = (CLUSTER_GROUP,), entry, path
-        if not _groups_exist(labels, groups, (*path, "node_group"), rep) or segments is None:  # type: ignore[arg-type]
+        if not _groups_exist(labels, known, (*path, "node_group"), rep) or segments is None:  # type: ignore[arg-type]
             continue
         _check_placement(segments, labels, groups, num_nodes, place_path, rep)  # type: ignore[arg-type]
         placement = Placement(groups=tuple(labels), segments=segments)  # type: ignore[arg-type]
@@ -242,8 +246,7 @@ def _component_names(key: object, path: Path, rep: Reporter) -> tuple[str, ...]:
     return names
 
 
-def _groups_exist(labels: tuple[str, ...], groups: dict[str, NodeGroupSpec], path: Path, rep: Reporter) -> bool:
-    known = [*groups, *RESERVED_LABELS]
+def _groups_exist(labels: tuple[str, ...], known: list[str], path: Path, rep: Reporter) -> bool:
     missing = [label for label in labels if label not in known]
     for label in missing:
         rep.add(
