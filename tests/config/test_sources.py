@@ -132,3 +132,10 @@ def test_a_bad_value_causes_no_knock_on_problems_elsewhere():
     with pytest.raises(ConfigError) as e:
         load(text)
     assert [p.path for p in e.value.problems] == ["cluster.node_groups[0].node_ranks"]
+    pools = (
+        "cluster:\n  train_worker_num: 2\n  placement: {mode: manual}\n"
+        "  resource_pool:\n    - {name: p, num_node: 1, num_gpus: 8, train: 9-0}\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load(pools)
+    assert [p.path for p in e.value.problems] == ["cluster.resource_pool[0].train"]

@@ -68,7 +68,8 @@ def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: 
         )
         return JobSpec("pools", settings, ())
     groups, ranges = _pools(pools, pools_path, rep)  # type: ignore[arg-type]
-    components = _manual_components(cluster, base, settings, groups, ranges, rep)
+    written_in_pools = {c for pool in pools for c in POOL_COMPONENTS if c in pool}  # type: ignore[union-attr]
+    components = _manual_components(cluster, base, settings, written_in_pools, ranges, rep)
     return JobSpec("pools", settings, components, node_groups=groups)
 
 
@@ -254,13 +255,13 @@ def _manual_components(
     cluster: Mapping[str, object],
     base: Path,
     settings: PlacementSettings,
-    groups: tuple[NodeGroupSpec, ...],
+    written_in_pools: set[str],
     ranges: dict[str, tuple[str, tuple[int, ...], Path]],
     rep: Reporter,
 ) -> tuple[ComponentSpec, ...]:
     for name in COUNTED:
         for key in (f"{name}_worker_num", f"{name}_each_gpu_num"):
-            if key in cluster and name not in ranges:
+            if key in cluster and name not in written_in_pools:
                 rep.add(
                     (*base, key),
                     f'{key} is set but no resource_pool entry gives {name} a GPU range; add {name}: "0-7" '
