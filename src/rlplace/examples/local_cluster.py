@@ -18,8 +18,9 @@ from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node, parse_nodes
 from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
 
-#: Logical CPUs per simulated node: enough for every worker the shipped configs put on one node.
-CPUS_PER_NODE = 6
+#: Logical CPUs per simulated node. Logical CPUs cost nothing (Ray does not start a process per CPU); 32 lets
+#: `--simulate` hold configs that put many workers on one node (each worker reserves 1 CPU).
+CPUS_PER_NODE = 32
 SIMULATED_GPU = "simulated"  # the accelerator label of nodes declared without a model ("2x4")
 #: How long Ray's processes get to exit by themselves after shutdown before they are killed.
 EXIT_GRACE_S = 10.0
