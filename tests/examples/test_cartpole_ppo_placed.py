@@ -63,3 +63,11 @@ def _assert_offloaded_around_every_phase(offload: dict[str, dict[str, int]]) -> 
         else:
             assert counts["offloads"] == 3 * syncs, (key, counts)  # adam m and v before, params after
             assert counts["reloads"] == 3 * ITERATIONS, (key, counts)
+
+
+def test_a_config_without_the_pipelines_components_is_refused_before_launching(ray_cluster):
+    config = {"cluster": {"component_placement": {"actor": {"node_group": "cluster", "placement": "0-1"}}}}
+    with rlplace.connect(config, export_path=None) as job:
+        with pytest.raises(rlplace.ConfigError, match="lacks train, eval, env, buffer"):
+            run_pipeline(job, Budget(iterations=1))
+        assert job.groups == {}

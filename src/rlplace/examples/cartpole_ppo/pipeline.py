@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from rlplace.errors import ConfigError, Problem
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.ppo import PPOConfig
 from rlplace.examples.cartpole_ppo.workers import EnvWorker, EvalWorker, TrainWorker
 
+#: The components this pipeline launches; a config must plan all four.
 COMPONENTS = ("train", "eval", "env", "buffer")
 
 
@@ -65,6 +67,16 @@ def run_pipeline(job: Any, budget: Budget, progress: Progress | None = None) -> 
     from rlplace.runtime.phases import Phases
     from rlplace.runtime.sync import sync_weights
 
+    missing = [c for c in COMPONENTS if not job.plan.by_component(c)]
+    if missing:
+        raise ConfigError(
+            Problem(
+                path="cluster",
+                value=", ".join(job.plan.components),
+                message=f"the CartPole pipeline needs components {', '.join(COMPONENTS)}; the plan lacks "
+                f"{', '.join(missing)} (in the node-groups dialect, name them so in component_placement)",
+            )
+        )
     start = time.perf_counter()
     ppo = PPOConfig()
     ppo_args = asdict(ppo)
