@@ -7,14 +7,16 @@ nodes themselves. `node`: every node, ranks are node ranks, no GPUs. `cluster`: 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
-from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, JobSpec, NodeGroupSpec
+from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary, hardware_resource_name
-from rlplace.planner.builder import Block, EnvOf, PlanBuilder
+from rlplace.planner.builder import Block, EnvOf, PlanBuilder, gather
 from rlplace.planner.ranges import format_ranks
 
 
@@ -27,6 +29,15 @@ class Resources:
     node: list[int] = field(default_factory=list)
     gpu: list[int] = field(default_factory=list)  # kind gpu: node-local index
     unit: list[dict[str, object]] = field(default_factory=list)  # kind hardware: the worker's hardware info
+    resolved: list[tuple | None] = field(default_factory=list)  # rank -> (slot, label, env, hardware), once
+
+    def resolve(self, i: int, builder: PlanBuilder, c: ComponentSpec, envs: _Envs, where: str, spec: JobSpec) -> tuple:
+        if not self.resolved:
+            self.resolved = [None] * len(self.node)
+        x = self.resolved[i]
+        if x is None:
+            x = self.resolved[i] = _resolve(builder, c, [(self, i)], envs, where, spec)
+        return x
 
     def describe(self) -> str:
         what = {"gpu": "GPUs", "hardware": "hardware units", "node": "nodes"}[self.kind]
@@ -125,19 +136,25 @@ def _gpus_or_nodes(label: str, ranks: list[int], inventory: Inventory) -> Resour
 
 def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _Envs, spec: JobSpec) -> Block:
     """Expand the segments: n processes on m resources share (n % m == 0) or own m/n each (m % n == 0)."""
-    flat = [(r, i) for r in res for i in range(len(r.node))]
+    starts = list(accumulate((len(r.node) for r in res), initial=0))  # first flat rank of each group
+    total = starts[-1]
+
+    def locate(k: int) -> tuple[Resources, int]:
+        j = bisect_right(starts, k) - 1
+        return res[j], k - starts[j]
+
     where = c.path or f"cluster.component_placement.{c.name}"
     ranks: list[int] = []
     picks: list[int | tuple[int, ...]] = []  # per process: the flat resource index (indices) it sits on
     next_rank = 0
     for seg in c.placement.segments:
-        idx = range(len(flat)) if seg.resources is None else seg.resources
-        bad = [i for i in idx if i >= len(flat)]
+        idx = range(total) if seg.resources is None else seg.resources
+        bad = [i for i in idx if i >= total]
         if bad:
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
             raise PlanError(
                 f"{c.name}: placement asks for resource rank {bad[0]} in {'+'.join(r.label for r in res)}, "
-                f"which has ranks 0-{len(flat) - 1} ({have})"
+                f"which has ranks 0-{total - 1} ({have})"
             )
         procs = range(next_rank, next_rank + len(idx)) if seg.processes is None else seg.processes
         n, m = len(procs), len(idx)
@@ -163,17 +180,13 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
         next_rank = max(procs) + 1 if procs else next_rank
     _check_ranks(c, ranks, where, spec)
     info: dict[int | tuple[int, ...], tuple] = {}  # resolved once per distinct resource set, not per process
-    for pick in picks:
-        if pick not in info:
-            mine = [flat[i] for i in pick] if isinstance(pick, tuple) else [flat[pick]]
-            r0, i0 = mine[0]
-            info[pick] = (
-                _slot(builder, c, mine, where, spec),
-                r0.label,
-                envs.of(r0.label, r0.node[i0]),
-                r0.unit[i0] if r0.kind == "hardware" else None,
-            )
-    per = [info[pick] for pick in picks]
+    for pick in dict.fromkeys(picks):
+        if isinstance(pick, tuple):
+            info[pick] = _resolve(builder, c, [locate(k) for k in pick], envs, where, spec)
+        else:
+            r, i = locate(pick)
+            info[pick] = r.resolve(i, builder, c, envs, where, spec)
+    per = gather(info, picks)
     return Block(
         c.name,
         [x[0] for x in per],
@@ -184,6 +197,15 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
         [x[2] for x in per],
         [x[3] for x in per],
     )
+
+
+def _resolve(
+    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], envs: _Envs, where: str, spec: JobSpec
+) -> tuple:
+    """(slot, group, (env vars, interpreter), hardware info) of a process on resources `mine`."""
+    r0, i0 = mine[0]
+    hardware = r0.unit[i0] if r0.kind == "hardware" else None
+    return _slot(builder, c, mine, where, spec), r0.label, envs.of(r0.label, r0.node[i0]), hardware
 
 
 def _slot(builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec) -> int:
@@ -239,6 +261,11 @@ class _Envs:
     def __init__(self, spec: JobSpec, groups: dict[str, NodeGroupSpec]):
         self.spec, self.groups = spec, groups
         self._cache: dict[tuple[str, int], EnvOf] = {}
+        self._groups_of: dict[int, list[str]] = {}  # node -> user groups holding it, in config order
+        for g in groups.values():
+            for n in g.node_ranks:
+                self._groups_of.setdefault(n, []).append(g.label)
+        self._configs: dict[str, dict[int, list[EnvConfigSpec]]] = {}  # group -> node -> its env configs
 
     def of(self, label: str, node: int) -> EnvOf:
         key = (label, node)
@@ -250,12 +277,17 @@ class _Envs:
     def _build(self, label: str, node: int) -> EnvOf:
         if label in (NODE_GROUP, CLUSTER_GROUP):
             return self._merged(node)
+        configs = self._configs.get(label)
+        if configs is None:
+            configs = self._configs[label] = {}
+            for ec in self.groups[label].env_configs:
+                for n in ec.node_ranks:
+                    configs.setdefault(n, []).append(ec)
         env: dict[str, str] = {}
         python = None
-        for ec in self.groups[label].env_configs:
-            if node in ec.node_ranks:
-                env.update(ec.env_vars)
-                python = ec.python or python
+        for ec in configs.get(node, ()):
+            env.update(ec.env_vars)
+            python = ec.python or python
         return env, python
 
     def _merged(self, node: int) -> EnvOf:
@@ -263,18 +295,16 @@ class _Envs:
         env: dict[str, str] = {}
         src: dict[str, str] = {}
         python, py_src = None, None
-        for g in self.groups.values():
-            if node not in g.node_ranks:
-                continue
-            e, p = self.of(g.label, node)
+        for label in self._groups_of.get(node, ()):
+            e, p = self.of(label, node)
             for k, v in e.items():
                 if k in env and env[k] != v:
-                    self._clash(node, k, src[k], env[k], g.label, v)
-                env[k], src[k] = v, g.label
+                    self._clash(node, k, src[k], env[k], label, v)
+                env[k], src[k] = v, label
             if p is not None:
                 if python is not None and python != p:
-                    self._clash(node, "python_interpreter_path", py_src, python, g.label, p)
-                python, py_src = p, g.label
+                    self._clash(node, "python_interpreter_path", py_src, python, label, p)
+                python, py_src = p, label
         return env, python
 
     def _clash(self, node: int, key: str, g1: str | None, v1: str, g2: str, v2: str) -> None:

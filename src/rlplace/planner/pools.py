@@ -20,7 +20,7 @@ from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary
-from rlplace.planner.builder import Block, PlanBuilder
+from rlplace.planner.builder import Block, PlanBuilder, gather
 from rlplace.planner.ranges import format_ranks, idle_by_node
 from rlplace.planner.settings import Counted
 
@@ -250,15 +250,16 @@ def _single(builder: PlanBuilder, pool: Pool, pos: list[int], c: Counted) -> lis
     if pool._slot is None:
         pool._slot = [-1] * pool.size
     ps, multi = pool._slot, pool._multi
-    base = len(builder.slot_node)
+    out = gather(ps, pos)
     new: list[int] = []
-    out: list[int] = []
-    for p in pos:
-        s = ps[p]
-        if s < 0:
-            s = ps[p] = base + len(new)
-            new.append(p)
-        out.append(s)
+    if -1 in out:
+        base = len(builder.slot_node)
+        for j, p in enumerate(pos):
+            s = ps[p]
+            if s < 0:
+                s = ps[p] = base + len(new)
+                new.append(p)
+            out[j] = s
     if multi:
         _exclusive(pool, c, [p for p in pos if p in multi])
     nodes, gpus = pool.flat()
