@@ -15,7 +15,7 @@ from ray import cloudpickle
 
 import rlplace
 from rlplace.errors import PlacementError
-from rlplace.runtime import HOOKS, BufferShard, Phases, ShardRouter, sync_weights
+from rlplace.runtime import HOOKS, BufferShard, ShardRouter, sync_weights
 
 pytestmark = pytest.mark.ray
 
@@ -104,12 +104,12 @@ class Env(Recorder):
         self.log.append(("reload_env_model", {}))
 
 
-def _cycle(phases: Phases, train: Any, evals: Any, router: ShardRouter | None = None) -> None:
-    with phases.phase("rollout"):
+def _cycle(job: Any, train: Any, evals: Any, router: ShardRouter | None = None) -> None:
+    with job.phase("rollout"):
         evals.call("rollout", router)
-    with phases.phase("train"):
+    with job.phase("train"):
         train.call("train_step", router)
-    with phases.phase("sync"):
+    with job.phase("sync"):
         sync_weights(train, [evals])
 
 
@@ -128,12 +128,11 @@ def test_colocated_job_calls_the_spec_hooks_in_order(ray_cluster: Any) -> None:
         train = job.launch("train", Trainer)
         evals = job.launch("eval", Evaluator)
         env = job.launch("env", Env)
-        phases = Phases.for_job(job)
         for _ in range(2):
-            _cycle(phases, train, evals)
+            _cycle(job, train, evals)
 
-        assert [(e.phase, e.stage, e.component, e.method) for e in phases.events] == _expected_events(2)
-        env_offloads = [e for e in phases.events if e.method == "offload_env_model"]
+        assert [(e.phase, e.stage, e.component, e.method) for e in job.phases.events] == _expected_events(2)
+        env_offloads = [e for e in job.phases.events if e.method == "offload_env_model"]
         assert env_offloads and all(e.ranks == () and e.skipped == (0, 1) for e in env_offloads)
 
         one_train = [
@@ -149,15 +148,19 @@ def test_colocated_job_calls_the_spec_hooks_in_order(ray_cluster: Any) -> None:
         assert [h[1]["version"] for h in eval_hooks if h[0] == "set_weights"] == [3, 7]  # rank 0's object
         assert env.call("hooks") == [[("reload_env_model", {})] * 2] * 2
 
+        # A failing phase body skips the post-hooks: the error surfaces as it is, not buried by more calls.
+        with pytest.raises(ZeroDivisionError), job.phase("rollout"):
+            len(evals.call("rollout")) / 0
+        assert [e.stage for e in job.phases.events[len(_expected_events(2)) :]] == ["pre", "pre"]
+
 
 def test_offload_disabled_calls_no_hook(ray_cluster: Any) -> None:
     with rlplace.connect(POOLS, export_path=None) as job:
         assert not job.plan.settings.enable_offload
         train = job.launch("train", Trainer)
         evals = job.launch("eval", Evaluator)
-        phases = Phases.for_job(job)
-        _cycle(phases, train, evals)
-        assert phases.events == []
+        _cycle(job, train, evals)
+        assert job.phases.events == []
         assert train.call("hooks", rank=1) == []
         assert [h[0] for h in evals.call("hooks", rank=0)] == ["set_weights"]
 
@@ -170,9 +173,8 @@ def test_buffer_shards_under_pools_serve_every_train_sample_locally(ray_cluster:
         train = job.launch("train", Trainer)
         evals = job.launch("eval", Evaluator)
         router = ShardRouter.from_group(job.launch("buffer", BufferShard, capacity=64))
-        phases = Phases.for_job(job)
         for _ in range(3):
-            _cycle(phases, train, evals, router)
+            _cycle(job, train, evals, router)
 
         stats = router.stats()
         assert stats.written == 3 * 2 * 4  # every rollout item reached a shard
@@ -188,14 +190,13 @@ def test_killed_worker_restarts_in_its_own_bundle_and_the_job_finishes(ray_clust
     with rlplace.connect(COLOCATED, export_path=None) as job:
         train = job.launch("train", Trainer, max_restarts=2, max_task_retries=-1)
         evals = job.launch("eval", Evaluator)
-        phases = Phases.for_job(job)
-        _cycle(phases, train, evals)
+        _cycle(job, train, evals)
         before = train.call("where", rank=1)
         assert before[3] is False
 
         os.kill(train.call("pid", rank=1), signal.SIGKILL)
         for _ in range(2):
-            _cycle(phases, train, evals)  # the job carries on; calls wait for the restarted worker
+            _cycle(job, train, evals)  # the job carries on; calls wait for the restarted worker
 
         rank, node, gpus, restarted = train.call("where", rank=1)
         assert (rank, node, gpus) == before[:3] and restarted is True
@@ -210,13 +211,12 @@ def test_without_restarts_a_killed_worker_stops_the_job_with_its_name(ray_cluste
     try:
         train = job.launch("train", Trainer)
         evals = job.launch("eval", Evaluator)
-        phases = Phases.for_job(job)
-        _cycle(phases, train, evals)
+        _cycle(job, train, evals)
         node = job.plan.by_component("train")[1].node_rank
         os.kill(train.call("pid", rank=1), signal.SIGKILL)
         start = time.monotonic()
         with pytest.raises(PlacementError, match=rf"worker rlplace:train:1 on node {node} died"):
-            _cycle(phases, train, evals)
+            _cycle(job, train, evals)
         assert time.monotonic() - start < 10
     finally:
         job.shutdown()
@@ -253,14 +253,13 @@ def test_a_lost_node_stops_the_job_naming_the_worker_and_its_node(ray_cluster: A
     job = rlplace.connect(on_extra, export_path=None)
     try:
         train = job.launch("train", Trainer)
-        phases = Phases.for_job(job)
-        with phases.phase("train"):
+        with job.phase("train"):
             train.call("train_step")
         cluster.remove_node(extra, allow_graceful=False)
         start = time.monotonic()
         while _alive(extra.node_id) and time.monotonic() - start < 15:  # health checks notice in ~2 s
             time.sleep(0.1)
-        with pytest.raises(PlacementError, match=r"worker rlplace:train:0 on node 4 died"), phases.phase("train"):
+        with pytest.raises(PlacementError, match=r"worker rlplace:train:0 on node 4 died"), job.phase("train"):
             train.call("train_step")
         assert time.monotonic() - start < 15
     finally:

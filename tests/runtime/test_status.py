@@ -35,7 +35,7 @@ def test_status_lists_each_worker_with_its_node_gpus_and_state(ray_cluster: Any)
     with rlplace.connect(PLAN, export_path=None) as job:
         train = job.launch("train", Idle)
         pids = train.call("pid")
-        rows = {r.name: r for r in collect() if r.job == _job_id()}
+        rows = _train_rows()
         assert [(r.node, r.gpus, r.state, r.pid) for r in rows.values()] == [
             ("node 0", "1", "ALIVE", pids[0]),
             ("node 1", "2", "ALIVE", pids[1]),
@@ -43,7 +43,7 @@ def test_status_lists_each_worker_with_its_node_gpus_and_state(ray_cluster: Any)
         os.kill(pids[1], signal.SIGKILL)
         deadline = time.monotonic() + 10
         while rows["rlplace:train:1"].state != "DEAD" and time.monotonic() < deadline:
-            rows = {r.name: r for r in collect() if r.job == _job_id()}
+            rows = _train_rows()
         assert rows["rlplace:train:1"].state == "DEAD" and rows["rlplace:train:1"].gpus == "-"
         table = render(list(rows.values()))
         assert table.splitlines()[0].split() == ["WORKER", "NODE", "GPUS", "STATE", "RESTARTS", "PID"]
@@ -59,7 +59,9 @@ def test_status_without_a_cluster_says_so_within_seconds() -> None:
     assert time.monotonic() - start < 15
 
 
-def _job_id() -> str:
+def _train_rows() -> dict[str, Any]:
+    """This driver's train workers (earlier tests' jobs in this session left dead ones of other names)."""
     import ray
 
-    return ray.get_runtime_context().get_job_id()
+    job = ray.get_runtime_context().get_job_id()
+    return {r.name: r for r in collect() if r.job == job and r.component == "train"}

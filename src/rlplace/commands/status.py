@@ -94,11 +94,13 @@ def collect() -> list[WorkerRow]:
     from ray._private import state
 
     live_jobs = {j["JobID"] for j in state.jobs() if not j["IsDead"]}
-    actors = [
-        a
-        for a in state.actors().values()
-        if a.get("Name", "").startswith("rlplace:") and a.get("JobID") in live_jobs and _parse(a["Name"])
-    ]
+    latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
+    for a in state.actors().values():
+        if a.get("Name", "").startswith("rlplace:") and a.get("JobID") in live_jobs and _parse(a["Name"]):
+            key = (a["JobID"], a["Name"])
+            if key not in latest or _started(a) >= _started(latest[key]):
+                latest[key] = a
+    actors = list(latest.values())
     nodes = _node_names()
     gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == "ALIVE"})
     rows = []
@@ -119,6 +121,11 @@ def collect() -> list[WorkerRow]:
             )
         )
     return sorted(rows, key=lambda r: (r.job, r.component, r.rank))
+
+
+def _started(actor: dict) -> float:
+    """Start time; an actor still being created has none yet and is the newest."""
+    return actor.get("StartTime") or float("inf")
 
 
 def render(rows: list[WorkerRow]) -> str:

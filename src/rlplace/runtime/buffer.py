@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+
 from rlplace.runtime.calls import Group
 
 
@@ -60,15 +61,27 @@ class BufferShard:
 
 
 #: Per process: the running turn for each set of shards. A router is unpickled afresh for every call it is
-#: passed to, so the turn cannot live in the router; each process starts at its own shard.
+#: passed to, so the turn cannot live in the router.
 _TURNS: dict[tuple[str, ...], Iterator[int]] = {}
 
 
 def _turns(shards: Sequence[Any]) -> Iterator[int]:
     key = tuple(a._actor_id.hex() for a in shards)
     if key not in _TURNS:
-        _TURNS[key] = itertools.count(zlib.crc32(ray.get_runtime_context().get_worker_id().encode()))
+        _TURNS[key] = itertools.count(_first_turn())
     return _TURNS[key]
+
+
+def _first_turn() -> int:
+    """Writer k of a component starts at shard k, so shard-less writers fill the shards evenly from the
+    first write; a process that is not an rlplace worker (the driver) starts at a shard of its own."""
+    from rlplace.errors import RlplaceError
+    from rlplace.ray.worker import placement
+
+    try:
+        return placement().rank
+    except RlplaceError:
+        return zlib.crc32(ray.get_runtime_context().get_worker_id().encode())
 
 
 @dataclass(frozen=True)
