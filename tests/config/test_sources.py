@@ -139,3 +139,7 @@ def test_a_bad_value_causes_no_knock_on_problems_elsewhere():
     with pytest.raises(ConfigError) as e:
         load(pools)
     assert [p.path for p in e.value.problems] == ["cluster.resource_pool[0].train"]
+    misspelt = "cluster:\n  placement:\n    strategy: colocat\n    env_strategy: device-colocate\n"
+    with pytest.raises(ConfigError) as e:
+        load(misspelt)
+    assert [p.path for p in e.value.problems] == ["cluster.placement.strategy"]

@@ -46,7 +46,8 @@ def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: 
         enable_offload=written(cluster, "enable_offload"),  # type: ignore[arg-type]
         buffer_worker_num=written(cluster, "buffer_worker_num"),  # type: ignore[arg-type]
     )
-    _check_settings(settings, base, rep)
+    if block.get("strategy") is not INVALID:  # a misspelt strategy is reported once, not as "not written"
+        _check_settings(settings, base, rep)
     mode_path = (*base, "placement", "mode")
     if block.get("mode") is INVALID or pools is INVALID:
         return JobSpec("pools", settings, ())
