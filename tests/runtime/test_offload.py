@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rlplace.runtime.offload import Offloader  # noqa: E402
+from rlplace.runtime.offload import Offloader, OffloadHooks  # noqa: E402
 
 
 def _model() -> torch.nn.Module:
@@ -108,6 +108,32 @@ def test_missing_grads_and_optimizer_state_are_not_an_error() -> None:
     stats = off.offload()
     assert stats.per_kind["grads"] == 0 and stats.per_kind["optimizer"] == 0
     assert stats.bytes == sum(p.numel() * 4 for p in model.parameters())
+
+
+def test_hooks_mixin_moves_what_each_spec_hook_names() -> None:
+    class Worker(OffloadHooks):
+        def __init__(self) -> None:
+            self.model = _model()
+            self.opt = torch.optim.Adam(self.model.parameters())
+            _step(self.model, self.opt, 0)
+            self.offloader = Offloader(self.model, self.opt)
+
+    w = Worker()
+
+    def where() -> dict[str, bool]:
+        return {k: w.offloader.is_offloaded(k) for k in ("params", "grads", "optimizer")}
+
+    assert set(w.offload_model_optimizer().per_kind) == {"optimizer"}
+    assert where() == {"params": False, "grads": False, "optimizer": True}
+    assert set(w.offload_model_param_and_grad(offload_grad=True, offload_optimizer=False).per_kind) == {
+        "params",
+        "grads",
+    }
+    assert where() == {"params": True, "grads": True, "optimizer": True}
+    w.reload_model_param_and_grad(load_grad=False, load_optimizer=True)
+    assert where() == {"params": False, "grads": True, "optimizer": False}
+    assert w.offload_eval_model().per_kind == {"params": sum(p.numel() * 4 for p in w.model.parameters())}
+    assert w.reload_eval_model().bytes > 0 and where()["params"] is False
 
 
 def test_bucket_size_must_be_positive() -> None:
