@@ -122,3 +122,18 @@ def test_starved_names_who_holds_the_node():
     msg = diagnose.starved(NODE, {"GPU": 2.0, "CPU": 1.0}, {"CPU": 6.0, "bundle_group_x": 1000.0}, held, 2.0)
     assert "node 2" in msg and "within 2.0 s" in msg and "missing 2 GPU of 2 GPU, 1 CPU" in msg
     assert "free now: 6 CPU)" in msg and "trainer-of-bob" in msg
+
+
+@pytest.mark.ray
+def test_live_inventory_reads_the_session_cluster_in_rank_order(ray_cluster):
+    from rlplace.ray.cluster import live_inventory
+
+    inv = live_inventory()
+    assert [(n.rank, n.num_gpus, n.gpu_model) for n in inv.nodes] == [
+        (0, 4, "A800"),
+        (1, 4, "A800"),
+        (2, 2, "RTX4090"),
+        (3, 0, None),
+    ]
+    assert inv.node(3).resources == {"rlplace/robot/franka/0": 1.0, "rlplace/robot/franka/1": 1.0}
+    assert all(n.num_cpus == 8.0 and n.node_id for n in inv.nodes)

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""What rlplace costs on top of hand-written Ray when starting the same workers.
+
+On one simulated cluster (2 nodes x 2 fake GPUs, 8 logical CPUs each), alternating runs start the
+workers of one plan (a colocated pool: train and eval share each GPU at 1/2, plus one CPU buffer shard
+per node) in two ways:
+  rlplace:  rlplace.connect(plan) -> job.launch(...) per component -> first call answered -> shutdown
+  ray:      the same per-node placement groups (label selectors), waited for with pg.wait, the same
+            actors with the same options (PlacementGroupSchedulingStrategy, num_cpus, num_gpus, name),
+            rank info passed as constructor arguments -> first call answered -> remove the groups
+"start" runs until every worker has answered its first call; "stop" is the tear-down. A warm-up pair
+is not counted. Prints the median of each and the ratio rlplace/ray (target: within 15%, <= 1.15).
+
+Usage: .venv/bin/python bench/launch_overhead.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+CONFIG = """
+cluster:
+  placement: {mode: manual}
+resource_pool:
+  - {name: global_pool, num_node: 2, num_gpus: 2, train: "0-3", eval: "0-3"}
+"""
+
+
+class Worker:
+    """A trivial worker: the cost measured is placement and process start-up, not work."""
+
+    def __init__(self, component: str = "", rank: int = 0) -> None:
+        self.component, self.rank = component, rank
+
+    def ping(self) -> int:
+        return os.getpid()
+
+
+def start_cluster():
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
+
+    def args(rank: int) -> dict:
+        labels = {NODE_RANK_LABEL: str(rank), ACCELERATOR_LABEL: "A800"}
+        return dict(num_cpus=8, num_gpus=2, labels=labels, object_store_memory=100 * 1024 * 1024)
+
+    cluster = Cluster(initialize_head=True, head_node_args=dict(**args(0), include_dashboard=False))
+    cluster.add_node(**args(1))
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    return cluster
+
+
+Timing = tuple[float, float, float]  # (submitted, started, stopped) seconds
+
+
+def run_rlplace(plan) -> Timing:
+    import ray
+
+    import rlplace
+
+    t0 = time.perf_counter()
+    job = rlplace.connect(plan, timeout_s=60, export_path=None)
+    groups = [job.launch(c, Worker, c) for c in plan.components]
+    refs = [r for g in groups for r in g.call_async("ping")]
+    submitted = time.perf_counter() - t0
+    ray.get(refs, timeout=300)
+    t1 = time.perf_counter()
+    job.shutdown()
+    return submitted, t1 - t0, time.perf_counter() - t1
+
+
+def run_ray(plan) -> Timing:
+    """What a careful user writes by hand for the same plan with Ray's API alone."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    t0 = time.perf_counter()
+    remote = ray.remote(Worker)
+    by_node: dict[int, list] = {}
+    for b in plan.bundles:
+        by_node.setdefault(b.node_rank, []).append(b)
+    slot, groups = {}, []
+    for node, bundles in sorted(by_node.items()):
+        bundles.sort(key=lambda b: (not b.gpus, b.gpus))
+        specs = [{**({"GPU": float(len(b.gpus))} if b.gpus else {}), "CPU": b.num_cpus} for b in bundles]
+        pg = placement_group(
+            specs, strategy="PACK", bundle_label_selector=[{"rlplace/node-rank": str(node)}] * len(specs)
+        )
+        groups.append(pg)
+        slot.update({b.index: (pg, i) for i, b in enumerate(bundles)})
+    for pg in groups:
+        if not pg.wait(timeout_seconds=60):
+            raise RuntimeError("placement group not ready")
+    actors = []
+    for w in plan.workers:
+        pg, index = slot[w.bundle]
+        actors.append(
+            remote.options(
+                name=f"bench:{w.component}:{w.rank}",
+                num_cpus=w.num_cpus,
+                num_gpus=w.num_gpus,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index),
+            ).remote(w.component, w.rank)
+        )
+    refs = [a.ping.remote() for a in actors]
+    submitted = time.perf_counter() - t0
+    ray.get(refs, timeout=300)
+    t1 = time.perf_counter()
+    for a in actors:
+        ray.kill(a)
+    for pg in groups:
+        remove_placement_group(pg)
+    return submitted, t1 - t0, time.perf_counter() - t1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="measured pairs of runs (after one warm-up pair)")
+    args = parser.parse_args()
+
+    import ray
+
+    from rlplace.config import load
+    from rlplace.planner import plan as make_plan
+    from rlplace.ray.cluster import live_inventory
+
+    cluster = start_cluster()
+    try:
+        plan = make_plan(load(CONFIG), live_inventory())
+        print(f"plan: {len(plan.workers)} workers in {len(plan.bundles)} bundles on 2 nodes; {args.rounds} rounds")
+        times: dict[str, list[Timing]] = {"rlplace": [], "ray": []}
+        runners = {"rlplace": run_rlplace, "ray": run_ray}
+        for i in range(args.rounds + 1):
+            order = ["rlplace", "ray"] if i % 2 else ["ray", "rlplace"]  # alternate who goes first
+            for name in order:
+                sub, start, stop = runners[name](plan)
+                if i:  # round 0 warms up both
+                    times[name].append((sub, start, stop))
+                label = f"round {i}{' (warm-up)' if not i else ''}"
+                print(f"  {label:18s} {name:8s} submitted {sub:6.3f} s  started {start:6.2f} s  stopped {stop:5.2f} s")
+        med = {k: [statistics.median(t[j] for t in v) for j in range(3)] for k, v in times.items()}
+        pairs = statistics.median(a[1] / b[1] for a, b in zip(times["rlplace"], times["ray"], strict=True))
+        ratio = med["rlplace"][1] / med["ray"][1]
+        for j, what in enumerate(("submitted (driver-side work)", "started (all answered)", "stopped")):
+            print(f"median {what:30s} rlplace {med['rlplace'][j]:7.3f} s   hand-written ray {med['ray'][j]:7.3f} s")
+        print("  (rlplace's stop waits until Ray reports every actor dead; the hand-written one does not wait)")
+        verdict = "PASS" if ratio <= 1.15 else "FAIL"
+        print(
+            f"ratio rlplace/ray, median start: {ratio:.3f} (median of per-round ratios {pairs:.3f}); "
+            f"target <= 1.15: {verdict}"
+        )
+        return 0 if ratio <= 1.15 else 1
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
