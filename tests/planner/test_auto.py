@@ -168,3 +168,12 @@ def test_local_rank_counts_per_node():
 def test_planning_is_deterministic():
     spec, inv = auto("disaggregate", train=3, eval=5), parse_nodes("4x4")
     assert plan(spec, inv) == plan(spec, inv)
+
+
+def test_colocate_refuses_multi_gpu_workers_beside_other_sizes():
+    with pytest.raises(ConfigError, match=r"train_each_gpu_num: 2, eval_each_gpu_num: 1"):
+        plan(auto("colocate", train=2, eval=2, gpus={"train": 2}), parse_nodes("1x8"))
+    p = plan(
+        auto("colocate", "device-colocate", train=2, eval=2, gpus={"train": 2, "eval": 2, "env": 2}), parse_nodes("1x4")
+    )
+    assert [(w.gpus, round(w.gpu_fraction, 3)) for w in p.by_component("env")] == [((0, 1), 0.333), ((2, 3), 0.333)]

@@ -6,7 +6,7 @@ Nodes are used in rank order, GPU nodes only, as few as possible (docs/planner.m
 
 from __future__ import annotations
 
-from rlplace.errors import PlanError
+from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.planner.builder import PlanBuilder, Unpinned
 from rlplace.planner.pools import Pool, gpus_needed
@@ -67,6 +67,7 @@ def disaggregate(
 
 def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory) -> list[Pool]:
     """One global_pool: train i, eval i (and env i under device-colocate) on pool GPU i."""
+    _check_shareable(counts)
     t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
     rollout = max(e, v) if env_strategy == "device-colocate" else e + v
     need = max(t, rollout)
@@ -85,6 +86,22 @@ def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory
     else:
         _rollout_ranges(pool, e, v, env_strategy, 0)
     return [pool]
+
+
+def _check_shareable(counts: dict[str, Counted]) -> None:
+    """Colocated workers share GPUs; a multi-GPU worker can share only with workers of the same GPU count
+    (its bundle holds all its GPUs), so colocate needs one GPU count per worker once any exceeds 1."""
+    used = {c.name: c.gpus for c in counts.values() if c.count and c.gpus > 0}
+    if max(used.values(), default=0) > 1 and len(set(used.values())) > 1:
+        written = ", ".join(f"{name}_each_gpu_num: {g:g}" for name, g in used.items())
+        raise ConfigError(
+            Problem(
+                path="cluster.train_each_gpu_num",
+                value=used.get("train"),
+                message=f"strategy colocate puts train, eval and env on the same GPUs, so with several GPUs per "
+                f"worker they must all ask the same number ({written}); make them equal or use disaggregate",
+            )
+        )
 
 
 def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str, start: int) -> None:
