@@ -165,6 +165,7 @@ def test_offload_disabled_calls_no_hook(ray_cluster: Any) -> None:
         assert [h[0] for h in evals.call("hooks", rank=0)] == ["set_weights"]
 
 
+@pytest.mark.slow
 def test_buffer_shards_under_pools_serve_every_train_sample_locally(ray_cluster: Any) -> None:
     with rlplace.connect(POOLS, export_path=None) as job:
         shards = job.plan.by_component("buffer")
@@ -186,6 +187,7 @@ def test_buffer_shards_under_pools_serve_every_train_sample_locally(ray_cluster:
         assert router.stats().remote == 5
 
 
+@pytest.mark.slow
 def test_killed_worker_restarts_in_its_own_bundle_and_the_job_finishes(ray_cluster: Any) -> None:
     with rlplace.connect(COLOCATED, export_path=None) as job:
         train = job.launch("train", Trainer, max_restarts=2, max_task_retries=-1)

@@ -12,7 +12,8 @@ Why this shape:
   Parameter objects) and any other holder of a reference keeps working after a round trip.
 - After a reload the tensors of a bucket are views of one device buffer, so the next offload is one
   copy per bucket; tensors that are not (fresh gradients from a backward pass) are gathered on the
-  device first, costing at most one bucket of extra device memory.
+  device first, costing at most one bucket of extra device memory. Tensors already in host memory
+  (CPU-only runs, Adam's step counters) are copied straight into their bucket.
 
 torch is an optional extra (`rlplace[torch]`): this module imports it, `rlplace.runtime` does not.
 """
@@ -158,8 +159,13 @@ class Offloader:
         return buckets
 
     def _to_host(self, b: _Bucket) -> None:
-        source = b.device_flat if _is_laid_out_in(b) else torch.cat([t.detach().reshape(-1) for t in b.tensors])
-        b.host.copy_(source, non_blocking=self.pin)
+        if _is_laid_out_in(b):
+            b.host.copy_(b.device_flat, non_blocking=self.pin)
+        elif b.device.type == "cpu":  # host to host: straight into the bucket, a staging copy would double it
+            for t, view in b.views(b.host):
+                view.copy_(t.detach())
+        else:  # gather on the device (fast), then one transfer instead of one per tensor
+            b.host.copy_(torch.cat([t.detach().reshape(-1) for t in b.tensors]), non_blocking=self.pin)
         for t, view in b.views(b.host):
             t.data = view
         b.device_flat = None
