@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, repeat
 
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
@@ -31,13 +31,37 @@ class Resources:
     unit: list[dict[str, object]] = field(default_factory=list)  # kind hardware: the worker's hardware info
     resolved: list[tuple | None] = field(default_factory=list)  # rank -> (slot, label, env, hardware), once
 
-    def resolve(self, i: int, builder: PlanBuilder, c: ComponentSpec, envs: _Envs, where: str, spec: JobSpec) -> tuple:
+    def resolve(self, ranks: list[int], builder: PlanBuilder, c: ComponentSpec, envs: _Envs, where: str) -> None:
+        """Fill `resolved` for `ranks`; GPUs in bulk (the hot path: one slot per GPU, shared by every
+        group and component placed on it), other resources one by one."""
         if not self.resolved:
             self.resolved = [None] * len(self.node)
-        x = self.resolved[i]
-        if x is None:
-            x = self.resolved[i] = _resolve(builder, c, [(self, i)], envs, where, spec)
-        return x
+        done = self.resolved
+        todo = [i for i in ranks if done[i] is None]
+        if not todo:
+            return
+        if self.kind != "gpu":
+            for i in todo:
+                done[i] = _resolve(builder, c, [(self, i)], envs, where)
+            return
+        nodes = gather(self.node, todo)
+        keys = list(zip(nodes, gather(self.gpu, todo), strict=True))
+        ids = list(map(builder._slot_of.get, keys, repeat(-1)))
+        missing = [j for j, s in enumerate(ids) if s < 0]
+        if missing:
+            new = gather(keys, missing)
+            base = len(builder.slot_node)
+            builder.gpu_slots([n for n, _ in new], [(g,) for _, g in new], self.label)
+            builder._slot_of.update(zip(new, range(base, base + len(new)), strict=True))
+            for j, s in zip(missing, range(base, base + len(new)), strict=True):
+                ids[j] = s
+        env_of = {n: envs.of(self.label, n) for n in dict.fromkeys(nodes)}
+        values = list(zip(ids, repeat(self.label), gather(env_of, nodes), repeat(None)))
+        if todo == list(range(todo[0], todo[0] + len(todo))):
+            done[todo[0] : todo[0] + len(todo)] = values
+        else:
+            for i, v in zip(todo, values, strict=True):
+                done[i] = v
 
     def describe(self) -> str:
         what = {"gpu": "GPUs", "hardware": "hardware units", "node": "nodes"}[self.kind]
@@ -179,14 +203,21 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
         ranks.extend(procs)
         next_rank = max(procs) + 1 if procs else next_rank
     _check_ranks(c, ranks, where, spec)
-    info: dict[int | tuple[int, ...], tuple] = {}  # resolved once per distinct resource set, not per process
-    for pick in dict.fromkeys(picks):
-        if isinstance(pick, tuple):
-            info[pick] = _resolve(builder, c, [locate(k) for k in pick], envs, where, spec)
-        else:
-            r, i = locate(pick)
-            info[pick] = r.resolve(i, builder, c, envs, where, spec)
-    per = gather(info, picks)
+    unique = list(dict.fromkeys(picks))  # resolved once per distinct resource (set), not per process
+    singles = [p for p in unique if not isinstance(p, tuple)]
+    if len(res) == 1 and len(singles) == len(unique):  # the usual case: flat rank == group rank
+        res[0].resolve(singles, builder, c, envs, where)
+        per = gather(res[0].resolved, picks)
+    else:
+        info: dict[int | tuple[int, ...], tuple] = {}
+        for pick in unique:
+            if isinstance(pick, tuple):
+                info[pick] = _resolve(builder, c, [locate(k) for k in pick], envs, where)
+            else:
+                r, i = locate(pick)
+                r.resolve([i], builder, c, envs, where)
+                info[pick] = r.resolved[i]
+        per = gather(info, picks)
     return Block(
         c.name,
         [x[0] for x in per],
@@ -200,12 +231,12 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
 
 
 def _resolve(
-    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], envs: _Envs, where: str, spec: JobSpec
+    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], envs: _Envs, where: str
 ) -> tuple:
     """(slot, group, (env vars, interpreter), hardware info) of a process on resources `mine`."""
     r0, i0 = mine[0]
     hardware = r0.unit[i0] if r0.kind == "hardware" else None
-    return _slot(builder, c, mine, where, spec), r0.label, envs.of(r0.label, r0.node[i0]), hardware
+    return _slot(builder, c, mine, where, envs.spec), r0.label, envs.of(r0.label, r0.node[i0]), hardware
 
 
 def _slot(builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec) -> int:
