@@ -76,7 +76,14 @@ class Trainer(Recorder):
 
     def get_weights(self) -> dict[str, Any]:
         self.log.append(("get_weights", {}))
-        return {"version": len(self.log), "w": list(range(1000))}
+        return {"version": len(self.log), "rank": rlplace.worker_placement().rank, "w": list(range(1000))}
+
+    def crash_once(self, marker: str) -> str:
+        """Kill this very process in the middle of the call, the first time only (the marker survives)."""
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return "done"
 
     def train_step(self, router: ShardRouter | None = None) -> int:
         return len(router.sample(8)) if router else 0
@@ -92,6 +99,9 @@ class Evaluator(Recorder):
     def set_weights(self, weights: dict[str, Any]) -> int:
         self.log.append(("set_weights", {"version": weights["version"]}))
         return weights["version"]
+
+    def set_shards(self, *shards: dict[str, Any]) -> None:
+        self.log.append(("set_shards", {"ranks": [s["rank"] for s in shards]}))
 
     def rollout(self, router: ShardRouter | None = None) -> int:
         return router.write([("obs", i) for i in range(4)]) if router else 0
@@ -164,6 +174,10 @@ def test_offload_disabled_calls_no_hook(ray_cluster: Any) -> None:
         assert train.call("hooks", rank=1) == []
         assert [h[0] for h in evals.call("hooks", rank=0)] == ["set_weights"]
 
+        report = sync_weights(train, [evals], source="all", set_method="set_shards")
+        assert (report.sources, report.objects, report.targets) == ((0, 1), 2, 2)
+        assert [log[-1] for log in evals.call("hooks")] == [("set_shards", {"ranks": [0, 1]})] * 2
+
 
 @pytest.mark.slow
 def test_buffer_shards_under_pools_serve_every_train_sample_locally(ray_cluster: Any) -> None:
@@ -188,7 +202,7 @@ def test_buffer_shards_under_pools_serve_every_train_sample_locally(ray_cluster:
 
 
 @pytest.mark.slow
-def test_killed_worker_restarts_in_its_own_bundle_and_the_job_finishes(ray_cluster: Any) -> None:
+def test_killed_worker_restarts_in_its_own_bundle_and_the_job_finishes(ray_cluster: Any, tmp_path: Any) -> None:
     with rlplace.connect(COLOCATED, export_path=None) as job:
         train = job.launch("train", Trainer, max_restarts=2, max_task_retries=-1)
         evals = job.launch("eval", Evaluator)
@@ -206,6 +220,10 @@ def test_killed_worker_restarts_in_its_own_bundle_and_the_job_finishes(ray_clust
         # The restarted process starts clean and received every hook of the two cycles after the kill.
         hooks = ["reload_model_param_and_grad", "offload_model_optimizer", "offload_model_param_and_grad"]
         assert [h[0] for h in train.call("hooks", rank=1)] == hooks * 2
+
+        # Killed in the middle of a call: the call is retried on the restarted worker and returns.
+        assert train.call("crash_once", str(tmp_path / "crashed"), rank=1) == "done"
+        assert train.call("where", rank=1) == (rank, node, gpus, True)
 
 
 def test_without_restarts_a_killed_worker_stops_the_job_with_its_name(ray_cluster: Any) -> None:
