@@ -86,7 +86,9 @@ def run_pipeline(job: Any, budget: Budget, progress: Progress | None = None) -> 
     train = job.launch("train", TrainWorker, ppo_args, budget.seed)
     evals = job.launch("eval", EvalWorker, ppo_args, budget.seed)
     envs = job.launch("env", EnvWorker, envs_each, budget.seed)
-    shards = job.launch("buffer", BufferShard, capacity=rows, seed=budget.seed)
+    n_shards = len(job.plan.by_component("buffer"))
+    # Shards hold one iteration of experience (writers fill them evenly), so training stays on-policy.
+    shards = job.launch("buffer", BufferShard, capacity=-(-rows // n_shards), seed=budget.seed)
     router = ShardRouter.from_group(shards)
     per_train = rows // len(train.workers)
 
