@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import yaml
 from tests.conftest import EXAMPLES
@@ -108,3 +110,17 @@ def test_svg_and_html_pictures_are_written(capsys, tmp_path):
     argv = (str(EXAMPLES / "pools-mixed.yaml"), "--nodes", "3x8", "--svg", str(svg), "--html", str(html))
     code, _, _ = run(capsys, *argv)
     assert code == 0 and svg.read_text().lstrip().startswith("<") and html.stat().st_size > 0
+
+
+def test_planning_imports_no_ray():
+    code = (
+        "import sys; import rlplace.planner, rlplace.viz.table, rlplace.commands.plan; sys.exit('ray' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_table_names_robots_and_rlinf_roles_in_the_estimate(capsys):
+    code, out, _ = run(capsys, str(EXAMPLES / "hetero-18-nodes.yaml"), "--nodes", "8x8:A800,8x8:RTX4090,2x0")
+    text = " ".join(out.split())
+    assert code == 0 and "16 │ Franka 0 │ env 0" in text and "agent 0-99" in text
+    assert "weight sync 112 GB" in text  # actor (train) on nodes 0-7, rollout (eval) on 8-15: 8 copies

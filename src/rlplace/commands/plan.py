@@ -161,7 +161,7 @@ def _print_table(result, est, compared: dict | None, args: argparse.Namespace) -
 
     console = Console()
     console.print(render(result))
-    console.print(_estimate_line(est, args))
+    console.print(_estimate_line(result, est, args))
     if args.export:
         console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
@@ -187,11 +187,12 @@ def _print_table(result, est, compared: dict | None, args: argparse.Namespace) -
         console.print(t)
 
 
-def _estimate_line(est, args: argparse.Namespace) -> str:
+def _estimate_line(result: Plan, est, args: argparse.Namespace) -> str:
+    none = "unknown (Ray schedules)" if not result.uses_placement_groups else "n/a"
     return (
         f"estimate: {est.gpus_used} GPU(s) used, {_opt(est.gpus_idle)} idle; per iteration across nodes: weight "
-        f"sync {_human(est.weight_sync_bytes)} (model {_human(args.model_bytes)}), experience "
-        f"{_human(est.experience_bytes)} (batch {_human(args.batch_bytes)})"
+        f"sync {_human(est.weight_sync_bytes, none)} (model {_human(args.model_bytes)}), experience "
+        f"{_human(est.experience_bytes, none)} (batch {_human(args.batch_bytes)})"
     )
 
 
@@ -199,9 +200,9 @@ def _opt(v: int | None) -> str:
     return "?" if v is None else str(v)
 
 
-def _human(n: int | None) -> str:
+def _human(n: int | None, none: str = "unknown (Ray schedules)") -> str:
     if n is None:
-        return "unknown (Ray schedules)"
+        return none
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000:
             return f"{n:g} {unit}"

@@ -49,7 +49,7 @@ class PlanBuilder:
     """Slots are bundles: slot id == bundle index. A GPU slot is shared by every worker placed on the
     same (node, GPU set); a CPU slot belongs to whatever key the caller gives (a worker, a node)."""
 
-    _slot_of: dict[tuple, int] = field(default_factory=dict)
+    slot_of: dict[tuple, int] = field(default_factory=dict)
     slot_node: list[int] = field(default_factory=list)
     slot_gpus: list[tuple[int, ...]] = field(default_factory=list)
     slot_group: list[str | None] = field(default_factory=list)
@@ -68,9 +68,9 @@ class PlanBuilder:
         resources: dict[str, float] | None = None,
     ) -> int:
         """The id of the slot `key`, created on first use."""
-        sid = self._slot_of.get(key)
+        sid = self.slot_of.get(key)
         if sid is None:
-            sid = self._slot_of[key] = len(self.slot_node)
+            sid = self.slot_of[key] = len(self.slot_node)
             self.slot_node.append(node_rank)
             self.slot_gpus.append(gpus)
             self.slot_group.append(group)
@@ -78,7 +78,8 @@ class PlanBuilder:
         return sid
 
     def gpu_slots(self, nodes: list[int], gpus: list[tuple[int, ...]], group: str | None) -> None:
-        """Append one new slot per (node, GPUs), in bulk: pool packing keeps its own index -> slot map."""
+        """Append one new slot per (node, GPUs), in bulk, without keys: the caller maps them (pools by
+        pool-global index, node groups by adding their keys to `slot_of`)."""
         n = len(nodes)
         self.slot_node.extend(nodes)
         self.slot_gpus.extend(gpus)
@@ -86,6 +87,7 @@ class PlanBuilder:
         self.slot_resources.extend([{} for _ in range(n)])
 
     def add(self, block: Block | Unpinned) -> None:
+        """Record placed workers (created by `finish`, once every slot's residents are known)."""
         self.blocks.append(block)
 
     def _residents(self) -> tuple[list[int], list[float]]:

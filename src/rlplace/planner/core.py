@@ -14,7 +14,7 @@ from rlplace.planner.builder import Block, PlanBuilder
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
 from rlplace.planner.pools import Pool, bind_manual_pools, default_count, pack
-from rlplace.planner.settings import Counted, auto_counts, buffer_cpus, offload, resolve
+from rlplace.planner.settings import Counted, Resolved, auto_counts, buffer_cpus, offload, resolve
 
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
@@ -60,7 +60,7 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
     return builder.finish(_settings(spec, r, is_colocated, n, builder.warnings))
 
 
-def _settings(spec: JobSpec, r, is_colocated: bool, n_buffer: int, warnings: list[str]) -> EffectiveSettings:
+def _settings(spec: JobSpec, r: Resolved, is_colocated: bool, n_buffer: int, warnings: list[str]) -> EffectiveSettings:
     return EffectiveSettings(
         mode=r.mode,
         strategy=r.strategy,

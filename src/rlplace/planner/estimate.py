@@ -5,7 +5,8 @@ hosts eval workers; a node that also hosts a train worker is served locally, eve
 pulls one copy (Ray's object store fetches an object once per node). Experience (`batch_bytes` per
 iteration in total, produced evenly by the eval workers, or the env workers when there is no eval) goes
 to a buffer shard: node-local when the producer's node has a shard, across nodes otherwise. Workers left
-to Ray's scheduler (strategy default) have no known node, so their traffic is unknown (None).
+to Ray's scheduler (strategy default) have no known node, so their traffic is unknown (None); a plan
+without the components is None too. RLinf's names count as the same roles: actor = train, rollout = eval.
 """
 
 from __future__ import annotations
@@ -56,19 +57,24 @@ def _nodes(ws: list) -> set[int] | None:
     return None if None in nodes else nodes
 
 
+def _role(by: dict[str, list], *names: str) -> list:
+    return next((by[n] for n in names if by.get(n)), [])
+
+
 def _weight_sync(by: dict[str, list], model_bytes: int) -> int | None:
-    train, evals = _nodes(by.get("train", [])), _nodes(by.get("eval", []))
-    if train is None or evals is None:
+    train, evals = _role(by, "train", "actor"), _role(by, "eval", "rollout")
+    if not train or not evals:
         return None
-    return model_bytes * len(evals - train) if train else 0
+    train_nodes, eval_nodes = _nodes(train), _nodes(evals)
+    if train_nodes is None or eval_nodes is None:
+        return None
+    return model_bytes * len(eval_nodes - train_nodes)
 
 
 def _experience(by: dict[str, list], batch_bytes: int) -> int | None:
-    producers = by.get("eval") or by.get("env") or []
+    producers = _role(by, "eval", "rollout", "env")
     shards = _nodes(by.get("buffer", []))
-    if not producers or not shards:
-        return 0 if not producers else None
-    if any(w.node_rank is None for w in producers):
+    if not producers or not shards or any(w.node_rank is None for w in producers):
         return None
     remote = sum(1 for w in producers if w.node_rank not in shards)
     return batch_bytes * remote // len(producers)

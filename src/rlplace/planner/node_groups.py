@@ -46,13 +46,13 @@ class Resources:
             return
         nodes = gather(self.node, todo)
         keys = list(zip(nodes, gather(self.gpu, todo), strict=True))
-        ids = list(map(builder._slot_of.get, keys, repeat(-1)))
+        ids = list(map(builder.slot_of.get, keys, repeat(-1)))
         missing = [j for j, s in enumerate(ids) if s < 0]
         if missing:
             new = gather(keys, missing)
             base = len(builder.slot_node)
             builder.gpu_slots([n for n, _ in new], [(g,) for _, g in new], self.label)
-            builder._slot_of.update(zip(new, range(base, base + len(new)), strict=True))
+            builder.slot_of.update(zip(new, range(base, base + len(new)), strict=True))
             for j, s in zip(missing, range(base, base + len(new)), strict=True):
                 ids[j] = s
         env_of = {n: envs.of(self.label, n) for n in dict.fromkeys(nodes)}

@@ -42,23 +42,48 @@ def _by_node(plan: Plan) -> tuple[dict[int, dict[tuple[int, ...], dict[str, list
         if w.node_rank is None:
             unpinned.setdefault(w.component, []).append(w)
             continue
-        nodes.setdefault(w.node_rank, {}).setdefault(w.gpus, {}).setdefault(w.component, []).append(w)
+        nodes.setdefault(w.node_rank, {}).setdefault(_device(w), {}).setdefault(w.component, []).append(w)
     free = [f"{c} {format_ranks(x.rank for x in ws)} ({ws[0].gpu_fraction:g} GPU each)" for c, ws in unpinned.items()]
     return dict(sorted(nodes.items())), free
+
+
+def _device(w: Worker) -> tuple:
+    """What a worker sits on: its GPUs; a hardware unit (robot), as (type, index); or () for CPU."""
+    if w.gpus:
+        return w.gpus
+    if w.hardware:
+        return (str(w.hardware.get("type", "hardware")), w.hardware.get("index", 0))
+    return ()
+
+
+def _label(device: tuple) -> str:
+    if not device:
+        return "cpu"
+    if isinstance(device[0], str):
+        return f"{device[0]} {device[1]}"
+    return format_ranks(device)
 
 
 def _table(nodes: dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]], max_nodes: int) -> Table:
     t = Table(show_lines=False)
     t.add_column("node", justify="right")
-    t.add_column("GPU", justify="right")
+    t.add_column("device", justify="right")
     t.add_column("workers (share of the device)")
     for i, (node, devices) in enumerate(nodes.items()):
         if i == max_nodes:
             t.add_row("…", "", f"{len(nodes) - max_nodes} more node(s): use --format json for all")
             break
-        for j, (gpus, comps) in enumerate(sorted(devices.items(), key=lambda kv: (not kv[0], kv[0]))):
-            t.add_row(str(node) if j == 0 else "", format_ranks(gpus) if gpus else "cpu", _who(comps, bool(gpus)))
+        for j, (device, comps) in enumerate(sorted(devices.items(), key=_order)):
+            on_gpu = bool(device) and not isinstance(device[0], str)
+            t.add_row(str(node) if j == 0 else "", _label(device), _who(comps, on_gpu))
     return t
+
+
+def _order(item: tuple) -> tuple:
+    """GPUs first (by index), then hardware units, then CPU."""
+    device = item[0]
+    kind = 2 if not device else (1 if isinstance(device[0], str) else 0)
+    return (kind, tuple(map(str, device)) if kind == 1 else device)
 
 
 def _who(comps: dict[str, list[Worker]], on_gpu: bool) -> str:
