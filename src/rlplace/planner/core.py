@@ -130,4 +130,4 @@ def _shares_gpu(builder: PlanBuilder, a: Block | None, b: Block | None) -> bool:
     if a is None or b is None:
         return False
     gpus = builder.slot_gpus
-    return bool({s for s in a.slots if gpus[s]} & set(b.slots))
+    return any(gpus[s] for s in set(a.slots).intersection(b.slots))

@@ -92,7 +92,7 @@ def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
         size = pool.size
         for seg in c.placement.segments:
             ranks.extend(range(size) if seg.resources is None else seg.resources)
-        bad = [r for r in ranks if r >= size or r < 0]
+        bad = [r for r in ranks if r >= size or r < 0] if ranks and (min(ranks) < 0 or max(ranks) >= size) else []
         if bad:
             raise ConfigError(
                 Problem(
