@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from ray import cloudpickle
 
 import rlplace
+from rlplace.cli import main
 from rlplace.commands.status import collect, render
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -31,7 +33,9 @@ class Idle:
 
 
 @pytest.mark.ray
-def test_status_lists_each_worker_with_its_node_gpus_and_state(ray_cluster: Any) -> None:
+def test_status_lists_each_worker_with_its_node_gpus_and_state(
+    ray_cluster: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     with rlplace.connect(PLAN, export_path=None) as job:
         train = job.launch("train", Idle)
         pids = train.call("pid")
@@ -45,6 +49,10 @@ def test_status_lists_each_worker_with_its_node_gpus_and_state(ray_cluster: Any)
         while rows["rlplace:train:1"].state != "DEAD" and time.monotonic() < deadline:
             rows = _train_rows()
         assert rows["rlplace:train:1"].state == "DEAD" and rows["rlplace:train:1"].gpus == "-"
+        assert main(["status", "--format", "json"]) == 0  # reuses this driver's connection
+        out = capsys.readouterr().out  # Ray's own line about the killed worker may come first
+        listed = {r["name"]: r for r in json.loads(out[out.index("[\n") :]) if r["job"] == rows["rlplace:train:0"].job}
+        assert listed["rlplace:train:0"]["state"] == "ALIVE" and listed["rlplace:train:1"]["state"] == "DEAD"
         table = render(list(rows.values()))
         assert table.splitlines()[0].split() == ["WORKER", "NODE", "GPUS", "STATE", "RESTARTS", "PID"]
         assert "rlplace:train:0  node 0" in table
@@ -57,6 +65,10 @@ def test_status_without_a_cluster_says_so_within_seconds() -> None:
     assert "no Ray cluster reachable at" in out.stderr and "--address" in out.stderr
     assert "Traceback" not in out.stderr
     assert time.monotonic() - start < 15
+
+
+def test_status_of_a_cluster_without_workers_says_so() -> None:
+    assert render([]) == "no rlplace workers on this cluster (no live job has launched any)"
 
 
 def _train_rows() -> dict[str, Any]:
