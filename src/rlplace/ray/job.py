@@ -223,7 +223,7 @@ def connect(
     live = live_inventory()
     plan = _plan(config, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name).start()
-    if export_path is not None and plan.settings.mode == "auto" and plan.uses_placement_groups:
+    if export_path is not None:
         _export(plan, export_path)
     return job
 
@@ -239,13 +239,14 @@ def _plan(config: Any, inventory: Inventory) -> Plan:
 
 
 def _export(plan: Plan, path: str | os.PathLike) -> None:
+    """The spec's Tip: after a successful auto-mode start, write the computed pools for manual tuning."""
+    s = plan.settings
+    if s.mode != "auto" or s.dialect != "pools" or not plan.uses_placement_groups or not plan.groups:
+        return  # nothing computed to export (manual pools, node groups, strategy default)
     try:
-        from rlplace.planner import export_resource_pool
+        from rlplace.planner import write_resource_pool
     except ImportError:
-        log.info("rlplace.planner.export_resource_pool is not available; %s not written", path)
+        log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    import yaml
-
-    with open(path, "w", encoding="utf-8") as f:
-        yaml.safe_dump(export_resource_pool(plan), f, sort_keys=False)
+    write_resource_pool(plan, path)
     log.info("wrote the computed resource pool to %s", path)
