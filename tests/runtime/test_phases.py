@@ -33,7 +33,7 @@ def test_roles_can_rename_components_but_not_invent_roles() -> None:
         "eval": "rollout",
         "env": "env",
     }
-    with pytest.raises(ConfigError, match=r"roles: unknown role; valid: train, eval, env"):
+    with pytest.raises(ConfigError, match=r"roles: unknown role 'critic'; valid: train, eval, env"):
         Phases({}, enabled=True, roles={"critic": "x"})
 
 

@@ -84,7 +84,11 @@ class Phases:
         unknown = sorted(set(roles or {}) - set(DEFAULT_ROLES))
         if unknown:
             raise ConfigError(
-                Problem(path="roles", value=unknown[0], message=f"unknown role; valid: {', '.join(DEFAULT_ROLES)}")
+                Problem(
+                    path="roles",
+                    value=unknown[0],
+                    message=f"unknown role {unknown[0]!r}; valid: {', '.join(DEFAULT_ROLES)}",
+                )
             )
         self.groups = groups
         self.enabled = enabled
