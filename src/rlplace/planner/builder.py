@@ -15,7 +15,6 @@ from operator import itemgetter
 
 from rlplace.plan import Bundle, EffectiveSettings, GroupSummary, Plan, Worker
 
-EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) of one worker
 _NO_ENV: dict[str, str] = {}  # shared by workers without env vars (workers are read-only)
 
 
@@ -30,7 +29,8 @@ class Block:
     group: str | None
     ranks: list[int] | None = None
     groups: list[str] | None = None
-    env: list[EnvOf] | None = None  # per worker
+    env: list[dict[str, str]] | None = None  # per worker
+    python: list[str | None] | None = None  # per worker
     hardware: list[dict[str, object] | None] | None = None
 
 
@@ -143,8 +143,6 @@ class PlanBuilder:
         nodes = gather(self.slot_node, slots)
         gpus = gather(self.slot_gpus, slots)
         frac = gather(self._fraction, slots)
-        if b.env is not None:
-            env, python = [e for e, _ in b.env], [p for _, p in b.env]
         return list(
             map(
                 Worker,
@@ -158,8 +156,8 @@ class PlanBuilder:
                 b.groups if b.groups is not None else repeat(b.group, n),
                 slots if with_bundles else repeat(None, n),
                 _local_ranks(nodes),
-                env if b.env is not None else repeat(_NO_ENV, n),
-                python if b.env is not None else repeat(None, n),
+                b.env if b.env is not None else repeat(_NO_ENV, n),
+                b.python if b.python is not None else repeat(None, n),
                 b.hardware if b.hardware is not None else repeat(None, n),
             )
         )

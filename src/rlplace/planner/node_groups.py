@@ -16,8 +16,10 @@ from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary, hardware_resource_name
-from rlplace.planner.builder import Block, EnvOf, PlanBuilder, gather
+from rlplace.planner.builder import Block, PlanBuilder, gather
 from rlplace.planner.ranges import format_ranks
+
+EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
 
 
 @dataclass
@@ -29,7 +31,7 @@ class Resources:
     node: list[int] = field(default_factory=list)
     gpu: list[int] = field(default_factory=list)  # kind gpu: node-local index
     unit: list[dict[str, object]] = field(default_factory=list)  # kind hardware: the worker's hardware info
-    resolved: list[tuple | None] = field(default_factory=list)  # rank -> (slot, label, env, hardware), once
+    resolved: list[tuple | None] = field(default_factory=list)  # rank -> (slot, label, env, python, hw), once
 
     def resolve(self, ranks: list[int], builder: PlanBuilder, c: ComponentSpec, envs: _Envs, where: str) -> None:
         """Fill `resolved` for `ranks`; GPUs in bulk (the hot path: one slot per GPU, shared by every
@@ -55,8 +57,10 @@ class Resources:
             builder.slot_of.update(zip(new, range(base, base + len(new)), strict=True))
             for j, s in zip(missing, range(base, base + len(new)), strict=True):
                 ids[j] = s
-        env_of = {n: envs.of(self.label, n) for n in dict.fromkeys(nodes)}
-        values = list(zip(ids, repeat(self.label), gather(env_of, nodes), repeat(None)))
+        on = {n: envs.of(self.label, n) for n in dict.fromkeys(nodes)}  # per node, then gathered per GPU
+        env = gather({n: e for n, (e, _) in on.items()}, nodes)
+        python = gather({n: p for n, (_, p) in on.items()}, nodes)
+        values = list(zip(ids, repeat(self.label), env, python, repeat(None), strict=False))
         if todo == list(range(todo[0], todo[0] + len(todo))):
             done[todo[0] : todo[0] + len(todo)] = values
         else:
@@ -218,25 +222,18 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
                 r.resolve([i], builder, c, envs, where)
                 info[pick] = r.resolved[i]
         per = gather(info, picks)
-    return Block(
-        c.name,
-        [x[0] for x in per],
-        c.cpus_per_worker,
-        None,
-        ranks,
-        [x[1] for x in per],
-        [x[2] for x in per],
-        [x[3] for x in per],
-    )
+    slots, groups, env, python, hardware = ([x[k] for x in per] for k in range(5))  # not zip(*per): 80k iterators
+    return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware)
 
 
 def _resolve(
     builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], envs: _Envs, where: str
 ) -> tuple:
-    """(slot, group, (env vars, interpreter), hardware info) of a process on resources `mine`."""
+    """(slot, group, env vars, interpreter, hardware info) of a process on resources `mine`."""
     r0, i0 = mine[0]
     hardware = r0.unit[i0] if r0.kind == "hardware" else None
-    return _slot(builder, c, mine, where, envs.spec), r0.label, envs.of(r0.label, r0.node[i0]), hardware
+    env, python = envs.of(r0.label, r0.node[i0])
+    return _slot(builder, c, mine, where, envs.spec), r0.label, env, python, hardware
 
 
 def _slot(builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec) -> int:

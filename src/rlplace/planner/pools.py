@@ -67,7 +67,7 @@ class Pool:
 
 def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
     """Resolve every `resource_pool` entry to nodes of the inventory, with the component ranges."""
-    pools = [g for g in spec.node_groups]
+    pools = list(spec.node_groups)
     bound: dict[str, Binding] = {}
     owner: dict[int, str] = {}
     for g in pools:
@@ -92,14 +92,14 @@ def bind_manual_pools(spec: JobSpec, inventory: Inventory) -> list[Pool]:
         size = pool.size
         for seg in c.placement.segments:
             ranks.extend(range(size) if seg.resources is None else seg.resources)
-        bad = [r for r in ranks if r >= size or r < 0] if ranks and (min(ranks) < 0 or max(ranks) >= size) else []
-        if bad:
+        if ranks and (min(ranks) < 0 or max(ranks) >= size):
+            bad = next(r for r in ranks if not 0 <= r < size)
             raise ConfigError(
                 Problem(
                     path=c.path or f"resource_pool.{pool.name}.{c.name}",
                     value=format_ranks(ranks),
                     file=spec.source,
-                    message=f"GPU index {bad[0]} is outside pool {pool.name}, whose pool-global GPU indices are "
+                    message=f"GPU index {bad} is outside pool {pool.name}, whose pool-global GPU indices are "
                     f"0-{pool.size - 1} ({len(pool.nodes)} node(s), num_gpus {_gpus_text(pool.num_gpus)})",
                 )
             )
