@@ -12,13 +12,18 @@ Times are the best of --repeat runs, wall clock and process CPU (the CPU figure 
 machine cannot inflate). Peak memory is tracemalloc's, in a separate run. `naive` is a deliberately
 simple planner written below (for every worker, scan the GPUs from the start for the first with room),
 run in the same process on the colocate workload to show what a quadratic scan costs; it is run only
-up to --naive-max nodes, since it grows with the square of the cluster.
+up to --naive-max nodes, since it grows with the square of the cluster. Last, the wall time of the
+command a user runs for the largest colocate cluster: `rlplace plan FILE --nodes Nx8 --format json`.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import pathlib
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 
@@ -136,6 +141,23 @@ def main() -> None:
                 f"{cpu * 1e6 / max(workers, 1):.2f} | {mem:.1f} | {naive} | {ratio} |",
                 flush=True,
             )
+    n = max(s for s in SIZES if s <= args.max_nodes)
+    seconds, size = cli_seconds(n)
+    print(f"\n`rlplace plan` colocate {n}x8 --format json: {seconds:.2f} s wall, {size / 2**20:.0f} MiB of JSON")
+
+
+def cli_seconds(n: int) -> tuple[float, int]:
+    """Wall seconds and output bytes of `rlplace plan --format json` for the colocate workload on n x 8."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = pathlib.Path(tmp) / "colocate.yaml"
+        config.write_text(
+            f"cluster:\n  train_worker_num: {8 * n}\n  eval_worker_num: {8 * n}\n  placement:\n"
+            "    mode: auto\n    strategy: colocate\n    env_strategy: device-colocate\n"
+        )
+        cmd = [sys.executable, "-m", "rlplace.cli", "plan", str(config), "--nodes", f"{n}x8", "--format", "json"]
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, check=True, timeout=300).stdout
+        return time.perf_counter() - t0, len(out)
 
 
 if __name__ == "__main__":
