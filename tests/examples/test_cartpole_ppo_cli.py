@@ -79,3 +79,20 @@ def test_demo_end_to_end_leaves_no_ray_process(tmp_path):
     session = re.search(r"Embedded cluster (session_\S+) stopped", out).group(1)
     alive = session_processes(session)
     assert alive == [], f"processes of the demo's Ray session still running: {alive}"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_run_on_an_existing_cluster(ray_cluster, tmp_path):
+    """`rlplace run CONFIG --address ...`: a second driver joins the session cluster and cleans up after itself."""
+    args = ["run", str(CONFIGS / "disaggregate.yaml"), "--address", ray_cluster.address, "--iterations", "1"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlplace.cli", *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Where each worker ran" in proc.stdout and "Embedded cluster" not in proc.stdout
+    assert (tmp_path / "topology.svg").exists()
+    assert (tmp_path / "resource_pool_auto.yaml").exists()  # auto mode writes the computed pools
