@@ -117,6 +117,47 @@ class Plan:
             seen.setdefault(w.component, None)
         return list(seen)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Plan:
+        """Rebuild a plan from `to_dict()` output (e.g. a saved `rlplace plan --format json`); equal to
+        the plan that wrote it. Extra keys (`estimate`, `compare`) are ignored."""
+        return cls(
+            workers=tuple(
+                Worker(
+                    w["component"],
+                    w["rank"],
+                    w["world_size"],
+                    w["node_rank"],
+                    tuple(w["gpus"]),
+                    w["gpu_fraction"],
+                    w["num_cpus"],
+                    w["group"],
+                    w["bundle"],
+                    w["local_rank"],
+                    dict(w["env_vars"]),
+                    w["python"],
+                    w["hardware"],
+                )
+                for w in d["workers"]
+            ),
+            bundles=tuple(
+                Bundle(b["index"], b["node_rank"], tuple(b["gpus"]), b["num_cpus"], dict(b["resources"]), b["group"])
+                for b in d["bundles"]
+            ),
+            settings=EffectiveSettings(**d["settings"]),
+            groups=tuple(
+                GroupSummary(
+                    g["name"],
+                    tuple(g["node_ranks"]),
+                    tuple(g["gpus_per_node"]),
+                    {c: tuple(r) for c, r in g["components"].items()},
+                )
+                for g in d["groups"]
+            ),
+            warnings=tuple(d["warnings"]),
+            uses_placement_groups=d["uses_placement_groups"],
+        )
+
     def to_dict(self) -> dict:
         """The JSON contract of `rlplace plan --format json`."""
         return {

@@ -10,6 +10,10 @@ import yaml
 from tests.conftest import EXAMPLES
 
 from rlplace.cli import main
+from rlplace.config import load
+from rlplace.inventory import parse_nodes
+from rlplace.plan import Plan
+from rlplace.planner import plan
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -124,3 +128,9 @@ def test_table_names_robots_and_rlinf_roles_in_the_estimate(capsys):
     text = " ".join(out.split())
     assert code == 0 and "16 │ Franka 0 │ env 0" in text and "agent 0-99" in text
     assert "weight sync 112 GB" in text  # actor (train) on nodes 0-7, rollout (eval) on 8-15: 8 copies
+
+
+def test_a_saved_json_plan_reloads_equal(capsys):
+    for name, nodes in (("hetero-18-nodes.yaml", "8x8:A800,8x8:RTX4090,2x0"), ("auto-default.yaml", "2x4")):
+        _, out, _ = run(capsys, str(EXAMPLES / name), "--nodes", nodes, "--format", "json")
+        assert Plan.from_dict(json.loads(out)) == plan(load(EXAMPLES / name), parse_nodes(nodes))

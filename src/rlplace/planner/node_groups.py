@@ -140,7 +140,8 @@ def _resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inventor
         for i, u in enumerate(sorted(g.hardware, key=lambda u: u.node_rank)):
             r.node.append(u.node_rank)
             r.gpu.append(-1)
-            r.unit.append({"type": u.type, "index": i, "node_rank": u.node_rank, **u.config})
+            config = {k: list(v) if isinstance(v, tuple) else v for k, v in u.config.items()}  # as JSON shows it
+            r.unit.append({"type": u.type, "index": i, "node_rank": u.node_rank, **config})
         return r
     if g.ignore_hardware:
         return _nodes(label, ranks)
