@@ -99,9 +99,9 @@ def starved(node: Node, demand: Resources, available: Resources, held_by: list[s
 
 
 def _visible(available: Resources) -> dict[str, float]:
-    """Drop Ray's internal bookkeeping entries (per-bundle resources, node markers, memory)."""
+    """Drop Ray's bookkeeping entries (placement-group resources such as GPU_group_0_<id>, node markers, memory)."""
     return {
         k: v
         for k, v in available.items()
-        if not k.startswith(("bundle_group_", "node:")) and k not in ("memory", "object_store_memory")
+        if "_group_" not in k and not k.startswith("node:") and k not in ("memory", "object_store_memory")
     }

@@ -95,7 +95,7 @@ class Reservation:
         self._group_by_node()
         self._check_feasible()
         deadline = time.monotonic() + self.timeout_s
-        holed = [r for r in self._by_rank.values() if self._holes(r)]
+        holed = self._fillable([r for r in self._by_rank.values() if self._holes(r)])
         for r in holed:
             r.filler = self._create([{"GPU": 1.0}] * len(self._holes(r)), r.node, "filler")
         self._wait_fillers(holed, min(deadline, time.monotonic() + _FILLER_WAIT_S))
@@ -158,6 +158,31 @@ class Reservation:
                 problems.append(reason)
         if problems:
             raise PlacementError("the plan cannot be placed on this cluster:\n  " + "\n  ".join(problems))
+
+    def _fillable(self, holed: list[_NodeReservation]) -> list[_NodeReservation]:
+        """Nodes whose holes can be held aside. A filler on a node with too few free GPUs would take the
+        GPUs the plan needs (Ray says how many GPUs are free, not which), so such nodes get none. GPUs
+        just released (a previous run's groups) take about a second to show as free: wait that long."""
+        deadline = time.monotonic() + _FILLER_WAIT_S
+        short: dict[int, float] = {}
+        while holed:
+            available = ray._private.state.available_resources_per_node()
+            short = {}
+            for r in holed:
+                free = available.get(str(r.node.node_id), {}).get("GPU", 0.0)
+                if free < len(self._holes(r)) + r.demand.get("GPU", 0.0):
+                    short[r.node.rank] = free
+            if not short or time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_MAX_S)
+        for r in holed:
+            if r.node.rank in short:
+                self.warnings.append(
+                    f"node {r.node.rank}: only {short[r.node.rank]:g} GPUs are free, too few to keep the plan's idle "
+                    f"GPUs {self._holes(r)} aside, so the plan's GPU indices on this node may not come true "
+                    "(workers report what they got; Job.verify() checks)"
+                )
+        return [r for r in holed if r.node.rank not in short]
 
     @staticmethod
     def _holes(r: _NodeReservation) -> list[int]:
