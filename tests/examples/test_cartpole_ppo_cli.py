@@ -96,3 +96,8 @@ def test_run_on_an_existing_cluster(ray_cluster, tmp_path):
     assert "Where each worker ran" in proc.stdout and "Embedded cluster" not in proc.stdout
     assert (tmp_path / "topology.svg").exists()
     assert (tmp_path / "resource_pool_auto.yaml").exists()  # auto mode writes the computed pools
+
+
+def test_run_on_an_unreachable_address_fails_within_seconds(capsys):
+    assert main(["run", str(CONFIGS / "default.yaml"), "--address", "127.0.0.1:1"]) == 1
+    assert "no Ray cluster reachable at" in capsys.readouterr().err

@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NODES",
         help="start an embedded cluster of these nodes (COUNTxGPUS groups in node-rank order, e.g. 2x4 or 3x2,1x0)",
     )
-    where.add_argument("--address", help="Ray address of an existing cluster (default: the one this machine joined)")
+    where.add_argument(
+        "--address", help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the one this machine joined)"
+    )
     add_budget_arguments(p)
     p.set_defaults(func=run)
 
@@ -66,24 +68,30 @@ def execute(
         nodes = simulated_inventory(simulate)
         console.print(f"Starting an embedded Ray cluster: {simulate} (COUNTxGPUS[:MODEL], logical GPUs) ...")
         with simulated_cluster(nodes) as cluster:
-            code = _train(spec, console, args, picture_stem, address=None)
+            code = _train(spec, console, args, picture_stem)
         session = os.path.basename(cluster.session_dir)
         if cluster.killed:
             console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {', '.join(cluster.killed)}[/]")
         else:
             console.print(f"Embedded cluster {session} stopped: none of its processes is left (process table checked).")
         return code
-    return _train(spec, console, args, picture_stem, address=address or "auto")
+    from rlplace.commands.status import _connect
+
+    # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
+    # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
+    _connect(address or os.environ.get("RAY_ADDRESS") or "auto")
+    return _train(spec, console, args, picture_stem)
 
 
-def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str, address: str | None) -> int:
+def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str) -> int:
+    """Place and run the pipeline on the cluster this process is connected to."""
     import rlplace
     from rlplace.examples.cartpole_ppo.pipeline import Budget, run_pipeline
     from rlplace.examples.cartpole_ppo.report import summary
 
     args.out.mkdir(parents=True, exist_ok=True)
     export = args.out / "resource_pool_auto.yaml"
-    job = rlplace.connect(spec, address=address, timeout_s=args.timeout, export_path=export)
+    job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export)
     with job:
         _show_plan(job, console, args.out / picture_stem)
         budget = Budget(iterations=args.iterations, seed=args.seed)
