@@ -12,7 +12,7 @@ from rlplace.cli import main
 from rlplace.examples.cartpole_ppo import CONFIGS, config_names
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.pipeline import RunResult
-from rlplace.examples.cartpole_ppo.report import outcome
+from rlplace.examples.cartpole_ppo.report import counters, outcome
 from rlplace.examples.local_cluster import session_processes
 
 
@@ -22,6 +22,15 @@ def test_outcome_says_how_far_an_unsolved_run_got():
     text = outcome(result)
     assert text.startswith("Not solved within the budget: average return 30.0 over the last 2 episodes")
     assert "after 1 iterations, 2 episodes" in text
+
+
+def test_report_counts_offload_moves_only_when_offload_ran():
+    moved = {"offloads": 9, "reloads": 6, "bytes_offloaded": 9 * 4096, "bytes_reloaded": 6 * 4096}
+    still = dict.fromkeys(moved, 0)
+    result = RunResult(offload={"train:0": moved, "eval:0": still}, hook_calls=12)
+    text = counters(result).plain
+    assert "offload: 12 hook calls" in text and "train:0 9/6 (36 KiB out)" in text and "eval:0" not in text
+    assert "not enabled" in counters(RunResult(offload={"train:0": still})).plain
 
 
 def test_solved_needs_a_full_window_of_good_episodes():

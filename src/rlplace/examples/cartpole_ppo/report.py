@@ -74,8 +74,11 @@ def counters(result: RunResult) -> Text:
     lines = []
     moved = {k: v for k, v in result.offload.items() if v["offloads"] or v["reloads"]}
     if moved:
-        parts = [f"{k} {v['offloads']} off/{v['reloads']} on" for k, v in moved.items()]
-        lines.append("offload hooks: " + ", ".join(parts))
+        parts = [
+            f"{k} {v['offloads']}/{v['reloads']} ({v['bytes_offloaded'] / 1024:.0f} KiB out)" for k, v in moved.items()
+        ]
+        head = f"offload: {result.hook_calls} hook calls; arrays offloaded/reloaded per worker: "
+        lines.append(head + ", ".join(parts))
     else:
         lines.append("offload hooks: not enabled in this config (nothing moved)")
     lines.append(f"buffer samples read on the train worker's own node: {result.buffer_local_fraction:.0%}")
