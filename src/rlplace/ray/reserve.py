@@ -82,7 +82,7 @@ class Reservation:
         self.name = name
         self.warnings: list[str] = []
         self._by_rank: dict[int, _NodeReservation] = {}
-        self._slot: dict[int, tuple[PlacementGroup | None, int]] = {}  # plan bundle -> (group, index)
+        self._slot: dict[int, tuple[PlacementGroup, int]] = {}  # plan bundle -> (group, index in it)
         self._created: list[PlacementGroup] = []
         self._by_label = all(NODE_RANK_LABEL in n.labels for n in live.nodes)
 
