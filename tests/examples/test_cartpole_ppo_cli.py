@@ -107,6 +107,20 @@ def test_run_on_an_existing_cluster(ray_cluster, tmp_path):
     assert (tmp_path / "resource_pool_auto.yaml").exists()  # auto mode writes the computed pools
 
 
+def test_the_cli_starts_without_importing_the_demos_dependencies():
+    """`rlplace validate` must stay fast and work without the demo extra: the demo's options are light."""
+    code = "import sys; from rlplace.cli import build_parser; build_parser(); print(sorted(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in ("'numpy'", "'gymnasium'", "'ray'"):
+        assert heavy not in loaded, heavy
+
+
+def test_demo_without_the_demo_extra_says_what_to_install(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)  # as if not installed
+    assert main(["demo"]) == 1
+    assert "needs gymnasium: pip install 'rlplace[demo]'" in capsys.readouterr().err
+
+
 def test_run_on_an_unreachable_address_fails_within_seconds(capsys):
     assert main(["run", str(CONFIGS / "default.yaml"), "--address", "127.0.0.1:1"]) == 1
     assert "no Ray cluster reachable at" in capsys.readouterr().err

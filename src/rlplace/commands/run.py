@@ -13,7 +13,7 @@ import os
 import pathlib
 from typing import Any
 
-from rlplace.errors import PlacementError
+from rlplace.errors import PlacementError, RlplaceError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_budget_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared with `rlplace demo`."""
-    from rlplace.examples.cartpole_ppo.pipeline import Budget
+    from rlplace.examples.cartpole_ppo.budget import Budget
 
     default = Budget()
     p.add_argument("--iterations", type=_positive, default=default.iterations, help="training budget (iterations)")
@@ -60,6 +60,7 @@ def execute(
 
     from rlplace import config as config_module
 
+    _require_demo_extra()
     spec = config_module.load(config)  # config errors before any cluster starts
     console = Console()
     if simulate:
@@ -86,7 +87,8 @@ def execute(
 def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str) -> int:
     """Place and run the pipeline on the cluster this process is connected to."""
     import rlplace
-    from rlplace.examples.cartpole_ppo.pipeline import Budget, run_pipeline
+    from rlplace.examples.cartpole_ppo.budget import Budget
+    from rlplace.examples.cartpole_ppo.pipeline import run_pipeline
     from rlplace.examples.cartpole_ppo.report import summary
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -141,6 +143,15 @@ class _progress:
 
     def advance(self, iteration: int, curve: Any) -> None:
         self._bar.update(self._task, completed=iteration, avg=curve.average)
+
+
+def _require_demo_extra() -> None:
+    """The pipeline needs numpy and gymnasium, which a plain `pip install rlplace` does not bring."""
+    try:
+        import gymnasium  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as e:
+        raise RlplaceError(f"the CartPole pipeline needs {e.name}: pip install 'rlplace[demo]'") from e
 
 
 def _positive(text: str) -> int:

@@ -21,23 +21,15 @@ from typing import Any
 import numpy as np
 
 from rlplace.errors import ConfigError, Problem
+from rlplace.examples.cartpole_ppo.budget import Budget
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.ppo import PPOConfig
 from rlplace.examples.cartpole_ppo.workers import EnvWorker, EvalWorker, TrainWorker
 
+__all__ = ["COMPONENTS", "Budget", "RunResult", "run_pipeline"]
+
 #: The components this pipeline launches; a config must plan all four.
 COMPONENTS = ("train", "eval", "env", "buffer")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long to train and how much experience per iteration (the defaults solve CartPole)."""
-
-    iterations: int = 60
-    total_envs: int = 16  # split over the env workers
-    steps: int = 64  # per env per iteration (each step is one call from an env worker to its eval worker)
-    seed: int = 0
-    stop_when_solved: bool = True
 
 
 @dataclass
