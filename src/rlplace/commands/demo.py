@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--config",
-        default=str(DEMO_CONFIG),
+        default=DEMO_CONFIG.stem,
         help="a cluster config, or the name of a shipped one (see --list-configs); default: %(default)s",
     )
     p.add_argument(
