@@ -128,3 +128,16 @@ def test_shutdown_is_idempotent_and_removes_the_groups(ray_cluster):
         job.launch("train", Probe)
     assert_nothing_left()
     assert ray.is_initialized()  # the driver's connection is the caller's, not the job's
+
+
+def test_two_jobs_with_the_same_components_need_their_own_namespaces(ray_cluster):
+    plan = pinned_plan([Row("agent", 3)])
+    with rlplace.connect(plan, timeout_s=20, export_path=None) as first:
+        first.launch("agent", Probe)
+        clash = pytest.raises(PlacementError, match=r"rlplace:agent:0 already run in Ray namespace .*name=")
+        with rlplace.connect(plan, timeout_s=20, export_path=None) as second, clash:
+            second.launch("agent", Probe)
+        with rlplace.connect(plan, timeout_s=20, export_path=None, name="second-job") as named:
+            assert named.launch("agent", Probe).placements()[0].actor_name == "rlplace:agent:0"
+        assert first.groups["agent"].call("echo", 1) == [1]  # the first job's worker is untouched
+    assert_nothing_left()

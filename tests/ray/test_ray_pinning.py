@@ -53,7 +53,9 @@ def test_a_hole_held_by_another_job_is_a_warning_not_a_hang(ray_cluster):
     try:
         assert other.wait(10)
         with Job(pinned_plan([Row("train", 2, (1,))]), ray_cluster.inventory, timeout_s=20).start() as job:
-            assert any("node 2: only 1 GPUs are free" in w and "GPUs [0] aside" in w for w in job.warnings), job.warnings
+            assert any("node 2: only 1 GPUs are free" in w and "GPUs [0] aside" in w for w in job.warnings), (
+                job.warnings
+            )
             job.launch("train", Probe)
             assert job.verify()[0].gpus == (1,)  # GPU 0 was taken, so Ray's lowest free GPU is the planned one
     finally:

@@ -120,6 +120,7 @@ class Job:
             )
         if component in self.groups:
             raise PlacementError(f"{component!r} is already launched in job {self.name}")
+        self._check_names_free(workers)
         self.check_interpreters(workers)
         actors = [
             launch_ray_actor(
@@ -187,6 +188,16 @@ class Job:
         if todo:
             check_interpreters([(self.live.node(rank), python) for rank, python in todo], self.timeout_s)
             self._checked.update(todo)
+
+    def _check_names_free(self, workers: list[Worker]) -> None:
+        """Two jobs in one namespace would fight over `rlplace:<component>:<rank>`: refuse before starting."""
+        taken = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == self.namespace}
+        clash = [w.name for w in workers if w.name in taken]
+        if clash:
+            raise PlacementError(
+                f"actors {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} already run in Ray namespace "
+                f"{self.namespace!r} (another job?); connect with name=... to give this job its own namespace"
+            )
 
     def track(self, worker: Worker, handle: ActorHandle) -> None:
         self._actors.append((worker, handle))
