@@ -60,3 +60,15 @@ def test_a_hole_held_by_another_job_is_a_warning_not_a_hang(ray_cluster):
             assert job.verify()[0].gpus == (1,)  # GPU 0 was taken, so Ray's lowest free GPU is the planned one
     finally:
         remove_placement_group(other)
+
+
+def test_a_gpu_less_worker_that_could_see_every_gpu_is_reported(ray_cluster):
+    """As on a node started by plain `ray start`: Ray leaves CUDA_VISIBLE_DEVICES unset for it."""
+    plain_ray_start = {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+    plan = pinned_plan([Row("buffer", 1, env_vars=plain_ray_start), Row("agent", 1)])
+    with Job(plan, ray_cluster.inventory, timeout_s=20).start() as job:
+        job.launch("buffer", Probe)
+        job.launch("agent", Probe)
+        with pytest.raises(PlacementError, match=r"rlplace:buffer:0: got no GPU but sees every GPU of its node"):
+            job.verify()
+        assert job.groups["agent"].placements()[0].sees_all_gpus is False  # started as `rlplace start` does

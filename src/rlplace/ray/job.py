@@ -20,7 +20,7 @@ import ray
 from ray.actor import ActorClass, ActorHandle
 
 from rlplace.errors import ConfigError, PlacementError, Problem
-from rlplace.inventory import Inventory
+from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
 from rlplace.ray import worker as worker_record
@@ -174,8 +174,9 @@ class Job:
                 )
             ) from None
 
-    def node_id(self, node_rank: int | None) -> str | None:
-        return None if node_rank is None else self.live.node(node_rank).node_id
+    def node(self, node_rank: int | None) -> Node | None:
+        """The live node of a rank (None for workers the plan leaves to Ray)."""
+        return None if node_rank is None else self.live.node(node_rank)
 
     def scheduling_strategy(self, worker: Worker) -> Any:
         return self._reservation.scheduling_strategy(worker)

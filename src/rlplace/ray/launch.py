@@ -105,7 +105,7 @@ def launch_ray_actor(
     """Start worker `rank` of `component` of `job`'s plan as an actor of `cls(*args, **kwargs)`."""
     worker = job.worker(component, rank)
     job.check_interpreters([worker])
-    worker_record.store(job.namespace, worker, job.node_id(worker.node_rank))
+    worker_record.store(job.namespace, worker, job.node(worker.node_rank))
     opts = actor_options(
         worker,
         namespace=job.namespace,

@@ -19,6 +19,7 @@ import ray
 from ray.experimental import internal_kv
 
 from rlplace.errors import RlplaceError
+from rlplace.inventory import Node
 from rlplace.plan import Worker
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
@@ -52,6 +53,7 @@ class WorkerPlacement:
     node_id: str = ""
     actor_name: str = ""
     restarted: bool = False
+    sees_all_gpus: bool = False  # given no GPU on a GPU node, yet CUDA_VISIBLE_DEVICES is unset
 
     @property
     def mismatch(self) -> str | None:
@@ -62,6 +64,11 @@ class WorkerPlacement:
             problems.append(f"on node {self.node_rank}, planned node {self.planned_node_rank}")
         if sorted(self.gpus) != sorted(self.planned_gpus):
             problems.append(f"got GPUs {list(self.gpus)}, planned {list(self.planned_gpus)}")
+        if self.sees_all_gpus:
+            problems.append(
+                "got no GPU but sees every GPU of its node (CUDA_VISIBLE_DEVICES unset): start the node with "
+                "`rlplace start`, or with RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 in the environment of `ray start`"
+            )
         return f"{self.actor_name}: {'; '.join(problems)}" if problems else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,10 +79,11 @@ def record_key(namespace: str, actor_name: str) -> str:
     return f"{namespace}/{actor_name}"
 
 
-def store(namespace: str, worker: Worker, node_id: str | None) -> None:
+def store(namespace: str, worker: Worker, node: Node | None) -> None:
     """Driver side: publish `worker`'s planned placement (and its node's Ray id) for the actor about to start."""
     record = {
-        "node_id": node_id,
+        "node_id": node.node_id if node else None,
+        "node_gpus": node.num_gpus if node else 0,
         "component": worker.component,
         "rank": worker.rank,
         "world_size": worker.world_size,
@@ -148,4 +156,5 @@ def _read() -> WorkerPlacement:
         node_id=node_id,
         actor_name=name or "",
         restarted=ctx.was_current_actor_reconstructed,
+        sees_all_gpus=not planned["gpus"] and planned["node_gpus"] > 0 and "CUDA_VISIBLE_DEVICES" not in os.environ,
     )
