@@ -1,4 +1,8 @@
-"""rlplace: place and run the workers of distributed RL jobs on Ray clusters, from one YAML section."""
+"""rlplace: place and run the workers of distributed RL jobs on Ray clusters, from one YAML section.
+
+`connect` and `worker_placement` live in `rlplace.ray`; they are resolved on first use (module
+`__getattr__`), so `import rlplace` -- and with it `rlplace validate` / `rlplace plan` -- never imports Ray.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,8 @@ from typing import TYPE_CHECKING, Any
 from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, RlplaceError
 
 if TYPE_CHECKING:
-    import os
-
-    from rlplace.inventory import Inventory
-    from rlplace.ray.job import Job
-    from rlplace.ray.worker import WorkerPlacement
+    from rlplace.ray.job import connect
+    from rlplace.ray.worker import placement as worker_placement
 
 __version__ = "0.1.0"
 
@@ -26,26 +27,18 @@ __all__ = [
     "worker_placement",
 ]
 
-
-def connect(
-    config: Any,
-    *,
-    inventory: Inventory | None = None,
-    timeout_s: float = 30.0,
-    name: str | None = None,
-    address: str | None = None,
-    export_path: str | os.PathLike | None = "resource_pool_auto.yaml",
-) -> Job:
-    """Plan `config` and reserve it on Ray, as `rlplace.ray.job.connect` (Ray is imported only here)."""
-    from rlplace.ray.job import connect as _connect
-
-    return _connect(
-        config, inventory=inventory, timeout_s=timeout_s, name=name, address=address, export_path=export_path
-    )
+_LAZY = {
+    "connect": ("rlplace.ray.job", "connect"),
+    "worker_placement": ("rlplace.ray.worker", "placement"),
+}
 
 
-def worker_placement() -> WorkerPlacement:
-    """Inside a worker started by rlplace: its component, rank, node, GPUs, hardware (`rlplace.ray.worker`)."""
-    from rlplace.ray.worker import placement
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'rlplace' has no attribute {name!r}")
+    import importlib
 
-    return placement()
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value

@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
         from rlplace.viz import picture
 
         if args.svg:
-            picture.write_svg(result, args.svg)
+            picture.write_svg(result, args.svg, inventory=inventory)
         if args.html:
-            picture.write_html(result, args.html)
+            picture.write_html(result, args.html, inventory=inventory)
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     compared = _compare(spec, result, inventory, args) if args.compare else None
     if args.format == "table":

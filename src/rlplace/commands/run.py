@@ -76,11 +76,11 @@ def execute(
         else:
             console.print(f"Embedded cluster {session} stopped: none of its processes is left (process table checked).")
         return code
-    from rlplace.commands.status import _connect
+    from rlplace.ray.cluster import join
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
-    _connect(address or os.environ.get("RAY_ADDRESS") or "auto")
+    join(address or os.environ.get("RAY_ADDRESS") or "auto")
     return _train(spec, console, args, picture_stem)
 
 

@@ -13,14 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlplace.errors import RlplaceError
-
 PROBE_TIMEOUT_S = 2.0
-CONNECT_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -50,9 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import ray
 
+    from rlplace.ray.cluster import join
+
     connected_here = not ray.is_initialized()
     if connected_here:
-        _connect(args.address)
+        join(args.address)
     try:
         rows = collect()
     finally:
@@ -63,30 +61,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(rows))
     return 0
-
-
-def _connect(address: str) -> None:
-    """Join an existing cluster, failing within seconds; never start one (ray.init without an address would).
-
-    Ray itself retries an unreachable GCS for about a minute, so the address is resolved and its port
-    tried first.
-    """
-    import ray
-    from ray._private.services import canonicalize_bootstrap_address
-
-    hint = "start one with `rlplace start` or pass --address HOST:PORT of a running head node"
-    try:
-        resolved = canonicalize_bootstrap_address(address)
-    except (ConnectionError, ValueError) as e:
-        raise RlplaceError(f"no Ray cluster found for --address {address!r} ({e}); {hint}") from e
-    if resolved is None:
-        raise RlplaceError(f"no Ray cluster found for --address {address!r}; {hint}")
-    host, _, port = resolved.rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
-    except OSError as e:
-        raise RlplaceError(f"no Ray cluster reachable at {resolved} ({e.strerror or e}); {hint}") from e
-    ray.init(address=resolved, logging_level="ERROR", log_to_driver=False, configure_logging=False)
 
 
 def collect() -> list[WorkerRow]:

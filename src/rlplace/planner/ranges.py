@@ -1,28 +1,15 @@
-"""Rank lists written back as the range strings users write (`0-7, 16-23`), for messages and export."""
+"""Rank lists written back as the range strings users write (`0-7, 16-23`), for messages and export.
+
+The formatter itself is the config loader's inverse of `parse_ranks`; this module adds the per-node view.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rlplace.config.ranges import format_ranks
 
-def format_ranks(ranks: Iterable[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"`` (runs of consecutive ranks, in the given order)."""
-    parts: list[str] = []
-    start = prev = None
-    for r in ranks:
-        if prev is not None and r == prev + 1:
-            prev = r
-            continue
-        if start is not None:
-            parts.append(_run(start, prev))
-        start = prev = r
-    if start is not None:
-        parts.append(_run(start, prev))
-    return ", ".join(parts)
-
-
-def _run(a: int, b: int | None) -> str:
-    return str(a) if b is None or a == b else f"{a}-{b}"
+__all__ = ["format_ranks", "idle_by_node"]
 
 
 def idle_by_node(slots: Iterable[tuple[int, int]]) -> str:

@@ -9,10 +9,11 @@ CPU-only nodes, each by IP (then node id, which breaks ties between nodes sharin
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rlplace.errors import PlacementError
+from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
@@ -21,20 +22,40 @@ _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 _RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
 _HEAD_RESOURCE = "node:__internal_head__"
 
+JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
+_JOIN_HINT = "start one with `rlplace start` or pass --address HOST:PORT of a running head node"
+
 
 def live_inventory(address: str | None = "auto") -> Inventory:
-    """Read the nodes of the running cluster (connecting to `address` first if not connected yet)."""
+    """Read the nodes of the running cluster (joining `address` first if not connected yet)."""
     import ray
 
     if not ray.is_initialized():
-        try:
-            ray.init(address=address, log_to_driver=False)
-        except (ConnectionError, RuntimeError) as e:
-            raise PlacementError(
-                f"no Ray cluster reachable at {address!r} ({e}); start one with `rlplace start --head "
-                "--node-rank 0`, or plan offline with --nodes/--inventory"
-            ) from e
+        join(address or "auto", hint="start one with `rlplace start --head --node-rank 0`, or plan with --nodes")
     return inventory_from_nodes(ray.nodes())
+
+
+def join(address: str, *, hint: str = _JOIN_HINT) -> None:
+    """Join an existing cluster, failing within seconds; never start one (ray.init without an address would).
+
+    Ray itself retries an unreachable GCS for about a minute, so the address is resolved and its port
+    tried first. Worker logs stay in the cluster's log files (the CLI prints plans and reports instead).
+    """
+    import ray
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        resolved = canonicalize_bootstrap_address(address)
+    except (ConnectionError, ValueError) as e:
+        raise RlplaceError(f"no Ray cluster found for address {address!r} ({e}); {hint}") from e
+    if resolved is None:
+        raise RlplaceError(f"no Ray cluster found for address {address!r}; {hint}")
+    host, _, port = resolved.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
+    except OSError as e:
+        raise RlplaceError(f"no Ray cluster reachable at {resolved} ({e.strerror or e}); {hint}") from e
+    ray.init(address=resolved, logging_level="ERROR", log_to_driver=False, configure_logging=False)
 
 
 def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:

@@ -92,14 +92,36 @@ class WorkerGroup:
         """Refs to each worker's placement, to gather several groups at once."""
         return self.call_async("__ray_call__", _own_placement)
 
-    def kill(self, rank: int, *, restart: bool = False) -> None:
-        """Kill worker `rank`; with `restart` Ray restarts it in its bundle if max_restarts allows."""
-        ray.kill(self._actor(rank), no_restart=not restart)
+    def kill(self, rank: int, *, restart: bool = False, timeout_s: float = 10.0) -> None:
+        """Kill worker `rank`; with `restart` Ray restarts it in its bundle if max_restarts allows.
+
+        `ray.kill` only sends the request: a call made right after it can still run on the old process.
+        Without `restart` this returns once the GCS reports the actor dead, so the next call fails.
+        """
+        actor = self._actor(rank)
+        ray.kill(actor, no_restart=not restart)
+        if not restart and wait_dead([actor._actor_id.hex()], timeout_s):
+            raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
 
     def _actor(self, rank: int) -> ActorHandle:
         if not 0 <= rank < len(self.actors):
             raise IndexError(f"{self.component} has ranks 0-{len(self.actors) - 1}, not {rank}")
         return self.actors[rank]
+
+
+def wait_dead(actor_ids: Sequence[str], timeout_s: float) -> set[str]:
+    """Poll the GCS actor table until every actor in `actor_ids` is DEAD; return those still not dead."""
+    from ray._private import state
+
+    left = set(actor_ids)
+    deadline = time.monotonic() + timeout_s
+    while left:
+        table = state.actors()
+        left = {i for i in left if table.get(i, {}).get("State", "DEAD") != "DEAD"}
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return left
 
 
 def _first_line(e: BaseException) -> str:

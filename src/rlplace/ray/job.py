@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import time
 import uuid
 from contextlib import AbstractContextManager
 from typing import Any
@@ -25,7 +24,7 @@ from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
 from rlplace.ray import worker as worker_record
 from rlplace.ray.cluster import live_inventory
-from rlplace.ray.group import WorkerGroup
+from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.launch import launch_ray_actor
 from rlplace.ray.reserve import Reservation
@@ -204,13 +203,7 @@ class Job:
         self._actors.append((worker, handle))
 
     def _wait_dead(self) -> None:
-        ids = {h._actor_id.hex() for _, h in self._actors}
-        deadline = time.monotonic() + _DEATH_WAIT_S
-        while ids and time.monotonic() < deadline:
-            table = ray._private.state.actors()
-            ids = {i for i in ids if table.get(i, {}).get("State", "DEAD") != "DEAD"}
-            if ids:
-                time.sleep(0.05)
+        ids = wait_dead([h._actor_id.hex() for _, h in self._actors], _DEATH_WAIT_S)
         if ids:
             log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), _DEATH_WAIT_S)
 

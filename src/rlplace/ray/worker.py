@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -155,6 +156,14 @@ def _read() -> WorkerPlacement:
         python=sys.executable,
         node_id=node_id,
         actor_name=name or "",
-        restarted=ctx.was_current_actor_reconstructed,
+        restarted=_was_restarted(ctx),
         sees_all_gpus=not planned["gpus"] and planned["node_gpus"] > 0 and "CUDA_VISIBLE_DEVICES" not in os.environ,
     )
+
+
+def _was_restarted(ctx: Any) -> bool:
+    """Ray's `was_current_actor_reconstructed`, without the DeprecationWarning Ray 2.60 raises from inside it
+    (it reads its own deprecated `actor_id`), which every worker would otherwise print to the driver."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ctx.was_current_actor_reconstructed)

@@ -118,22 +118,23 @@ class ShardRouter:
             raise ValueError("a ShardRouter needs at least one buffer shard; the buffer group is empty")
         return cls(group, group.get([a.node_id.remote() for a in group.actors], "node_id"))
 
-    def _pick(self, node: str) -> Any:
-        """This node's shard, or the next shard in turn when the node has none."""
+    def _pick(self, node: str) -> int:
+        """The rank of this node's shard, or of the next shard in turn when the node has none."""
         rank = self._by_node.get(node)
         if rank is None:
             rank = next(_turns(self.group.actors)) % len(self.group.actors)
-        return self.group.actors[rank]
+        return rank
 
     def write(self, items: Sequence[Any]) -> int:
         """Add items to this node's shard (or the next in turn); returns that shard's size."""
-        shard = self._pick(ray.get_runtime_context().get_node_id())
-        return self.group.get([shard.add.remote(list(items))], "add")[0]
+        rank = self._pick(ray.get_runtime_context().get_node_id())
+        return self.group.get([self.group.actors[rank].add.remote(list(items))], "add", ranks=[rank])[0]
 
     def sample(self, n: int) -> list[Any]:
         """`n` items from this node's shard (or the next in turn: counted remote)."""
         node = ray.get_runtime_context().get_node_id()
-        return self.group.get([self._pick(node).sample.remote(n, node)], "sample")[0]
+        rank = self._pick(node)
+        return self.group.get([self.group.actors[rank].sample.remote(n, node)], "sample", ranks=[rank])[0]
 
     def stats(self) -> SampleStats:
         counts = self.group.get([a.stats.remote() for a in self.group.actors], "stats")

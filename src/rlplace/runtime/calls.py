@@ -24,7 +24,9 @@ class Group(Protocol):
     @property
     def workers(self) -> Sequence[Worker]: ...
 
-    def get(self, refs: list, method: str = "call", timeout_s: float | None = None) -> list: ...
+    def get(
+        self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()
+    ) -> list: ...
 
 
 def call_defined(group: Group, method: str, **kwargs: Any) -> tuple[list[int], list[Any]]:
@@ -35,4 +37,5 @@ def call_defined(group: Group, method: str, **kwargs: Any) -> tuple[list[int], l
     """
     called = [(w.rank, a) for w, a in zip(group.workers, group.actors, strict=True) if hasattr(a, method)]
     refs = [getattr(a, method).remote(**kwargs) for _, a in called]
-    return [rank for rank, _ in called], group.get(refs, method)
+    ranks = [rank for rank, _ in called]
+    return ranks, group.get(refs, method, ranks=ranks)
