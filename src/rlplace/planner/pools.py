@@ -165,7 +165,8 @@ def _bind_next(g: NodeGroupSpec, inventory: Inventory, free: list[int], cursor: 
     if len(nodes) < len(declared):
         raise PlanError(
             f"pool {g.label} needs {len(declared)} node(s) with GPUs (num_node: {len(declared)}) but only "
-            f"{len(nodes)} are left after earlier pools (free GPU nodes: {format_ranks(free) or 'none'})"
+            f"{len(nodes)} {'is' if len(nodes) == 1 else 'are'} left after earlier pools "
+            f"(GPU nodes {format_ranks(free) or 'none'}; earlier pools took {format_ranks(free[:cursor]) or 'none'})"
         )
     counts = [inventory.node(n).num_gpus for n in nodes]
     if len(set(counts)) > 1:
