@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import chain, repeat
 from operator import itemgetter
 
@@ -77,14 +78,47 @@ class PlanBuilder:
             self.slot_resources.append(resources or {})
         return sid
 
-    def gpu_slots(self, nodes: list[int], gpus: list[tuple[int, ...]], group: str | None) -> None:
+    def slots(
+        self,
+        keys: list[tuple],
+        nodes: list[int],
+        gpus: list[tuple[int, ...]],
+        group: str | None,
+        resources: list[dict[str, float]] | None = None,
+    ) -> list[int]:
+        """`slot` for many distinct keys at once: the ids of `keys`, the missing ones created in bulk, in
+        the order given (key j: node `nodes[j]`, GPUs `gpus[j]`, custom `resources[j]`)."""
+        ids = list(map(self.slot_of.get, keys, repeat(-1)))
+        n_new = ids.count(-1)
+        if not n_new:
+            return ids
+        new = range(len(self.slot_node), len(self.slot_node) + n_new)
+        if n_new < len(keys):  # some exist already (another group covers these GPUs): create the others
+            missing = [j for j, s in enumerate(ids) if s < 0]
+            for j, s in zip(missing, new, strict=True):
+                ids[j] = s
+            keys, nodes, gpus = gather(keys, missing), gather(nodes, missing), gather(gpus, missing)
+            resources = None if resources is None else gather(resources, missing)
+        else:  # the usual first placement on these resources: all new, no per-key bookkeeping
+            ids = list(new)
+        self.slot_of.update(zip(keys, new, strict=True))
+        self.new_slots(nodes, gpus, group, resources)
+        return ids
+
+    def new_slots(
+        self,
+        nodes: list[int],
+        gpus: list[tuple[int, ...]],
+        group: str | None,
+        resources: list[dict[str, float]] | None = None,
+    ) -> None:
         """Append one new slot per (node, GPUs), in bulk, without keys: the caller maps them (pools by
-        pool-global index, node groups by adding their keys to `slot_of`)."""
+        pool-global index, `slots` by key)."""
         n = len(nodes)
         self.slot_node.extend(nodes)
         self.slot_gpus.extend(gpus)
         self.slot_group.extend([group] * n)
-        self.slot_resources.extend([{} for _ in range(n)])
+        self.slot_resources.extend(resources if resources is not None else [{} for _ in range(n)])
 
     def add(self, block: Block | Unpinned) -> None:
         """Record placed workers (created by `finish`, once every slot's residents are known)."""
@@ -161,6 +195,13 @@ class PlanBuilder:
                 b.hardware if b.hardware is not None else repeat(None, n),
             )
         )
+
+
+@cache
+def single_gpus(n: int) -> tuple[tuple[int], ...]:
+    """``((0,), (1,), ..., (n - 1,))``: the `gpus` of the one-GPU slots of a node with n GPUs, shared by every
+    such node (a 4,096 x 8 plan would otherwise hold 32k equal tuples, each scanned by the garbage collector)."""
+    return tuple((g,) for g in range(n))
 
 
 def gather(seq: list, idx: list[int]) -> list:

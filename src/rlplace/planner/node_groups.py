@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
+from itertools import accumulate
 
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary, hardware_resource_name
-from rlplace.planner.builder import Block, PlanBuilder, gather
+from rlplace.planner.builder import Block, PlanBuilder, gather, single_gpus
 from rlplace.planner.ranges import format_ranks
 
 EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
@@ -24,48 +25,40 @@ EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
 
 @dataclass
 class Resources:
-    """The resources of one group: parallel lists, one entry per group-local rank."""
+    """The resources of one group: parallel lists (columns), one entry per group-local rank.
+
+    Columns rather than one record per rank: a component placed on all 32k GPUs of a 4,096-node group
+    then reads its workers' slots, nodes and hardware with one C-speed gather each (see `_place`)."""
 
     label: str
     kind: str  # "gpu" | "hardware" | "node"
     node: list[int] = field(default_factory=list)
-    gpu: list[int] = field(default_factory=list)  # kind gpu: node-local index
+    gpus: list[tuple[int, ...]] = field(default_factory=list)  # kind gpu: (node-local index,), shared tuples; else ()
     unit: list[dict[str, object]] = field(default_factory=list)  # kind hardware: the worker's hardware info
-    resolved: list[tuple | None] = field(default_factory=list)  # rank -> (slot, label, env, python, hw), once
+    slot: list[int] = field(default_factory=list)  # rank -> its slot id; -1 until a process is placed on it
 
-    def resolve(self, ranks: list[int], builder: PlanBuilder, c: ComponentSpec, envs: _Envs, where: str) -> None:
-        """Fill `resolved` for `ranks`; GPUs in bulk (the hot path: one slot per GPU, shared by every
-        group and component placed on it), other resources one by one."""
-        if not self.resolved:
-            self.resolved = [None] * len(self.node)
-        done = self.resolved
-        todo = [i for i in ranks if done[i] is None]
+    def place(self, ranks: list[int], builder: PlanBuilder) -> None:
+        """Give each of the distinct `ranks` a slot, new slots in `ranks` order. A GPU's slot is keyed
+        by (node, GPUs), so every group covering that GPU (a user group and `cluster`) shares it, as do
+        multi-GPU processes (`_gpus_slot`); a node's by the node, a hardware unit's by its group and rank."""
+        if not self.slot:
+            self.slot = [-1] * len(self.node)
+        todo = [i for i in ranks if self.slot[i] < 0]
         if not todo:
             return
-        if self.kind != "gpu":
-            for i in todo:
-                done[i] = _resolve(builder, c, [(self, i)], envs, where)
-            return
         nodes = gather(self.node, todo)
-        keys = list(zip(nodes, gather(self.gpu, todo), strict=True))
-        ids = list(map(builder.slot_of.get, keys, repeat(-1)))
-        missing = [j for j, s in enumerate(ids) if s < 0]
-        if missing:
-            new = gather(keys, missing)
-            base = len(builder.slot_node)
-            builder.gpu_slots([n for n, _ in new], [(g,) for _, g in new], self.label)
-            builder.slot_of.update(zip(new, range(base, base + len(new)), strict=True))
-            for j, s in zip(missing, range(base, base + len(new)), strict=True):
-                ids[j] = s
-        on = {n: envs.of(self.label, n) for n in dict.fromkeys(nodes)}  # per node, then gathered per GPU
-        env = gather({n: e for n, (e, _) in on.items()}, nodes)
-        python = gather({n: p for n, (_, p) in on.items()}, nodes)
-        values = list(zip(ids, repeat(self.label), env, python, repeat(None), strict=False))
-        if todo == list(range(todo[0], todo[0] + len(todo))):
-            done[todo[0] : todo[0] + len(todo)] = values
+        gpus = gather(self.gpus, todo)
+        resources = None
+        if self.kind == "gpu":
+            keys = list(zip(nodes, gpus, strict=True))
+        elif self.kind == "node":
+            keys = [("node", n) for n in nodes]
         else:
-            for i, v in zip(todo, values, strict=True):
-                done[i] = v
+            keys = [("hw", self.label, i) for i in todo]
+            units = gather(self.unit, todo)
+            resources = [{hardware_resource_name(str(u["type"]), int(u["index"])): 1.0} for u in units]
+        for i, s in zip(todo, builder.slots(keys, nodes, gpus, self.label, resources), strict=True):
+            self.slot[i] = s
 
     def describe(self) -> str:
         what = {"gpu": "GPUs", "hardware": "hardware units", "node": "nodes"}[self.kind]
@@ -79,7 +72,7 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
     groups = {g.label: g for g in spec.node_groups}
     envs = _Envs(spec, groups)
     cache: dict[str, Resources] = {}
-    owner: dict[int, str] = {}
+    placed: dict[str, set[int]] = {}  # component -> its slots
     colocated = False
     for c in spec.components:
         if c.placement is None:
@@ -94,9 +87,11 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
         res = [cache.setdefault(lb, _resources(lb, groups, inventory, spec)) for lb in c.placement.groups]
         block = _place(builder, c, res, envs, spec)
         builder.add(block)
-        for s in block.slots:
-            if builder.slot_gpus[s] and owner.setdefault(s, c.name) != c.name:
-                colocated = True
+        mine = set(block.slots)  # sets: C-speed intersections, not a loop over 80k workers
+        colocated = colocated or any(
+            builder.slot_gpus[s] for name, theirs in placed.items() if name != c.name for s in mine & theirs
+        )
+        placed[c.name] = placed.get(c.name, set()) | mine
     builder.groups = [_summary(r) for r in cache.values()]
     return colocated
 
@@ -139,7 +134,7 @@ def _resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inventor
         r = Resources(label, "hardware")
         for i, u in enumerate(sorted(g.hardware, key=lambda u: u.node_rank)):
             r.node.append(u.node_rank)
-            r.gpu.append(-1)
+            r.gpus.append(())
             config = {k: list(v) if isinstance(v, tuple) else v for k, v in u.config.items()}  # as JSON shows it
             r.unit.append({"type": u.type, "index": i, "node_rank": u.node_rank, **config})
         return r
@@ -149,7 +144,7 @@ def _resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inventor
 
 
 def _nodes(label: str, ranks: list[int]) -> Resources:
-    return Resources(label, "node", node=list(ranks), gpu=[-1] * len(ranks))
+    return Resources(label, "node", node=list(ranks), gpus=[()] * len(ranks))
 
 
 def _gpus_or_nodes(label: str, ranks: list[int], inventory: Inventory) -> Resources:
@@ -159,7 +154,7 @@ def _gpus_or_nodes(label: str, ranks: list[int], inventory: Inventory) -> Resour
     for n in ranks:
         k = inventory.node(n).num_gpus
         r.node.extend([n] * k)
-        r.gpu.extend(range(k))
+        r.gpus.extend(single_gpus(k))
     return r
 
 
@@ -176,13 +171,14 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
     ranks: list[int] = []
     picks: list[int | tuple[int, ...]] = []  # per process: the flat resource index (indices) it sits on
     next_rank = 0
+    several = False  # does any process own several resources?
     for seg in c.placement.segments:
         idx = range(total) if seg.resources is None else seg.resources
-        bad = [i for i in idx if i >= total]
-        if bad:
+        if idx and max(idx) >= total:
+            bad = next(i for i in idx if i >= total)
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
             raise PlanError(
-                f"{c.name}: placement asks for resource rank {bad[0]} in {'+'.join(r.label for r in res)}, "
+                f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
                 f"which has ranks 0-{total - 1} ({have})"
             )
         procs = range(next_rank, next_rank + len(idx)) if seg.processes is None else seg.processes
@@ -200,6 +196,7 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
                 )
             )
         share, own = max(n // m, 1), max(m // n, 1)
+        several = several or own > 1
         one = list(idx) if own == 1 else [tuple(idx[k : k + own]) for k in range(0, m, own)]
         if share > 1:
             picks.extend(one[j // share] for j in range(n))
@@ -208,61 +205,59 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
         ranks.extend(procs)
         next_rank = max(procs) + 1 if procs else next_rank
     _check_ranks(c, ranks, where, spec)
-    unique = list(dict.fromkeys(picks))  # resolved once per distinct resource (set), not per process
-    singles = [p for p in unique if not isinstance(p, tuple)]
-    if len(res) == 1 and len(singles) == len(unique):  # the usual case: flat rank == group rank
-        res[0].resolve(singles, builder, c, envs, where)
-        per = gather(res[0].resolved, picks)
-    else:
-        info: dict[int | tuple[int, ...], tuple] = {}
-        for pick in unique:
-            if isinstance(pick, tuple):
-                info[pick] = _resolve(builder, c, [locate(k) for k in pick], envs, where)
-            else:
-                r, i = locate(pick)
-                r.resolve([i], builder, c, envs, where)
-                info[pick] = r.resolved[i]
-        per = gather(info, picks)
+    if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
+        r = res[0]
+        r.place(list(dict.fromkeys(picks)), builder)
+        nodes = gather(r.node, picks)
+        env, python = envs.columns(r.label, nodes)
+        hardware = gather(r.unit, picks) if r.kind == "hardware" else None
+        return Block(c.name, gather(r.slot, picks), c.cpus_per_worker, r.label, ranks, None, env, python, hardware)
+    info = {pick: _resolve(builder, c, pick, locate, envs, where) for pick in dict.fromkeys(picks)}  # once per resource
+    per = gather(info, picks)
     slots, groups, env, python, hardware = ([x[k] for x in per] for k in range(5))  # not zip(*per): 80k iterators
     return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware)
 
 
 def _resolve(
-    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], envs: _Envs, where: str
+    builder: PlanBuilder,
+    c: ComponentSpec,
+    pick: int | tuple[int, ...],
+    locate: Callable[[int], tuple[Resources, int]],
+    envs: _Envs,
+    where: str,
 ) -> tuple:
-    """(slot, group, env vars, interpreter, hardware info) of a process on resources `mine`."""
+    """(slot, group, env vars, interpreter, hardware info) of a process on flat resource rank(s) `pick`."""
+    mine = [locate(k) for k in pick] if isinstance(pick, tuple) else [locate(pick)]
     r0, i0 = mine[0]
-    hardware = r0.unit[i0] if r0.kind == "hardware" else None
-    env, python = envs.of(r0.label, r0.node[i0])
-    return _slot(builder, c, mine, where, envs.spec), r0.label, env, python, hardware
+    env, python = envs.of(r0.label, r0.node[i0])  # first: an env clash is reported before a bad GPU set
+    if len(mine) == 1:
+        r0.place([i0], builder)
+        slot = r0.slot[i0]
+    else:
+        slot = _gpus_slot(builder, c, mine, where, envs.spec)
+    return slot, r0.label, env, python, r0.unit[i0] if r0.kind == "hardware" else None
 
 
-def _slot(builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec) -> int:
+def _gpus_slot(
+    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec
+) -> int:
+    """The slot of a process owning several resources, which must be GPUs of one node."""
     r0, i0 = mine[0]
     node = r0.node[i0]
-    if len(mine) > 1:
-        if any(r.kind != "gpu" for r, _ in mine) or len({r.node[i] for r, i in mine}) > 1:
-            raise ConfigError(
-                Problem(
-                    path=where,
-                    value=None,
-                    file=spec.source,
-                    message=(
-                        f"a {c.name} process would own {len(mine)} resources that are not GPUs of one node; "
-                        "several resources per process must be GPUs on the same node"
-                    ),
-                )
+    if any(r.kind != "gpu" for r, _ in mine) or len({r.node[i] for r, i in mine}) > 1:
+        raise ConfigError(
+            Problem(
+                path=where,
+                value=None,
+                file=spec.source,
+                message=(
+                    f"a {c.name} process would own {len(mine)} resources that are not GPUs of one node; "
+                    "several resources per process must be GPUs on the same node"
+                ),
             )
-        gpus = tuple(r.gpu[i] for r, i in mine)
-        return builder.slot((node, gpus), node, gpus, r0.label)
-    if r0.kind == "gpu":
-        gpu = r0.gpu[i0]
-        return builder.slot((node, gpu), node, (gpu,), r0.label)
-    if r0.kind == "hardware":
-        unit = r0.unit[i0]
-        name = hardware_resource_name(str(unit["type"]), int(unit["index"]))
-        return builder.slot(("hw", r0.label, i0), node, (), r0.label, {name: 1.0})
-    return builder.slot(("node", node), node, (), r0.label)
+        )
+    gpus = tuple(r.gpus[i][0] for r, i in mine)
+    return builder.slot((node, gpus), node, gpus, r0.label)
 
 
 def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) -> None:
@@ -302,6 +297,15 @@ class _Envs:
         if got is None:
             got = self._cache[key] = self._build(label, node)
         return got
+
+    def columns(self, label: str, nodes: list[int]) -> tuple[list[dict[str, str]] | None, list[str | None] | None]:
+        """Env vars and interpreters of workers on `nodes` (one entry each), built once per distinct node;
+        (None, None), meaning none, without per-node work when no env config reaches the group's nodes."""
+        reach = self.groups.values() if label in (NODE_GROUP, CLUSTER_GROUP) else (self.groups[label],)
+        if not any(g.env_configs for g in reach):
+            return None, None
+        on = {n: self.of(label, n) for n in dict.fromkeys(nodes)}
+        return gather({n: e for n, (e, _) in on.items()}, nodes), gather({n: p for n, (_, p) in on.items()}, nodes)
 
     def _build(self, label: str, node: int) -> EnvOf:
         if label in (NODE_GROUP, CLUSTER_GROUP):

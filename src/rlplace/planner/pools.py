@@ -264,7 +264,7 @@ def _single(builder: PlanBuilder, pool: Pool, pos: list[int], c: Counted) -> lis
     if multi:
         _exclusive(pool, c, [p for p in pos if p in multi])
     nodes, gpus = pool.flat()
-    builder.gpu_slots([nodes[p] for p in new], [gpus[p] for p in new], pool.name)
+    builder.new_slots([nodes[p] for p in new], [gpus[p] for p in new], pool.name)
     return out
 
 
