@@ -8,14 +8,14 @@ node (at most one per train worker), pinned by node affinity rather than placeme
 from __future__ import annotations
 
 from rlplace.inventory import Inventory
-from rlplace.planner.builder import Block, PlanBuilder
+from rlplace.planner.builder import Block, PlanBuilder, gather
 
 
 def aligned(
     builder: PlanBuilder, train: Block | None, written: int | str | None, cpus: float, group: str | None
 ) -> int:
     """One shard per node holding train workers; a different written count is overridden, with a warning."""
-    nodes = list(dict.fromkeys(builder.slot_node[s] for s in train.slots)) if train is not None else []
+    nodes = list(dict.fromkeys(gather(builder.slot_node, train.slots))) if train is not None else []
     if isinstance(written, int) and written != len(nodes):
         builder.warnings.append(
             f"buffer_worker_num: {written} overridden to {len(nodes)}: under pool strategies there is one buffer "

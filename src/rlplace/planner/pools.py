@@ -20,7 +20,7 @@ from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary
-from rlplace.planner.builder import Block, PlanBuilder, gather
+from rlplace.planner.builder import Block, PlanBuilder, gather, single_gpus
 from rlplace.planner.ranges import format_ranks, idle_by_node
 from rlplace.planner.settings import Counted
 
@@ -46,13 +46,13 @@ class Pool:
         return len(self.flat()[0])
 
     def flat(self) -> tuple[list[int], list[tuple[int]]]:
-        """(node rank, (local GPU,)) of every pool-global index, built once."""
+        """(node rank, (local GPU,)) of every pool-global index, built once (GPU tuples shared across nodes)."""
         if self._flat is None:
             nodes: list[int] = []
             gpus: list[tuple[int]] = []
             for node, n in zip(self.nodes, self.num_gpus, strict=True):
                 nodes.extend([node] * n)
-                gpus.extend((g,) for g in range(n))
+                gpus.extend(single_gpus(n))
             self._flat = (nodes, gpus)
         return self._flat
 
@@ -252,19 +252,15 @@ def _single(builder: PlanBuilder, pool: Pool, pos: list[int], c: Counted) -> lis
         pool._slot = [-1] * pool.size
     ps, multi = pool._slot, pool._multi
     out = gather(ps, pos)
-    new: list[int] = []
     if -1 in out:
-        base = len(builder.slot_node)
-        for j, p in enumerate(pos):
-            s = ps[p]
-            if s < 0:
-                s = ps[p] = base + len(new)
-                new.append(p)
-            out[j] = s
+        new = [p for p in dict.fromkeys(pos) if ps[p] < 0]  # positions without a slot, in first-use order
+        for s, p in enumerate(new, len(builder.slot_node)):
+            ps[p] = s
+        nodes, gpus = pool.flat()
+        builder.new_slots(gather(nodes, new), gather(gpus, new), pool.name)
+        out = gather(ps, pos)
     if multi:
         _exclusive(pool, c, [p for p in pos if p in multi])
-    nodes, gpus = pool.flat()
-    builder.new_slots([nodes[p] for p in new], [gpus[p] for p in new], pool.name)
     return out
 
 
