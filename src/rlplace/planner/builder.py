@@ -197,10 +197,18 @@ class PlanBuilder:
         )
 
 
+def gpu_columns(nodes: list[int], counts: list[int]) -> tuple[list[int], list[tuple[int]]]:
+    """(node rank, (local GPU,)) of every GPU of `nodes`, node by node, node i having `counts[i]` GPUs.
+
+    Built per node, not per GPU: each node's run is replicated at C speed (chain of repeats), and the
+    one-GPU tuples are shared by every node with as many GPUs (a 4,096 x 8 plan would otherwise hold 32k
+    equal tuples, each scanned by the garbage collector)."""
+    return list(chain.from_iterable(map(repeat, nodes, counts))), list(chain.from_iterable(map(_single_gpus, counts)))
+
+
 @cache
-def single_gpus(n: int) -> tuple[tuple[int], ...]:
-    """``((0,), (1,), ..., (n - 1,))``: the `gpus` of the one-GPU slots of a node with n GPUs, shared by every
-    such node (a 4,096 x 8 plan would otherwise hold 32k equal tuples, each scanned by the garbage collector)."""
+def _single_gpus(n: int) -> tuple[tuple[int], ...]:
+    """``((0,), (1,), ..., (n - 1,))``, built once per GPU count."""
     return tuple((g,) for g in range(n))
 
 
@@ -213,11 +221,8 @@ def gather(seq: list, idx: list[int]) -> list:
 
 def _local_ranks(nodes: list[int]) -> list[int]:
     """Index of each entry among the entries of the same node; per node run when nodes come sorted."""
-    if nodes == sorted(nodes):
-        out: list[int] = []
-        for k in Counter(nodes).values():  # insertion order == node order here
-            out.extend(range(k))
-        return out
+    if nodes == sorted(nodes):  # insertion order of the Counter == node order here
+        return list(chain.from_iterable(map(range, Counter(nodes).values())))
     seen: dict[int, int] = {}
     local = []
     for node in nodes:

@@ -17,7 +17,7 @@ from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary, hardware_resource_name
-from rlplace.planner.builder import Block, PlanBuilder, gather, single_gpus
+from rlplace.planner.builder import Block, PlanBuilder, gather, gpu_columns
 from rlplace.planner.ranges import format_ranks
 
 EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
@@ -148,14 +148,11 @@ def _nodes(label: str, ranks: list[int]) -> Resources:
 
 
 def _gpus_or_nodes(label: str, ranks: list[int], inventory: Inventory) -> Resources:
-    if not any(inventory.node(r).num_gpus for r in ranks):
+    counts = [inventory.node(r).num_gpus for r in ranks]
+    if not any(counts):
         return _nodes(label, ranks)
-    r = Resources(label, "gpu")
-    for n in ranks:
-        k = inventory.node(n).num_gpus
-        r.node.extend([n] * k)
-        r.gpus.extend(single_gpus(k))
-    return r
+    nodes, gpus = gpu_columns(ranks, counts)
+    return Resources(label, "gpu", node=nodes, gpus=gpus)
 
 
 def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _Envs, spec: JobSpec) -> Block:

@@ -20,7 +20,7 @@ from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary
-from rlplace.planner.builder import Block, PlanBuilder, gather, single_gpus
+from rlplace.planner.builder import Block, PlanBuilder, gather, gpu_columns
 from rlplace.planner.ranges import format_ranks, idle_by_node
 from rlplace.planner.settings import Counted
 
@@ -46,14 +46,9 @@ class Pool:
         return len(self.flat()[0])
 
     def flat(self) -> tuple[list[int], list[tuple[int]]]:
-        """(node rank, (local GPU,)) of every pool-global index, built once (GPU tuples shared across nodes)."""
+        """(node rank, (local GPU,)) of every pool-global index, built once."""
         if self._flat is None:
-            nodes: list[int] = []
-            gpus: list[tuple[int]] = []
-            for node, n in zip(self.nodes, self.num_gpus, strict=True):
-                nodes.extend([node] * n)
-                gpus.extend(single_gpus(n))
-            self._flat = (nodes, gpus)
+            self._flat = gpu_columns(self.nodes, self.num_gpus)
         return self._flat
 
     def summary(self) -> GroupSummary:
