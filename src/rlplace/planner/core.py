@@ -129,5 +129,5 @@ def _check_buffer_range(builder: PlanBuilder, pools: list[Pool], train: Block | 
 def _shares_gpu(builder: PlanBuilder, a: Block | None, b: Block | None) -> bool:
     if a is None or b is None:
         return False
-    gpus = builder.slot_gpus
-    return any(gpus[s] for s in set(a.slots).intersection(b.slots))
+    gpus, mine = builder.slot_gpus, set(a.slots)
+    return any(gpus[s] for s in b.slots if s in mine)  # stops at the first shared GPU (usually the first worker)
