@@ -39,8 +39,8 @@ class Resources:
 
     def place(self, ranks: list[int], builder: PlanBuilder) -> None:
         """Give each of the distinct `ranks` a slot, new slots in `ranks` order. A GPU's slot is keyed
-        by (node, GPUs), so every group covering that GPU (a user group and `cluster`) shares it, as do
-        multi-GPU processes (`_gpus_slot`); a node's by the node, a hardware unit's by its group and rank."""
+        by (node, GPUs), as `_gpus_slot` keys a multi-GPU process's, so every group covering that GPU (a
+        user group and `cluster`) shares it; a node's by the node, a hardware unit's by its group and rank."""
         if not self.slot:
             self.slot = [-1] * len(self.node)
         todo = [i for i in ranks if self.slot[i] < 0]
