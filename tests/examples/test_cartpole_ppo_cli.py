@@ -66,6 +66,13 @@ def test_run_rejects_a_malformed_simulated_cluster_before_starting_it(capsys):
     assert "Starting an embedded Ray cluster" not in captured.out
 
 
+def test_run_reports_a_plan_that_cannot_fit_before_starting_the_simulated_cluster(capsys):
+    assert main(["run", str(CONFIGS / "node-groups.yaml"), "--simulate", "1x4"]) == 3
+    captured = capsys.readouterr()
+    assert "inventory has 1 node" in captured.err
+    assert "Starting an embedded Ray cluster" not in captured.out
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_demo_end_to_end_leaves_no_ray_process(tmp_path):

@@ -67,6 +67,9 @@ def execute(
         from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory
 
         nodes = simulated_inventory(simulate)
+        from rlplace.planner import plan
+
+        plan(spec, nodes)  # a plan that cannot fit fails here, before a cluster is started for nothing
         console.print(f"Starting an embedded Ray cluster: {simulate} (COUNTxGPUS[:MODEL], logical GPUs) ...")
         with simulated_cluster(nodes) as cluster:
             code = _train(spec, console, args, picture_stem)
