@@ -24,6 +24,9 @@ class Node:
     node_id: str | None = None  # Ray node id, for a live cluster
     address: str | None = None  # IP, for a live cluster
     resources: dict[str, float] = field(default_factory=dict, hash=False)  # custom resources (robots)
+    #: The Ray resource name of this node's accelerators (`num_gpus` counts them): "GPU" for NVIDIA/AMD/Intel,
+    #: "NPU" for Ascend, "HPU", ... Bundles on this node request accelerators under this name.
+    accelerator_resource: str = "GPU"
 
 
 @dataclass(frozen=True)

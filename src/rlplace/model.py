@@ -67,6 +67,19 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class ProcessShape:
+    """How many devices each process of a component spans, and with which stride, and where that came from.
+
+    RLinf's reasoning configs give rollout processes `rollout.tensor_parallel_size` GPUs each: packed
+    (stride 1), or strided by actor TP // rollout TP when collocated with a larger actor TP.
+    """
+
+    devices_per_process: int
+    stride: int = 1
+    origin: str = ""  # the keys and values it was read from, for the plan's explanation
+
+
+@dataclass(frozen=True)
 class ComponentSpec:
     """A logical component (train, eval, env, buffer, actor, rollout, agent, ...).
 
@@ -84,6 +97,11 @@ class ComponentSpec:
     gpus_per_worker: float = 1.0
     cpus_per_worker: float = 1.0
     path: str = ""  # key path of the definition, for messages
+    #: False: the component runs in the driver process, not as Ray actors (RLightning's `remote_<c>: false`).
+    remote: bool = True
+    #: Devices per process taken from a whole training config (RLinf's model-parallel placement); None: as
+    #: the placement or worker counts say.
+    process_shape: ProcessShape | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,13 @@ class JobSpec:
     node_groups: tuple[NodeGroupSpec, ...] = ()
     num_nodes: int | None = None
     source: str | None = None  # file the config came from, for messages
+    #: Keys the frameworks declare that rlplace keeps for the application, as written (`profiling`,
+    #: `rollout_env_interaction`, `remote_train`, ...), by key path relative to the cluster section.
+    extras: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    #: RLightning's `ray_address` ("auto" or HOST:PORT); used by connect/run when no address is passed.
+    ray_address: str | None = None
+    #: Things the loader noticed that are not errors (an unknown key, defaults applied); the plan repeats them.
+    warnings: tuple[str, ...] = ()
 
     def component(self, name: str) -> ComponentSpec | None:
         return next((c for c in self.components if c.name == name), None)

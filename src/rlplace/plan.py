@@ -74,6 +74,9 @@ class Worker:
     env_vars: dict[str, str] = field(default_factory=dict, hash=False)
     python: str | None = None
     hardware: dict[str, object] | None = field(default=None, hash=False)
+    #: Placed through a robot group, `node`, or a group without accelerators on a node that has GPUs: the
+    #: worker sees all of its node's GPUs without reserving any (RLinf semantics); launch must not hide them.
+    sees_node_gpus: bool = False
 
     @property
     def name(self) -> str:
@@ -137,6 +140,7 @@ class Plan:
                     dict(w["env_vars"]),
                     w["python"],
                     w["hardware"],
+                    w.get("sees_node_gpus", False),
                 )
                 for w in d["workers"]
             ),
@@ -203,4 +207,5 @@ def _worker_dict(w: Worker) -> dict:
         "env_vars": dict(w.env_vars),
         "python": w.python,
         "hardware": w.hardware,
+        "sees_node_gpus": w.sees_node_gpus,
     }
