@@ -25,7 +25,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
-    p.add_argument("file", help="config YAML with a `cluster:` section")
+    p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--nodes", metavar="SPEC", help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order")
     src.add_argument("--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string)")
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
     from rlplace.planner import estimate, plan, write_resource_pool
 
-    spec = load(args.file)
+    spec = load(args.file, overrides=args.overrides)
     inventory = _inventory(args)
     result = plan(spec, inventory)
     if args.export:

@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0],
     )
     p.add_argument("config", help="cluster config YAML (either dialect), e.g. one of `rlplace demo --list-configs`")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=2")
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--simulate",
@@ -61,7 +62,7 @@ def execute(
     from rlplace import config as config_module
 
     _require_demo_extra()
-    spec = config_module.load(config)  # config errors before any cluster starts
+    spec = config_module.load(config, overrides=getattr(args, "overrides", ()))  # errors before any cluster starts
     console = Console()
     if simulate:
         from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rlplace.config.problems import Path, Reporter, did_you_mean, show
+from rlplace.config.problems import Path, Reporter, did_you_mean, near_miss, show
 from rlplace.config.ranges import MAX_RANK
 
 
@@ -124,6 +124,51 @@ class Flag(Kind):
 
     def describe(self) -> str:
         return "true or false"
+
+
+@dataclass(frozen=True)
+class Maybe(Kind):
+    """`kind`, or null meaning "not written" (RLinf's Optional fields: `python_interpreter_path: null`)."""
+
+    kind: Kind
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        return None if value is None else self.kind.check(value, path, rep)
+
+    def schema(self) -> JsonSchema:
+        return {"anyOf": [self.kind.schema(), {"type": "null"}]}
+
+    def describe(self) -> str:
+        return f"{self.kind.describe()} or null"
+
+
+@dataclass(frozen=True)
+class Known(Kind):
+    """Free text whose usual values are known: a near miss of one is an error (did you mean), a known value
+    in another case is taken as that value, any other text is kept with a warning (the framework accepts it)."""
+
+    values: tuple[str, ...]
+    what: str  # "camera type", for messages
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not isinstance(value, str) or not value.strip():
+            return self._wrong(value, path, rep)
+        if value in self.values:
+            return value
+        close = near_miss(value, self.values)
+        if close is not None and close.lower() == value.lower():
+            return close
+        if close is not None:
+            rep.add(path, f"must be {self.describe()}, got {value!r}; did you mean '{close}'?", value)
+            return INVALID
+        rep.warn(path, f"{value!r} is not a {self.what} rlplace knows ({', '.join(self.values)}); kept as written")
+        return value
+
+    def schema(self) -> JsonSchema:
+        return {"type": "string", "examples": list(self.values)}
+
+    def describe(self) -> str:
+        return f"a {self.what} such as " + ", ".join(repr(v) for v in self.values)
 
 
 @dataclass(frozen=True)
@@ -236,11 +281,17 @@ class Field:
 
 @dataclass(frozen=True)
 class Section(Kind):
-    """A mapping with declared keys; unknown keys are errors listing the valid ones."""
+    """A mapping with declared keys.
+
+    Unknown keys are errors listing the valid ones, unless `lenient`: then only a near miss of a known key
+    is an error (`remote_storge`), and any other key is a warning naming it (where the frameworks ignore
+    unknown keys: the top of RLinf's cluster section, RLightning's pydantic models). See docs/config.md.
+    """
 
     name: str  # "a node group", for messages
     fields: Mapping[str, Field]
     doc: str = ""
+    lenient: bool = False
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if not isinstance(value, Mapping):
@@ -259,14 +310,22 @@ class Section(Kind):
 
     def unknown_key(self, key: object, path: Path, rep: Reporter) -> None:
         valid = sorted(self.fields)
+        where = (*path, str(key))
+        if self.lenient and near_miss(key, valid) is None:
+            rep.warn(
+                where,
+                f"unknown key '{key}' in {self.name} is not read by rlplace{did_you_mean(key, valid)} (kept for "
+                "your application; remove it if it is a typo)",
+                key,
+            )
+            return
         rep.add(
-            (*path, str(key)),
-            f"unknown key '{key}' in {self.name}{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}",
-            key,
+            where, f"unknown key '{key}' in {self.name}{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}", key
         )
 
     def schema(self) -> JsonSchema:
         props = {k: {**f.kind.schema(), "description": f.doc} for k, f in self.fields.items()}
+        # Editors flag every unknown key (the loader warns on lenient sections): the schema is the strict view.
         out: JsonSchema = {"type": "object", "properties": props, "additionalProperties": False}
         if self.doc:
             out["description"] = self.doc
