@@ -133,6 +133,8 @@ class _Composer:
             return []
         name, _, at = str(key).partition("@")
         full = _join(group, name)
+        if full.split("/")[0] == "hydra":
+            return []  # Hydra's own groups (hydra/job_logging, ...): they configure Hydra, not the config
         option = self.choices.get(full, option)
         if option is None:
             return []

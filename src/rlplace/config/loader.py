@@ -119,8 +119,10 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         section = {}
         rep.warn(
             base,
-            f"the {'cluster section' if base else 'config'} is empty: RLightning's defaults apply (placement mode "
-            "auto, strategy default: 1 train and 1 eval worker of 1 GPU each, Ray schedules them)",
+            f"the {'cluster section' if base else 'config'} is empty: RLightning's ClusterConfig defaults apply "
+            "(placement mode auto, strategy default: 1 train and 1 eval worker of 1 GPU each, Ray schedules every "
+            "worker); env workers follow rlplace's defaults (one per eval worker, 1 GPU each) unless a training "
+            "config gives env groups",
         )
     if not isinstance(section, Mapping):
         rep.add(
