@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 
 from rlplace.config.problems import Path, Reporter, show
@@ -268,8 +269,10 @@ def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Report
             )
         )
     try:
-        with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
-            cfg = compose(config_name=path.stem, overrides=list(overrides), return_hydra_config=True)
+        with warnings.catch_warnings():  # "Defaults list is missing _self_": Hydra's migration notice, not the user's
+            warnings.simplefilter("ignore", UserWarning)
+            with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
+                cfg = compose(config_name=path.stem, overrides=list(overrides), return_hydra_config=True)
     except Exception as e:  # Hydra's own errors: a bad override, a missing option, a grammar error
         raise ConfigError(
             Problem("", f"Hydra could not compose the config: {_one_line(e)}", file=_blame(path, overrides, e))

@@ -37,6 +37,11 @@ def written(section: Mapping[str, object], key: str) -> object:
     return None if value is INVALID else value
 
 
+def checked(kind: Kind, value: object, path: Path, rep: Reporter) -> object:
+    """`kind.check`, except for a value already reported (an interpolation that did not resolve)."""
+    return INVALID if value is INVALID else kind.check(value, path, rep)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -227,7 +232,7 @@ class ListOf(Kind):
         if len(value) < self.min_items:
             rep.add(path, f"must hold at least {self.min_items} entr{'y' if self.min_items == 1 else 'ies'}", value)
             return INVALID
-        items = [self.item.check(v, (*path, i), rep) for i, v in enumerate(value)]
+        items = [checked(self.item, v, (*path, i), rep) for i, v in enumerate(value)]
         # One bad item makes the list unusable for rules over the whole list; its problem is reported.
         return INVALID if any(item is INVALID for item in items) else items
 
@@ -302,7 +307,7 @@ class Section(Kind):
             if spec is None:
                 self.unknown_key(key, path, rep)
                 continue
-            out[key] = spec.kind.check(item, (*path, key), rep)
+            out[key] = checked(spec.kind, item, (*path, key), rep)
         for key, spec in self.fields.items():
             if spec.required and key not in value:
                 rep.add((*path, key), f"{self.name} needs '{key}': {spec.doc}")
@@ -348,7 +353,7 @@ class MapOf(Kind):
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if not isinstance(value, Mapping):
             return self._wrong(value, path, rep)
-        return {k: self.value.check(v, (*path, str(k)), rep) for k, v in value.items()}
+        return {k: checked(self.value, v, (*path, str(k)), rep) for k, v in value.items()}
 
     def schema(self) -> JsonSchema:
         return {"type": "object", "additionalProperties": self.value.schema()}

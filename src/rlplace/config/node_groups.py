@@ -67,7 +67,7 @@ def _hardware_incomplete(group: Mapping[str, object]) -> bool:
         block.get("type") is INVALID
         or configs is INVALID
         or any(
-            c is INVALID or any(v is INVALID for v in c.values())
+            c is INVALID or "node_rank" not in c or any(v is INVALID for v in c.values())  # type: ignore[operator,union-attr]
             for c in configs or ()  # type: ignore[union-attr]
         )
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from rlplace.config.fields import INVALID, Choice, Integer, Kind, Number, written
+from rlplace.config.fields import INVALID, Choice, Integer, Kind, Number, checked, written
 from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.values import Values
 from rlplace.model import ComponentSpec, JobSpec, ProcessShape
@@ -95,7 +95,7 @@ def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] 
 
 def _env_value(group: Mapping[str, object], path: Path, key: str, rep: Reporter) -> object:
     kind, default = _ENV_KEYS[key]
-    return default if key not in group else kind.check(group[key], (*path, key), rep)
+    return default if key not in group else checked(kind, group[key], (*path, key), rep)
 
 
 def _with_env(
@@ -136,7 +136,7 @@ def _policy_gpus(c: ComponentSpec, cluster: Mapping[str, object], values: Values
     raw = values.at(("policy", policy_key))
     if raw is None:
         return c
-    theirs = Number(0.0, whole_above_one=True).check(raw, ("policy", policy_key), rep)
+    theirs = checked(Number(0.0, whole_above_one=True), raw, ("policy", policy_key), rep)
     mine = written(cluster, key)
     if theirs is INVALID:
         return c
@@ -159,7 +159,7 @@ def _buffer(
     if not isinstance(storage, Mapping):
         rep.add(("buffer", "storage"), "must be a mapping (type, device, ...), as RLightning reads it", storage)
         return spec.settings, None
-    kind = Choice(("unified", "sharded")).check(storage.get("type", "unified"), ("buffer", "storage", "type"), rep)
+    kind = checked(Choice(("unified", "sharded")), storage.get("type", "unified"), ("buffer", "storage", "type"), rep)
     device = storage.get("device", "cpu")
     written_num = spec.settings.buffer_worker_num
     if kind == "unified":
@@ -186,9 +186,7 @@ def _buffer(
         count = written_num
         shards = storage.get("num_shards")
         if shards is not None:
-            count = Integer(1).check(
-                values.at(("buffer", "storage", "num_shards")), ("buffer", "storage", "num_shards"), rep
-            )
+            count = checked(Integer(1), shards, ("buffer", "storage", "num_shards"), rep)
             if count is not INVALID and written_num is not None and written_num != count:
                 rep.warn(
                     ("buffer", "storage", "num_shards"),
@@ -241,7 +239,7 @@ def _size(values: Values, path: Path, rep: Reporter) -> int | None:
     raw = values.at(path)
     if raw is None:
         return 1
-    size = Integer(1).check(raw, path, rep)
+    size = checked(Integer(1), raw, path, rep)
     return None if size is INVALID else size  # type: ignore[return-value]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter, show
 
 _MARK = "${"
@@ -52,7 +53,8 @@ class Values:
         return self.tree(node, path)
 
     def tree(self, value: object, path: Path) -> object:
-        """`value` (found at `path`) with every interpolation inside it resolved."""
+        """`value` (found at `path`) with every interpolation inside it resolved (INVALID where one could not
+        be: that problem is reported)."""
         if not self._needed:
             return value
         if isinstance(value, str) and _MARK in value:
@@ -72,7 +74,7 @@ class Values:
                 "(or write the value itself)",
                 text,
             )
-            return text
+            return INVALID
         try:
             node = self._omega_root(omegaconf)
             for part in path[:-1]:
@@ -82,7 +84,7 @@ class Values:
                 value = omegaconf.OmegaConf.to_container(value, resolve=True)
         except Exception as e:  # OmegaConf raises many kinds (grammar, missing key, unknown resolver)
             self.rep.add(path, f"cannot resolve {show(text)}: {_first_line(e)}", text)
-            return text
+            return INVALID
         return value
 
     def _omega_root(self, omegaconf: object) -> object:
