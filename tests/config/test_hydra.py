@@ -196,3 +196,13 @@ def test_validate_prints_warnings_under_ok_and_splits_files_from_overrides(capsy
         "(kept for your application; remove it if it is a typo)"
     )
     assert out[-1] == f"{CONF / 'cluster' / '1t1e.yaml'}: ok"
+
+
+def test_run_takes_overrides_and_refuses_a_bad_one_before_any_cluster_starts(capsys):
+    pytest.importorskip("hydra")
+    pytest.importorskip("gymnasium")
+    config = str(CONF / "cluster" / "1t1e.yaml")
+    assert main(["run", config, "train_worker_num=0", "--simulate", "1x2"]) == 2
+    err = capsys.readouterr().err
+    assert "command line 'train_worker_num=0': train_worker_num: must be an integer >= 1, got 0" in err
+    assert "Starting an embedded Ray cluster" not in err
