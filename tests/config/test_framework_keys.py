@@ -207,7 +207,10 @@ rollout:
 def test_rollout_spans_its_tensor_parallel_size_like_rlinfs_model_parallel_placement():
     shape = spec_of(REASONING).component("rollout").process_shape
     assert (shape.devices_per_process, shape.stride) == (2, 2)
-    assert shape.origin.startswith("rollout.tensor_parallel_size=2, actor.model.tensor_model_parallel_size=4")
+    assert shape.origin == (
+        "rollout.tensor_parallel_size: 2, actor.model.tensor_model_parallel_size: 4, collocated -> 2 GPU(s) per "
+        "process, stride 2"
+    )
     assert spec_of(REASONING).component("actor").process_shape is None
     same_tp = spec_of(REASONING.replace("tensor_model_parallel_size: 4", "tensor_model_parallel_size: 2"))
     assert (

@@ -306,7 +306,7 @@ def _locate_override(override: str, choices: Mapping[str, object], rep: Reporter
     path = tuple(int(p) if p.isdigit() else p for p in key.split("."))
     for known in [p for p in rep.lines if p[: len(path)] == path]:
         del rep.lines[known]  # the override replaced what the files wrote below it
-    rep.lines[path] = None  # type: ignore[assignment]
+    rep.lines[path] = None
     rep.files[path] = OVERRIDE_ORIGIN.format(override)
 
 

@@ -150,7 +150,7 @@ class Maybe(Kind):
 @dataclass(frozen=True)
 class Known(Kind):
     """Free text whose usual values are known: a near miss of one is an error (did you mean), a known value
-    in another case is taken as that value, any other text is kept with a warning (the framework accepts it)."""
+    in another case is fine, any other text is kept with a warning (the framework accepts it)."""
 
     values: tuple[str, ...]
     what: str  # "camera type", for messages
@@ -162,7 +162,7 @@ class Known(Kind):
             return value
         close = near_miss(value, self.values)
         if close is not None and close.lower() == value.lower():
-            return close
+            return value  # the frameworks compare these case-insensitively; the worker gets it as written
         if close is not None:
             rep.add(path, f"must be {self.describe()}, got {value!r}; did you mean '{close}'?", value)
             return INVALID

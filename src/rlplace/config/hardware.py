@@ -162,10 +162,17 @@ class Franka(HardwareType):
         {
             "robot_ip": Field(Maybe(IP), "IP address of the robot (default: the node's ROBOT_IP at enumeration)"),
             "camera_serials": SERIALS,
-            "camera_type": Field(CAMERA, "camera backend: realsense (default), zed or lumos"),
+            "camera_type": Field(
+                Known(("realsense", "zed", "lumos", "embodied_runtime"), "camera type"),
+                "camera backend: realsense (default), zed, lumos or embodied_runtime",
+            ),
             "gripper_type": Field(Known(("franka", "robotiq"), "gripper type"), "franka (default) or robotiq"),
             "gripper_connection": Field(Maybe(TEXT), "serial port of a Robotiq gripper, e.g. /dev/ttyUSB0"),
             "controller_node_rank": Field(CONTROLLER, "node running the arm's controller (default: the env worker's)"),
+            "backend": Field(
+                Known(("ros", "franky"), "controller backend"), "ros, or franky (libfranka, no roscore needed)"
+            ),
+            "embodied_runtime_robot_id": Field(Maybe(TEXT), "robot id managed by embodied-runtime"),
             "disable_validate": SKIP_CHECKS,
         },
     )

@@ -75,7 +75,7 @@ class Reporter:
     def __init__(self, file: str | None):
         self.file = file
         #: Line of each key path and text of each plain YAML scalar; filled by `read_yaml`, empty for dicts.
-        self.lines: dict[Path, int] = {}
+        self.lines: dict[Path, int | None] = {}  # None: known, without a line (a command-line override)
         self.files: dict[Path, str] = {}
         self.raw_text: dict[Path, str] = {}
         self.problems: list[Problem] = []

@@ -269,8 +269,8 @@ def _rollout_shape(
             return None
         stride = actor_tp // rollout_tp if actor_tp > rollout_tp else 1
         origin = (
-            f"rollout.tensor_parallel_size={rollout_tp}, actor.model.tensor_model_parallel_size={actor_tp}: "
-            f"collocated with actor, {rollout_tp} GPU(s) a process" + (f", stride {stride}" if stride > 1 else "")
+            f"rollout.tensor_parallel_size: {rollout_tp}, actor.model.tensor_model_parallel_size: {actor_tp}, "
+            f"collocated -> {rollout_tp} GPU(s) per process" + (f", stride {stride}" if stride > 1 else "")
         )
         return ProcessShape(rollout_tp, stride, origin)
     if a is not None and r is not None and set(a) & set(r) and actor.placement.groups == rollout.placement.groups:  # type: ignore[union-attr]
@@ -284,8 +284,8 @@ def _rollout_shape(
     if n is not None:
         per = n // max(n // per, 1)
     origin = (
-        f"rollout.tensor_parallel_size={rollout_tp}, rollout.pipeline_parallel_size={rollout_pp}: disaggregated, "
-        f"{per} GPU(s) per rollout data-parallel rank"
+        f"rollout.tensor_parallel_size: {rollout_tp}, rollout.pipeline_parallel_size: {rollout_pp}, disaggregated "
+        f"-> {per} GPU(s) per rollout data-parallel rank"
     )
     return ProcessShape(per, 1, origin)
 
