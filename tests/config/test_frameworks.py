@@ -73,6 +73,7 @@ CASES = [
     ),
     ("rlinf/config/grpo_collocated.yaml", "2x8", {"actor": 16, "reward": 16}, [], False),
     ("rlinf/config/grpo_disaggregated.yaml", "2x8", {"actor": 8, "reward": 8, "inference": 2}, [], False),
+    ("rlinf/config/grpo_dynamic.yaml", "2x8", {"actor": 4, "inference": 2}, [], False),
     (
         "rlinf/config/embodied_robots.yaml",
         "2x8:A800,4x0",

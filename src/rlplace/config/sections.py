@@ -230,9 +230,12 @@ RLINF_SWITCHES = (
     "use_pre_process_policy",
     "use_wait_before_last_iter_policy",
     "recreate_nccl_groups",
+    "rollout_use_all_gpus",  # the auto scheduler's (dynamic reasoning configs)
+    "fuse_rollout_inference_only",
 )
-RLINF_SETTINGS = ("profiling", "tracer", "net_emulation")
-RLINF_EXTRAS = (*RLINF_SETTINGS, *RLINF_SWITCHES)
+RLINF_SETTINGS = ("profiling", "tracer", "net_emulation", "assign_policy")
+RLINF_NUMBERS = ("monitor_interval", "preprocess_threshold", "migrate_out_max_bs")
+RLINF_EXTRAS = (*RLINF_SETTINGS, *RLINF_SWITCHES, *RLINF_NUMBERS, "num_gpus_per_node")
 
 NODE_GROUPS_SECTION = Section(
     "the cluster section",
@@ -248,6 +251,12 @@ NODE_GROUPS_SECTION = Section(
         ),
         **{k: Field(Anything(), f"RLinf's {k} settings, kept for the application") for k in RLINF_SETTINGS},
         **{k: Field(Maybe(Flag()), f"RLinf's {k} switch, kept for the application") for k in RLINF_SWITCHES},
+        **{
+            k: Field(Maybe(Number(0.0)), f"RLinf's auto scheduler {k}, kept for the application") for k in RLINF_NUMBERS
+        },
+        "num_gpus_per_node": Field(
+            Maybe(Integer(1)), "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)"
+        ),
     },
     doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
     lenient=True,
