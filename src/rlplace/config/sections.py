@@ -236,6 +236,7 @@ RLINF_SWITCHES = (
 RLINF_SETTINGS = ("profiling", "tracer", "net_emulation", "assign_policy")
 RLINF_NUMBERS = ("monitor_interval", "preprocess_threshold", "migrate_out_max_bs")
 RLINF_EXTRAS = (*RLINF_SETTINGS, *RLINF_SWITCHES, *RLINF_NUMBERS, "num_gpus_per_node")
+_AS_WRITTEN_NUMBER = Switch(((int, Integer(0)), (float, Number(0.0))))  # extras keep 80 as 80, not 80.0
 
 NODE_GROUPS_SECTION = Section(
     "the cluster section",
@@ -251,9 +252,7 @@ NODE_GROUPS_SECTION = Section(
         ),
         **{k: Field(Anything(), f"RLinf's {k} settings, kept for the application") for k in RLINF_SETTINGS},
         **{k: Field(Maybe(Flag()), f"RLinf's {k} switch, kept for the application") for k in RLINF_SWITCHES},
-        **{
-            k: Field(Maybe(Number(0.0)), f"RLinf's auto scheduler {k}, kept for the application") for k in RLINF_NUMBERS
-        },
+        **{k: Field(Maybe(_AS_WRITTEN_NUMBER), f"RLinf's auto scheduler {k}, kept as written") for k in RLINF_NUMBERS},
         "num_gpus_per_node": Field(
             Maybe(Integer(1)), "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)"
         ),
