@@ -22,6 +22,7 @@ $(VENV)/.torch: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/rlplace demo
+	@echo "rlplace is installed in $(VENV): 'source $(VENV)/bin/activate' puts rlplace and its python on PATH (README.md)"
 
 test: $(VENV)/.torch
 	$(BIN)/ruff check $(LINTED)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     env = start_environment(os.environ)
     if args.dry_run:
         shown = " ".join(f"{k}={v}" for k, v in HIDE_GPUS_ENV.items())
-        print(f"{shown} {subprocess.list2cmdline(cmd)}")
+        print(f"{shown} {shlex.join(cmd)}")
         return 0
     if not os.path.exists(ray):
         raise RlplaceError(f"the `ray` command is not installed next to {sys.executable} nor on PATH")
