@@ -53,7 +53,10 @@ def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
     try:
         resolved = canonicalize_bootstrap_address(address)
     except ConnectionError:
-        raise RlplaceError(f"no Ray cluster found for address {typed}: none runs here; {hint}") from None
+        raise RlplaceError(
+            f"no Ray cluster to join: address auto finds none running on this machine and $RAY_ADDRESS is not "
+            f"set; {hint}"
+        ) from None
     except ValueError:
         raise RlplaceError(f"{address!r} is not a Ray address: write HOST:PORT (e.g. 10.0.0.1:6379) or auto") from None
     if resolved is None:  # "local": Ray would start a new cluster, which joining must never do
