@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -51,8 +52,8 @@ BLOCK_TIMEOUT_S = 120.0
 SANDBOX = "__docs_sandbox__"
 
 
-def sybil() -> Sybil:
-    """The Sybil that collects the pages (the root conftest.py turns it into pytest items)."""
+def sybil(root: pathlib.Path = ROOT, pages: Sequence[str] = PAGES) -> Sybil:
+    """The Sybil that collects `pages` under `root` (the root conftest.py turns it into pytest items)."""
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     return Sybil(
         parsers=[
@@ -63,8 +64,8 @@ def sybil() -> Sybil:
             CodeBlockParser("console", run_console),
             CodeBlockParser("yaml", load_cluster_yaml),
         ],
-        patterns=list(PAGES),
-        path=str(ROOT),
+        patterns=list(pages),
+        path=str(root),
         setup=enter_sandbox,
         teardown=leave_sandbox,
     )
@@ -114,11 +115,14 @@ def leave_sandbox(namespace: dict[str, Any]) -> None:
 def _cwd(example: Example) -> pathlib.Path:
     """The sandbox, or its examples/NAME/ for a page that lives there."""
     sandbox: pathlib.Path = example.namespace[SANDBOX]
-    page_dir = pathlib.Path(example.path).resolve().parent.relative_to(ROOT)
-    return sandbox / page_dir if page_dir.parts[:1] == ("examples",) else sandbox
+    page_dir = pathlib.Path(example.path).resolve().parent
+    if not page_dir.is_relative_to(ROOT):
+        return sandbox
+    inside = page_dir.relative_to(ROOT)
+    return sandbox / inside if inside.parts[:1] == ("examples",) else sandbox
 
 
-def _shell(script: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+def shell(script: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """Run `script` with bash as a user of the repository would: the venv's `rlplace` and `python` first on
     PATH, no inherited Ray address (a doc command must never join someone's cluster), a fixed width for
     tables."""
@@ -142,7 +146,7 @@ def _shell(script: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
 
 def run_bash(example: Example) -> str | None:
     """A bash block: every command must succeed."""
-    done = _shell("set -eo pipefail\n" + example.parsed, _cwd(example))
+    done = shell("set -eo pipefail\n" + example.parsed, _cwd(example))
     if done.returncode != 0:
         return f"exit code {done.returncode} from the block:\n{example.parsed}\n{done.stdout}{done.stderr}"
     return None
@@ -151,7 +155,7 @@ def run_bash(example: Example) -> str | None:
 def run_console(example: Example) -> str | None:
     """A console block: each `$ command` must print what follows it."""
     for command, expected in console_steps(example.parsed):
-        done = _shell(command, _cwd(example))
+        done = shell(command, _cwd(example))
         actual = done.stdout + done.stderr
         if not output_matches(expected, actual):
             return f"$ {command}\nexpected:\n{expected}\ngot (exit code {done.returncode}):\n{actual}"
