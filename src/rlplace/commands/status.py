@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,10 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="show the live job's workers: node, GPUs, state, restarts")
     p.add_argument(
         "--address",
-        default=os.environ.get("RAY_ADDRESS") or "auto",
-        help="Ray cluster address HOST:PORT (default: $RAY_ADDRESS, else the local cluster)",
+        metavar="HOST:PORT",
+        default="auto",
+        help="the Ray cluster's head (default: auto: $RAY_ADDRESS, else the cluster started on this machine)",
     )
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="how the workers are printed")
     p.set_defaults(func=run)
 
 
