@@ -92,7 +92,79 @@ TOO_LARGE = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n" for p, n in zip("abcde", "bcdef", strict=True)
 )
 
+
+def config_tree(files: dict[str, str], load_path: str, **kwargs: object) -> Provoker:
+    """The error of loading `load_path` from a tree of config files written to a scratch directory."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        root = request.getfixturevalue("tmp_path")
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        return raised(lambda: load(root / load_path, **kwargs))
+
+    return provoke
+
+
+def without_module(module: str, provoker: Provoker) -> Provoker:
+    """What `provoker` gets when `module` cannot be imported (an optional extra not installed)."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        request.getfixturevalue("monkeypatch").setitem(sys.modules, module, None)
+        return provoker(request)
+
+    return provoke
+
+
+#: Node 3's Franka configured by two groups.
+TWO_ARMS = """\
+cluster:
+  num_nodes: 4
+  component_placement: {env: {node_group: arm, placement: 0}}
+  node_groups:
+    - label: arm
+      node_ranks: 2-3
+      hardware: {type: Franka, configs: [{node_rank: 3, robot_ip: '10.0.0.1'}]}
+    - label: arm2
+      node_ranks: 3
+      hardware: {type: Franka, configs: [{node_rank: 3, robot_ip: '10.0.0.9'}]}
+"""
+RLIGHTNING_WHOLE = (
+    "cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  env_worker_num: 5\n"
+    "  placement: {strategy: disaggregate}\n"
+    "env:\n  - {name: a, num_workers: 2, num_gpus: 1}\n  - {name: b, num_workers: 1, num_gpus: 1}\n"
+    "buffer: {storage: {type: unified}}\npolicy: {type: PPO}\ntrain: {max_epochs: 1}\n"
+)
+RLINF_REASONING = (
+    "cluster:\n  num_nodes: 1\n  component_placement:\n    actor,rollout: all\n"
+    "actor: {model: {tensor_model_parallel_size: 4}}\nrollout: {tensor_parallel_size: 3}\n"
+)
+HYDRA_TREE = {"main.yaml": "defaults:\n  - cluster: 1t1e\n", "cluster/1t1e.yaml": "train_worker_num: 1\n"}
+
 CONFIG: dict[str, Provoker] = {
+    "Franka hardware of node 3 is already configured by node group 'arm'": config(TWO_ARMS),
+    "Hydra overrides (...) need hydra-core": without_module(
+        "hydra", config_tree(HYDRA_TREE, "main.yaml", overrides=["cluster=1t1e"])
+    ),
+    "cannot resolve '${...}': ...": config("sizes: {train: 3}\ncluster:\n  train_worker_num: ${sizes.eval}\n"),
+    "config group cluster: no option '8t8e' (...); options there: ...": config_tree(
+        {**HYDRA_TREE, "main.yaml": "defaults:\n  - cluster: 8t8e\n"}, "main.yaml"
+    ),
+    "env_worker_num: 5 disagrees with the env: groups of this training config (3)": config(RLIGHTNING_WHOLE),
+    "hardware_type is taken from hardware.type when a hardware block is given": config(
+        TWO_ARMS.replace("    - label: arm2", "      hardware_type: Franka\n    - label: arm2")
+    ),
+    "is an interpolation; resolving it needs omegaconf": without_module(
+        "omegaconf", config("sizes: {train: 3}\ncluster:\n  train_worker_num: ${sizes.train}\n")
+    ),
+    "node_ranks: all needs num_nodes": config(
+        "cluster:\n  component_placement: {actor: {node_group: a, placement: 0}}\n  node_groups:\n"
+        "    - label: a\n      node_ranks: all\n"
+    ),
+    "rollout.tensor_parallel_size 3 must divide actor.model.tensor_model_parallel_size 4": config(RLINF_REASONING),
+    "unknown hardware type 'Frank'; did you mean 'Franka'? Known types: ...": config(
+        NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"
+    ),
     "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'? Valid keys: ...": config(
         "cluster:\n  eval_worker_nm: 2\n"
     ),
@@ -102,9 +174,6 @@ CONFIG: dict[str, Provoker] = {
         "cluster:\n  placement: {mode: manul}\n"
     ),
     "above 1 it must be a whole number of GPUs": config("cluster:\n  train_each_gpu_num: 1.5\n"),
-    "env_strategy: device-colocate requires placement.strategy: colocate": config(
-        "cluster:\n  placement: {strategy: disaggregate, env_strategy: device-colocate}\n"
-    ),
     "is_colocated: true contradicts placement.strategy: disaggregate": config(
         "cluster:\n  is_colocated: true\n  placement: {strategy: disaggregate}\n"
     ),
@@ -183,10 +252,6 @@ CONFIG: dict[str, Provoker] = {
     "must be an absolute path to a Python interpreter": config(
         NG + "    - label: a\n      node_ranks: 0\n      env_configs:\n"
         "        - {node_ranks: 0, python_interpreter_path: venv/bin/python}\n"
-    ),
-    "hardware.type: must be one of 'Franka', got 'Frank'; did you mean 'Franka'?": config(
-        NG + "    - label: a\n      node_ranks: 0\n"
-        "      hardware: {type: Frank, configs: [{node_rank: 0, robot_ip: '10.0.0.1'}]}\n"
     ),
     "'10.0.0.300' is not a valid IPv4 or IPv6 address": config(NG + ROBOT % "{node_rank: 0, robot_ip: '10.0.0.300'}"),
     "node_rank 1 is not in this group": config(NG + ROBOT % "{node_rank: 1, robot_ip: '10.0.0.1'}"),
