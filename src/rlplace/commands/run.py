@@ -83,7 +83,8 @@ def execute(
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
-    join(address or os.environ.get("RAY_ADDRESS") or "auto")
+    # --address, else the config's ray_address (RLightning's key; "auto" defers to $RAY_ADDRESS), else $RAY_ADDRESS.
+    join(address or spec.ray_address or os.environ.get("RAY_ADDRESS") or "auto")
     return _train(spec, console, args, picture_stem)
 
 
