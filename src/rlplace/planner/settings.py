@@ -50,8 +50,7 @@ def resolve(spec: JobSpec) -> Resolved:
     env_strategy = s.env_strategy or "default"
     # device-colocate beside disaggregate is planned as RLightning does (env i shares eval i's GPU in the
     # rollout pool), although the spec's table says "Requires strategy: colocate" (docs/planner.md).
-    if env_strategy != "default" and strategy == "default":
-        warnings.append(f"env_strategy {env_strategy} has no effect under strategy default (nothing is pinned)")
+    # env_strategy under strategy default has no effect: the loader warns (JobSpec.warnings, with file and line).
     return Resolved("auto", strategy, env_strategy, strategy == "colocate", s.enable_offload, tuple(warnings))
 
 
