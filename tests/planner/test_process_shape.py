@@ -98,3 +98,10 @@ def test_shape_round_trips_through_json():
     again = Plan.from_dict(p.to_dict())
     assert again == p and again.process_shapes == p.process_shapes
     assert [w.visible_gpus for w in again.workers] == [w.visible_gpus for w in p.workers]
+
+
+def test_one_device_processes_ignore_the_stride():
+    """Actor TP 2 over rollout TP 1 gives stride 2 with one GPU a process: the same as packed."""
+    p = plan(grpo_7b(1, 2, nodes=1), parse_nodes("1x8"))
+    assert [w.gpus for w in p.by_component("rollout")] == [(g,) for g in range(8)]
+    assert all(w.visible_gpus is None and w.gpu_fraction == pytest.approx(1 / 3) for w in p.by_component("rollout"))

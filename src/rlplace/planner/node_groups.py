@@ -270,7 +270,7 @@ def _shaped(
                 f"with stride {st}{origin}; the resource count must be a multiple of {d * st}",
             )
         )
-    if d == 1 and st == 1:
+    if d == 1:  # one device a process: a stride changes nothing (RLinf's packed placement agrees)
         return list(flat)
     return [tuple(flat[base + o + k * st] for k in range(d)) for base in range(0, len(flat), d * st) for o in range(st)]
 
