@@ -95,3 +95,23 @@ def rlplace_connect(p, name: str):
     import rlplace
 
     return rlplace.connect(p, name=name, export_path=None, timeout_s=20)
+
+
+def test_a_plan_with_spanning_rollout_processes_reserves_each_gpu_once(ray_cluster):
+    """Rollout TP 2 beside single-GPU actors on node 0's 4 GPUs: the reservation asks 4 GPUs there, not 6."""
+    from rlplace.model import ProcessShape
+
+    every = Placement(("g",), (Segment(None),))
+    spec = JobSpec(
+        "node_groups",
+        PlacementSettings(mode="manual"),
+        (
+            ComponentSpec("actor", every),
+            ComponentSpec("rollout", every, process_shape=ProcessShape(2, 2, "rollout TP 2 under actor TP 4")),
+        ),
+        (NodeGroupSpec("g", (0,)),),
+    )
+    p = plan(spec, ray_cluster.inventory)
+    assert sum(b.num_gpus for b in p.bundles) == 4
+    with rlplace_connect(p, "spanning") as job:
+        assert len(job.placement_groups) == 1  # reserved within seconds: no infeasible 6-GPU demand on a 4-GPU node
