@@ -51,41 +51,72 @@ class Inventory:
         return sum(n.num_gpus for n in self.nodes)
 
 
-_NODES_TERM = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z0-9_.\-]+))?\s*$")
+_NODES_TERM = re.compile(
+    r"^\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z0-9_.\-]+))?\s*(?:@\s*([A-Za-z_][A-Za-z0-9_\-]*))?\s*$"
+)
+_NODES_FORM = "COUNTxGPUS[:MODEL][@RESOURCE] (e.g. '2x8', '8x8:A800', '2x8:Ascend910B@NPU', '2x0')"
+
+#: Accelerator models whose Ray resource is not "GPU", recognised by name prefix so that `--nodes
+#: 2x8:Ascend910B` plans what Ray will report (Ascend NPUs are "NPU", Intel Gaudi cards "HPU"); any other
+#: model is a GPU unless `@RESOURCE` says otherwise.
+MODEL_RESOURCES = (("ascend", "NPU"), ("gaudi", "HPU"))
+
+
+def accelerator_resource(model: str | None, written: str | None = None) -> str:
+    """The Ray resource name of a node's accelerators: as written, else from the model's name, else "GPU"."""
+    if written:
+        return written
+    lowered = (model or "").lower()
+    return next((res for prefix, res in MODEL_RESOURCES if lowered.startswith(prefix)), "GPU")
 
 
 def parse_nodes(spec: str, num_cpus: float = 8.0) -> Inventory:
-    """Parse `--nodes COUNTxGPUS[:MODEL],...`, groups in node-rank order.
+    """Parse `--nodes COUNTxGPUS[:MODEL][@RESOURCE],...`, groups in node-rank order.
 
     ``"8x8:A800,8x8:RTX4090,2x0"`` is 8 nodes of 8 A800s, 8 of 8 RTX 4090s, then 2 CPU-only nodes.
+    ``"2x8:Ascend910B@NPU"`` is 2 nodes of 8 Ascend NPUs, which Ray reports as resource "NPU" (the `@NPU`
+    may be left out for Ascend and Gaudi models, see MODEL_RESOURCES); GPUS counts any accelerator.
     """
     nodes: list[Node] = []
     for i, term in enumerate(spec.split(",")):
         m = _NODES_TERM.match(term)
         if not m:
             raise ConfigError(
-                Problem(
-                    path=f"--nodes[{i}]",
-                    value=term,
-                    message=f"{term.strip()!r} is not COUNTxGPUS[:MODEL] (e.g. '2x8', '8x8:A800', '2x0')",
-                )
+                Problem(path=f"--nodes[{i}]", value=term, message=f"{term.strip()!r} is not {_NODES_FORM}")
             )
-        count, gpus, model = int(m.group(1)), int(m.group(2)), m.group(3)
+        count, gpus, model, resource = int(m.group(1)), int(m.group(2)), m.group(3), m.group(4)
         if count == 0:
             raise ConfigError(Problem(path=f"--nodes[{i}]", value=term, message="node count must be at least 1"))
         for _ in range(count):
-            nodes.append(Node(rank=len(nodes), num_gpus=gpus, gpu_model=model if gpus else None, num_cpus=num_cpus))
+            nodes.append(
+                Node(
+                    rank=len(nodes),
+                    num_gpus=gpus,
+                    gpu_model=model if gpus else None,
+                    num_cpus=num_cpus,
+                    accelerator_resource=accelerator_resource(model, resource),
+                )
+            )
     return Inventory(tuple(nodes))
 
 
-_NODE_KEYS = {"count": int, "gpus": int, "model": str, "cpus": (int, float), "labels": dict, "resources": dict}
+_NODE_KEYS = {
+    "count": int,
+    "gpus": int,
+    "model": str,
+    "accelerator": str,
+    "cpus": (int, float),
+    "labels": dict,
+    "resources": dict,
+}
 
 
 def load_inventory(path: str) -> Inventory:
     """Read an inventory YAML for `rlplace plan --inventory FILE`.
 
     Either ``nodes: "8x8:A800,2x0"`` (the --nodes form) or a list in node-rank order, each entry
-    ``{count: 1, gpus: 0, model: null, cpus: 8, labels: {}, resources: {}}`` (every key optional).
+    ``{count: 1, gpus: 0, model: null, accelerator: GPU, cpus: 8, labels: {}, resources: {}}`` (every key
+    optional; `accelerator` is the Ray resource name of the `gpus`: GPU, NPU, HPU, ...).
     """
     import yaml  # only this entry point needs it
 
@@ -123,6 +154,7 @@ def load_inventory(path: str) -> Inventory:
                     num_cpus=float(entry.get("cpus", 8.0)),
                     labels={str(k): str(v) for k, v in entry.get("labels", {}).items()},
                     resources={str(k): float(v) for k, v in entry.get("resources", {}).items()},
+                    accelerator_resource=accelerator_resource(entry.get("model"), entry.get("accelerator")),
                 )
             )
     return Inventory(tuple(out))

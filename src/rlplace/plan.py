@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from rlplace.model import ProcessShape
+
 
 @dataclass(frozen=True)
 class EffectiveSettings:
@@ -39,6 +41,8 @@ class Bundle:
     num_cpus: float
     resources: dict[str, float] = field(default_factory=dict, hash=False)
     group: str | None = None  # node group or pool it belongs to
+    #: Ray resource name of the node's accelerators that `gpus` counts: "GPU", or "NPU", "HPU", ...
+    accelerator: str = "GPU"
 
     @property
     def num_gpus(self) -> int:
@@ -77,10 +81,18 @@ class Worker:
     #: Placed through a robot group, `node`, or a group without accelerators on a node that has GPUs: the
     #: worker sees all of its node's GPUs without reserving any (RLinf semantics); launch must not hide them.
     sees_node_gpus: bool = False
+    #: The devices the worker must see when Ray's own GPU assignment cannot say it (launch sets the visible
+    #: devices to these): every GPU of its node when `sees_node_gpus`; its own `gpus` for a process spanning
+    #: several GPUs that other processes also use (it asks Ray for none: each GPU is reserved once, in the
+    #: bundle of that GPU). None: Ray's assignment is the truth.
+    visible_gpus: tuple[int, ...] | None = None
+    #: Runs in the driver process instead of as a Ray actor (RLightning's `remote_<component>: false`):
+    #: no node, no bundle, nothing reserved.
+    in_driver: bool = False
 
     @property
     def name(self) -> str:
-        """The Ray actor name of this worker."""
+        """The Ray actor name of this worker (driver-local workers use it as their name too)."""
         return f"rlplace:{self.component}:{self.rank}"
 
     @property
@@ -88,7 +100,7 @@ class Worker:
         """What to request from Ray for this worker."""
         if self.gpus:
             return self.gpu_fraction * len(self.gpus)
-        return self.gpu_fraction if self.node_rank is None else 0.0
+        return self.gpu_fraction if self.node_rank is None and not self.in_driver else 0.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,11 @@ class Plan:
     groups: tuple[GroupSummary, ...] = ()
     warnings: tuple[str, ...] = ()
     uses_placement_groups: bool = True
+    #: Where this plan places differently from the framework the config comes from (RLightning, RLinf), said
+    #: once per topic and only when it changes this plan; not problems (see docs/migrating.md).
+    notes: tuple[str, ...] = ()
+    #: Devices per process of components whose processes span several devices, with where that came from.
+    process_shapes: dict[str, ProcessShape] = field(default_factory=dict, hash=False)
 
     def by_component(self, component: str) -> list[Worker]:
         return sorted((w for w in self.workers if w.component == component), key=lambda w: w.rank)
@@ -141,11 +158,21 @@ class Plan:
                     w["python"],
                     w["hardware"],
                     w.get("sees_node_gpus", False),
+                    None if w.get("visible_gpus") is None else tuple(w["visible_gpus"]),
+                    w.get("in_driver", False),
                 )
                 for w in d["workers"]
             ),
             bundles=tuple(
-                Bundle(b["index"], b["node_rank"], tuple(b["gpus"]), b["num_cpus"], dict(b["resources"]), b["group"])
+                Bundle(
+                    b["index"],
+                    b["node_rank"],
+                    tuple(b["gpus"]),
+                    b["num_cpus"],
+                    dict(b["resources"]),
+                    b["group"],
+                    b.get("accelerator", "GPU"),
+                )
                 for b in d["bundles"]
             ),
             settings=EffectiveSettings(**d["settings"]),
@@ -160,6 +187,8 @@ class Plan:
             ),
             warnings=tuple(d["warnings"]),
             uses_placement_groups=d["uses_placement_groups"],
+            notes=tuple(d.get("notes", ())),
+            process_shapes={c: ProcessShape(**p) for c, p in d.get("process_shapes", {}).items()},
         )
 
     def to_dict(self) -> dict:
@@ -176,6 +205,7 @@ class Plan:
                     "num_cpus": b.num_cpus,
                     "resources": dict(b.resources),
                     "group": b.group,
+                    "accelerator": b.accelerator,
                 }
                 for b in self.bundles
             ],
@@ -189,6 +219,8 @@ class Plan:
                 for g in self.groups
             ],
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "process_shapes": {c: asdict(p) for c, p in self.process_shapes.items()},
         }
 
 
@@ -208,4 +240,6 @@ def _worker_dict(w: Worker) -> dict:
         "python": w.python,
         "hardware": w.hardware,
         "sees_node_gpus": w.sees_node_gpus,
+        "visible_gpus": None if w.visible_gpus is None else list(w.visible_gpus),
+        "in_driver": w.in_driver,
     }

@@ -22,12 +22,6 @@ from rlplace.planner import plan
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "data" / "frameworks"
 EXPECTED = CORPUS / "expected"
-H2_PLANS = pytest.mark.xfail(
-    raises=ConfigError,
-    strict=False,
-    reason="device-colocate beside strategy disaggregate or default is planned by the i9-plan branch "
-    "(planner/settings.py still refuses it there)",
-)
 
 # (config, inventory, {component: workers}, fragments of the load warnings, expected plan checked in)
 CASES = [
@@ -42,27 +36,19 @@ CASES = [
         True,
     ),
     ("rlightning/conf/cluster/1t1e.yaml", "2x2", {"train": 1, "eval": 1, "env": 1, "buffer": 1}, [], True),
-    pytest.param(
-        "rlightning/conf/cluster/4t4e_devcolo.yaml",
-        "2x4",
-        {"train": 4, "eval": 4, "env": 4},
-        [],
-        False,
-        marks=H2_PLANS,
-    ),
+    ("rlightning/conf/cluster/4t4e_devcolo.yaml", "2x4", {"train": 4, "eval": 4, "env": 4}, [], False),
     ("rlightning/conf/cluster/4t4e_manual.yaml", "1x8", {"train": 4, "eval": 4, "env": 4, "buffer": 1}, [], True),
     ("rlightning/conf/cluster/2t2e_pool_group.yaml", "2x4", {"train": 2, "eval": 2, "env": 2, "buffer": 1}, [], True),
     ("rlightning/conf/cluster/8t8e_colocate.yaml", "1x8", {"train": 8, "eval": 8, "env": 8, "buffer": 1}, [], True),
     ("rlightning/conf/cluster/remote_debug.yaml", "1x5", {"train": 1, "eval": 2, "env": 2, "buffer": 1}, [], False),
     ("rlightning/conf/cluster/empty.yaml", "1x4", {"train": 1, "eval": 1, "env": 1}, ["RLightning's Cluster"], False),
     ("rlightning/conf/cluster/small_machine.yaml", "1x2", {"train": 1, "eval": 1, "env": 1, "buffer": 1}, [], False),
-    pytest.param(
+    (
         "rlightning/conf/cluster/default_env_strategy.yaml",
         "1x6",
         {"train": 2, "eval": 2, "env": 2},
         ["env_strategy: device-colocate has no effect under strategy default (the strategy when none is written)"],
         False,
-        marks=H2_PLANS,
     ),
     (
         "rlightning/conf/cluster/extra_keys.yaml",

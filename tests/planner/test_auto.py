@@ -93,10 +93,50 @@ def test_colocate_too_small_is_a_plan_error():
         plan(auto("colocate", train=2, eval=3), parse_nodes("1x4"))
 
 
-def test_device_colocate_without_colocate_is_a_config_error():
-    with pytest.raises(ConfigError, match="device-colocate requires strategy: colocate") as e:
-        plan(auto("disaggregate", "device-colocate"), parse_nodes("2x4"))
-    assert e.value.problems[0].path == "cluster.placement.env_strategy"
+def rows(p, *components):
+    """The expected-plan form: (component, rank, node, GPUs, share, group) of every worker, in plan order."""
+    return [
+        (w.component, w.rank, w.node_rank, w.gpus, round(w.gpu_fraction, 3), w.group)
+        for w in p.workers
+        if not components or w.component in components
+    ]
+
+
+def test_disaggregate_device_colocate_expected_plan():
+    """As RLightning plans it: train_pool isolated, env i on eval i's GPU in rollout_pool, 1/2 each."""
+    p = plan(auto("disaggregate", "device-colocate", train=4, eval=4), parse_nodes("2x4"))
+    assert rows(p) == [
+        *[("train", i, 0, (i,), 1.0, "train_pool") for i in range(4)],
+        *[("eval", i, 1, (i,), 0.5, "rollout_pool") for i in range(4)],
+        *[("env", i, 1, (i,), 0.5, "rollout_pool") for i in range(4)],
+        ("buffer", 0, 0, (), 0.0, "train_pool"),
+    ]
+    assert p.settings.strategy == "disaggregate" and p.settings.env_strategy == "device-colocate"
+    assert not p.settings.is_colocated and not p.warnings
+    assert [(g.name, g.node_ranks) for g in p.groups] == [("train_pool", (0,)), ("rollout_pool", (1,))]
+
+
+def test_disaggregate_device_colocate_demand_is_train_plus_max_of_eval_and_env():
+    # 4 + max(4, 6) = 10 GPUs fit 3x4; eval + env (4 + 6) would need 14
+    p = plan(auto("disaggregate", "device-colocate", train=4, eval=4, env=6), parse_nodes("3x4"))
+    assert where(p, "eval") == [(1, (0,)), (1, (1,)), (1, (2,)), (1, (3,))]
+    assert where(p, "env") == [(1, (0,)), (1, (1,)), (1, (2,)), (1, (3,)), (2, (0,)), (2, (1,))]
+    assert [round(w.gpu_fraction, 3) for w in p.by_component("env")] == [0.5] * 4 + [1.0] * 2
+    with pytest.raises(PlanError, match=r"needs 11 GPU.*rollout_pool 7 = max\(eval, env\): device-colocate"):
+        plan(auto("disaggregate", "device-colocate", train=4, eval=4, env=7), parse_nodes("2x5"))
+
+
+def test_disaggregate_device_colocate_on_one_node_keeps_train_apart_and_pairs_eval_with_env():
+    p = plan(auto("disaggregate", "device-colocate", train=4, eval=4), parse_nodes("1x8"))
+    assert [g.name for g in p.groups] == ["global_pool"] and any("disjoint nodes" in w for w in p.warnings)
+    assert where(p, "train") == [(0, (g,)) for g in range(4)]
+    assert where(p, "eval") == where(p, "env") == [(0, (g,)) for g in range(4, 8)]
+
+
+def test_device_colocate_under_strategy_default_pins_nothing():
+    """The loader warns that env_strategy has no effect under strategy default; the planner leaves workers to Ray."""
+    p = plan(auto("default", "device-colocate"), parse_nodes("2x4"))
+    assert not p.uses_placement_groups and all(w.node_rank is None for w in p.workers if w.component != "buffer")
 
 
 def test_is_colocated_contradicting_strategy_is_a_config_error():

@@ -43,9 +43,9 @@ def test_hetero_on_too_few_nodes_exits_3(capsys):
 
 def test_config_errors_exit_2(capsys, tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("cluster:\n  placement:\n    strategy: disaggregate\n    env_strategy: device-colocate\n")
+    bad.write_text("cluster:\n  is_colocated: true\n  placement:\n    strategy: disaggregate\n")
     code, _, err = run(capsys, str(bad), "--nodes", "2x4")
-    assert code == 2 and "env_strategy" in err and "colocate" in err
+    assert code == 2 and "is_colocated" in err and "contradicts placement.strategy: disaggregate" in err
     code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--nodes", "2y4")
     assert code == 2 and "--nodes[0]" in err and "COUNTxGPUS" in err
 

@@ -157,3 +157,13 @@ def test_bundles_hold_the_residents_cpus_and_workers_request_their_share():
     for b in gpu_bundles:
         residents = [w for w in p.workers if w.bundle == b.index]
         assert abs(sum(w.num_gpus for w in residents) - 1.0) < 1e-9
+
+
+def test_idle_env_gpus_of_a_whole_rlightning_config_point_at_the_env_groups():
+    """Env workers of a whole RLightning config come from its `env:` groups: the advice names them."""
+    import dataclasses
+
+    spec = manual([{"name": "g", "num_node": 1, "num_gpus": 4, "train": r(0, 3), "env": r(0, 3)}], counts={"env": 2})
+    comps = tuple(dataclasses.replace(c, path="env[0]") if c.name == "env" else c for c in spec.components)
+    p = plan(dataclasses.replace(spec, components=comps), parse_nodes("1x4"))
+    assert any("Give the env groups 4 workers in all (num_workers) to use them" in w for w in p.warnings)

@@ -103,19 +103,31 @@ def test_ignore_hardware_makes_a_gpu_group_count_nodes():
     assert [(w.node_rank, w.gpus) for w in p.by_component("agent")] == [(0, ()), (1, ())]
 
 
-def test_workers_placed_through_node_get_their_nodes_group_env():
+def test_workers_placed_through_node_or_cluster_get_no_group_env():
+    """As RLinf: env_configs belong to their group; `node` and `cluster` have none, whatever groups hold the node."""
     groups = [
         NodeGroupSpec("a", (0,), env_configs=(EnvConfigSpec((0,), (("K", "1"),), "/py/a"),)),
         NodeGroupSpec("b", (1,), env_configs=(EnvConfigSpec((1,), (("K", "2"),)),)),
     ]
-    p = plan(groups_spec({"agent": (("node",), [(r(0, 1), None)])}, groups), parse_nodes("2x0"))
-    assert [(w.env_vars, w.python) for w in p.by_component("agent")] == [({"K": "1"}, "/py/a"), ({"K": "2"}, None)]
+    comps = {"agent": (("node",), [(r(0, 1), None)]), "actor": (("cluster",), [(r(0, 15), None)])}
+    p = plan(groups_spec(comps, groups), parse_nodes("2x8"))
+    assert {(w.component, str(w.env_vars), w.python) for w in p.workers} == {
+        ("agent", "{}", None),
+        ("actor", "{}", None),
+    }
 
 
-def test_two_groups_disagreeing_on_a_nodes_env_is_a_config_error_naming_both():
+def test_a_worker_gets_only_the_env_of_the_group_it_was_placed_through():
+    """Two groups on one node may set the same variable differently: each worker gets its own group's value."""
     groups = [
-        NodeGroupSpec("a", (0,), env_configs=(EnvConfigSpec((0,), (("K", "1"),)),)),
-        NodeGroupSpec("b", (0,), env_configs=(EnvConfigSpec((0,), (("K", "2"),)),)),
+        NodeGroupSpec("a", (0,), env_configs=(EnvConfigSpec((0,), (("K", "1"),), "/py/a"),)),
+        NodeGroupSpec("b", (0,), ignore_hardware=True, env_configs=(EnvConfigSpec((0,), (("K", "2"),)),)),
     ]
-    with pytest.raises(ConfigError, match=r"node 0 is in groups a \(K='1'\) and b \(K='2'\)"):
-        plan(groups_spec({"agent": (("node",), [(r(0, 0), None)])}, groups), parse_nodes("1x0"))
+    comps = {"actor": (("a",), [(r(0, 1), None)]), "agent": (("b",), [((0,), r(0, 1))])}
+    p = plan(groups_spec(comps, groups), parse_nodes("1x2"))
+    assert [(w.component, w.env_vars, w.python) for w in p.workers] == [
+        ("actor", {"K": "1"}, "/py/a"),
+        ("actor", {"K": "1"}, "/py/a"),
+        ("agent", {"K": "2"}, None),
+        ("agent", {"K": "2"}, None),
+    ]

@@ -134,8 +134,12 @@ def test_hetero_18_nodes(capsys):
     assert env[1]["hardware"]["robot_ip"] == "10.10.10.2" and env[1]["hardware"]["node_rank"] == 17
     assert p["bundles"][env[0]["bundle"]]["resources"] == {"rlplace/robot/franka/0": 1.0}
     assert all(w["node_rank"] == w["rank"] // 100 and w["gpus"] == [] for w in agent)
-    # agents on nodes 0-3 are placed through `node`: they get the env of the a800 group holding their node
-    assert all(w["env_vars"] == {"GLOO_SOCKET_IFNAME": "eth0"} for w in agent)
+    # agents are placed through `node`: no group's env (as RLinf), and they see their node's GPUs unreserved
+    assert all(w["env_vars"] == {} and w["python"] is None for w in agent)
+    assert all(w["sees_node_gpus"] and w["visible_gpus"] == list(range(8)) for w in agent)
+    assert all(w["sees_node_gpus"] is False and w["visible_gpus"] is None for w in actor + rollout)
+    # the robots' nodes have no GPU: env workers see none
+    assert all(w["sees_node_gpus"] is False and w["visible_gpus"] is None for w in env)
 
 
 AUTO = [

@@ -70,11 +70,12 @@ def test_heterogeneous_config_lands_on_the_planned_nodes_devices_and_environment
     assert where["env"] == [(3, ()), (3, ())]
     assert where["agent"] == [(0, ()), (1, ()), (3, ()), (3, ())]
 
-    # per-group env vars and the a800 nodes' interpreter reach the workers (agents on nodes 0-1 too)
+    # per-group env vars and the a800 nodes' interpreter reach the workers placed through those groups; agents are
+    # placed through `node`, which has no env configs: none of the a800 group's (as RLinf)
     assert [s["placement"].env_vars.get("GLOO_SOCKET_IFNAME") for s in seen["actor"]] == ["eth0", "eth0"]
     assert [s["placement"].env_vars.get("GLOO_SOCKET_IFNAME") for s in seen["rollout"]] == ["eth1", "eth1"]
     assert interp["actor"] == [wrapper_python] * 2
-    assert interp["agent"] == [wrapper_python, wrapper_python, None, None]
+    assert interp["agent"] == [None, None, None, None]
     assert interp["rollout"] == [None, None]
 
     # robots: hardware info in the worker, exclusive while the job holds them, and no GPU visible
@@ -82,6 +83,7 @@ def test_heterogeneous_config_lands_on_the_planned_nodes_devices_and_environment
     assert [h["robot_ip"] for h in hw] == ["10.10.10.1", "10.10.10.2"]
     assert hw[0]["camera_serials"] == ["322142001230", "322142001231"]
     assert robots_free == 0.0
-    assert all(s["cuda_visible_devices"] == "" for s in seen["env"] + seen["agent"])
+    # (agents on the GPU nodes 0-1 see those nodes' GPUs unreserved: Worker.visible_gpus, set by launch)
+    assert all(s["cuda_visible_devices"] == "" for s in seen["env"] + seen["agent"][2:])
     assert [s["placement"].accelerator for s in seen["rollout"]] == ["RTX4090", "RTX4090"]
     assert os.environ.get("RLPLACE_TEST_INTERPRETER") is None  # only the workers went through the wrapper

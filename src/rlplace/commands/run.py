@@ -103,7 +103,9 @@ def execute(
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
-    join(address or "auto")  # "auto": $RAY_ADDRESS, else the cluster started on this machine
+    # --address, else the config's ray_address (RLightning's key), else "auto": $RAY_ADDRESS, else the cluster
+    # started on this machine.
+    join(address or spec.ray_address or "auto")
     return _train(spec, console, args, picture_stem)
 
 

@@ -37,26 +37,32 @@ def default_strategy(builder: PlanBuilder, counts: dict[str, Counted], inventory
 def disaggregate(
     counts: dict[str, Counted], env_strategy: str, inventory: Inventory, warnings: list[str]
 ) -> list[Pool]:
-    """train_pool (train + buffer) and rollout_pool (eval + env), on disjoint nodes when they fit."""
+    """train_pool (train + buffer) and rollout_pool (eval + env), on disjoint nodes when they fit. With
+    env_strategy device-colocate, env i shares eval i's GPU in the rollout pool (as RLightning plans it), so
+    the rollout pool needs max(eval, env) GPUs instead of eval + env."""
     t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
+    rollout = max(e, v) if env_strategy == "device-colocate" else e + v
     gpu_nodes = [(n.rank, n.num_gpus) for n in inventory.nodes if n.num_gpus > 0]
-    if t + e + v > inventory.total_gpus:
+    if t + rollout > inventory.total_gpus:
+        how = "max(eval, env): device-colocate" if env_strategy == "device-colocate" else "eval + env"
         raise PlanError(
-            f"strategy disaggregate needs {t + e + v} GPU(s): train_pool {t} ({_demand_text([counts['train']])}) + "
-            f"rollout_pool {e + v} ({_demand_text([counts['eval'], counts['env']])}); the inventory has "
+            f"strategy disaggregate needs {t + rollout} GPU(s): train_pool {t} ({_demand_text([counts['train']])}) + "
+            f"rollout_pool {rollout} = {how} ({_demand_text([counts['eval'], counts['env']])}); the inventory has "
             f"{inventory.total_gpus} ({_supply(inventory)})"
         )
     k = _nodes_for(gpu_nodes, t)
     rest = gpu_nodes[k:]
-    if sum(g for _, g in rest) >= e + v:
-        train = _pool("train_pool", gpu_nodes[:k])
-        rollout = _pool("rollout_pool", rest[: _nodes_for(rest, e + v)])
-        train.ranges["train"] = list(range(t))
-        _rollout_ranges(rollout, e, v, env_strategy, 0)
-        return [train, rollout]
-    pool = _pool("global_pool", gpu_nodes[: _nodes_for(gpu_nodes, t + e + v)])
+    if sum(g for _, g in rest) >= rollout:
+        pools = [] if not t else [_pool("train_pool", gpu_nodes[:k])]
+        if pools:
+            pools[0].ranges["train"] = list(range(t))
+        if rollout:
+            pools.append(_pool("rollout_pool", rest[: _nodes_for(rest, rollout)]))
+            _rollout_ranges(pools[-1], e, v, env_strategy, 0)
+        return pools
+    pool = _pool("global_pool", gpu_nodes[: _nodes_for(gpu_nodes, t + rollout)])
     warnings.append(
-        f"strategy disaggregate: the inventory cannot hold train_pool ({t} GPUs) and rollout_pool ({e + v} GPUs) "
+        f"strategy disaggregate: the inventory cannot hold train_pool ({t} GPUs) and rollout_pool ({rollout} GPUs) "
         f"on disjoint nodes, so one global_pool on nodes {format_ranks(pool.nodes)} holds both, train and rollout "
         "on separate GPUs. Add a node to keep them apart"
     )
@@ -80,11 +86,7 @@ def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory
     gpu_nodes = [(n.rank, n.num_gpus) for n in inventory.nodes if n.num_gpus > 0]
     pool = _pool("global_pool", gpu_nodes[: _nodes_for(gpu_nodes, need)])
     pool.ranges["train"] = list(range(t))
-    if env_strategy == "device-colocate":
-        pool.ranges["eval"] = list(range(e))
-        pool.ranges["env"] = list(range(v))
-    else:
-        _rollout_ranges(pool, e, v, env_strategy, 0)
+    _rollout_ranges(pool, e, v, env_strategy, 0)
     return [pool]
 
 
@@ -105,8 +107,13 @@ def _check_shareable(counts: dict[str, Counted]) -> None:
 
 
 def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str, start: int) -> None:
-    """eval then env on their own GPUs from pool GPU `start` on; node-affinity splits every node between
-    them instead, so env workers sit on the nodes of the eval workers they serve."""
+    """eval then env on their own GPUs from pool GPU `start` on; device-colocate starts both at `start`, so
+    env i shares eval i's GPU; node-affinity splits every node between them instead, so env workers sit on
+    the nodes of the eval workers they serve."""
+    if env_strategy == "device-colocate":
+        pool.ranges["eval"] = list(range(start, start + e))
+        pool.ranges["env"] = list(range(start, start + v))
+        return
     if env_strategy != "node-affinity" or not e or not v:
         pool.ranges["eval"] = list(range(start, start + e))
         pool.ranges["env"] = list(range(start + e, start + e + v))

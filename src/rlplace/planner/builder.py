@@ -14,6 +14,7 @@ from functools import cache
 from itertools import chain, repeat
 from operator import itemgetter
 
+from rlplace.model import ProcessShape
 from rlplace.plan import Bundle, EffectiveSettings, GroupSummary, Plan, Worker
 
 _NO_ENV: dict[str, str] = {}  # shared by workers without env vars (workers are read-only)
@@ -33,6 +34,8 @@ class Block:
     env: list[dict[str, str]] | None = None  # per worker
     python: list[str | None] | None = None  # per worker
     hardware: list[dict[str, object] | None] | None = None
+    #: per worker: every GPU of its node when it sees them without reserving any (RLinf semantics), else None
+    node_gpus: list[tuple[int, ...] | None] | None = None
 
 
 @dataclass(slots=True)
@@ -42,6 +45,16 @@ class Unpinned:
     component: str
     count: int
     gpus_per_worker: float
+    num_cpus: float
+
+
+@dataclass(slots=True)
+class InDriver:
+    """Workers of a component that runs in the driver process (RLightning's `remote_<c>: false`): no node,
+    no bundle, nothing reserved."""
+
+    component: str
+    count: int
     num_cpus: float
 
 
@@ -55,10 +68,15 @@ class PlanBuilder:
     slot_gpus: list[tuple[int, ...]] = field(default_factory=list)
     slot_group: list[str | None] = field(default_factory=list)
     slot_resources: list[dict[str, float]] = field(default_factory=list)
-    blocks: list[Block | Unpinned] = field(default_factory=list)
+    blocks: list[Block | Unpinned | InDriver] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     groups: list[GroupSummary] = field(default_factory=list)
+    process_shapes: dict[str, ProcessShape] = field(default_factory=dict)
+    accelerators: dict[int, str] = field(default_factory=dict)  # node -> its accelerator resource, if not "GPU"
     _fraction: list[float] = field(default_factory=list)  # per slot: 1/k for k residents (GPU slots)
+    _visible: list[tuple[int, ...] | None] = field(default_factory=list)  # per slot: GPUs of a spanning process
+    _multi: bool = False  # has a slot of several GPUs been made? (only `slot` makes them)
 
     def slot(
         self,
@@ -71,6 +89,7 @@ class PlanBuilder:
         """The id of the slot `key`, created on first use."""
         sid = self.slot_of.get(key)
         if sid is None:
+            self._multi = self._multi or len(gpus) > 1
             sid = self.slot_of[key] = len(self.slot_node)
             self.slot_node.append(node_rank)
             self.slot_gpus.append(gpus)
@@ -120,7 +139,7 @@ class PlanBuilder:
         self.slot_group.extend([group] * n)
         self.slot_resources.extend(resources if resources is not None else [{} for _ in range(n)])
 
-    def add(self, block: Block | Unpinned) -> None:
+    def add(self, block: Block | Unpinned | InDriver) -> None:
         """Record placed workers (created by `finish`, once every slot's residents are known)."""
         self.blocks.append(block)
 
@@ -142,23 +161,31 @@ class PlanBuilder:
         return count, cpus
 
     def finish(self, settings: EffectiveSettings, uses_placement_groups: bool = True) -> Plan:
+        spanning = self._spanning()
         count, cpus = self._residents()
+        bundle_gpus = self.slot_gpus
+        if spanning:
+            bundle_gpus = [() if s in spanning else g for s, g in enumerate(self.slot_gpus)]
         bundles = tuple(
             map(
                 Bundle,
                 range(len(self.slot_node)),
                 self.slot_node,
-                self.slot_gpus,
+                bundle_gpus,
                 cpus,
                 self.slot_resources,
                 self.slot_group,
+                [self.accelerators.get(n, "GPU") for n in self.slot_node] if self.accelerators else repeat("GPU"),
             )
         )
-        self._fraction = [1.0 / k if g and k else 0.0 for k, g in zip(count, self.slot_gpus, strict=True)]
+        sharers = self._sharers(count, spanning)
+        self._fraction = [1.0 / k if g and k else 0.0 for k, g in zip(sharers, bundle_gpus, strict=True)]
         workers: list[Worker] = []
         for block in self.blocks:
             if isinstance(block, Unpinned):
                 workers.extend(_unpinned(block))
+            elif isinstance(block, InDriver):
+                workers.extend(_in_driver(block))
             else:
                 workers.extend(self._pinned(block, uses_placement_groups))
         return Plan(
@@ -168,7 +195,46 @@ class PlanBuilder:
             groups=tuple(self.groups),
             warnings=tuple(self.warnings),
             uses_placement_groups=uses_placement_groups,
+            notes=tuple(self.notes),
+            process_shapes=dict(self.process_shapes),
         )
+
+    def _spanning(self) -> set[int]:
+        """Slots of processes spanning several GPUs that other processes also use (RLinf's rollout with tensor
+        parallelism beside single-GPU actors). Ray cannot give an actor shares of several GPUs, so such a
+        process asks Ray for no GPU: its slot becomes a CPU bundle on the node, each of its GPUs stays
+        reserved once, in that GPU's own bundle (created here if no other process has one), and the process
+        sees its GPUs through `Worker.visible_gpus`. Only plans with multi-GPU slots pay for the scan."""
+        gpus, nodes = self.slot_gpus, self.slot_node
+        self._visible = []
+        if not self._multi:
+            return set()
+        multi = [s for s, g in enumerate(gpus) if len(g) > 1]
+        holders: dict[tuple[int, int], list[int]] = {}
+        for s, g in enumerate(gpus):
+            for x in g:
+                holders.setdefault((nodes[s], x), []).append(s)
+        spanning = {s for s in multi if any(len(holders[(nodes[s], x)]) > 1 for x in gpus[s])}
+        for s in sorted(spanning):
+            for x in gpus[s]:
+                if all(len(gpus[h]) > 1 for h in holders[(nodes[s], x)]):
+                    self.slot((nodes[s], (x,)), nodes[s], (x,), self.slot_group[s])
+        self._visible = [gpus[s] if s in spanning else None for s in range(len(nodes))]
+        return spanning
+
+    def _sharers(self, count: list[int], spanning: set[int]) -> list[int]:
+        """Processes on each slot's GPU: its residents, plus those of spanning processes covering that GPU."""
+        if not spanning:
+            return count
+        extra: Counter = Counter()
+        for s in spanning:
+            for x in self.slot_gpus[s]:
+                extra[(self.slot_node[s], x)] += count[s]
+        out = list(count)
+        for s, g in enumerate(self.slot_gpus):
+            if len(g) == 1 and (self.slot_node[s], g[0]) in extra:
+                out[s] += extra[(self.slot_node[s], g[0])]
+        return out
 
     def _pinned(self, b: Block, with_bundles: bool) -> list[Worker]:
         """The block's workers; one comprehension over precomputed columns (the hot path at 100k workers)."""
@@ -177,24 +243,28 @@ class PlanBuilder:
         nodes = gather(self.slot_node, slots)
         gpus = gather(self.slot_gpus, slots)
         frac = gather(self._fraction, slots)
-        return list(
-            map(
-                Worker,
-                repeat(b.component, n),
-                b.ranks if b.ranks is not None else range(n),
-                repeat(n, n),
-                nodes,
-                gpus,
-                frac,
-                repeat(b.num_cpus, n),
-                b.groups if b.groups is not None else repeat(b.group, n),
-                slots if with_bundles else repeat(None, n),
-                _local_ranks(nodes),
-                b.env if b.env is not None else repeat(_NO_ENV, n),
-                b.python if b.python is not None else repeat(None, n),
-                b.hardware if b.hardware is not None else repeat(None, n),
-            )
-        )
+        visible = gather(self._visible, slots) if self._visible else None
+        if b.node_gpus is not None:
+            visible = b.node_gpus if visible is None else [v or s for v, s in zip(b.node_gpus, visible, strict=True)]
+        columns = [
+            repeat(b.component, n),
+            b.ranks if b.ranks is not None else range(n),
+            repeat(n, n),
+            nodes,
+            gpus,
+            frac,
+            repeat(b.num_cpus, n),
+            b.groups if b.groups is not None else repeat(b.group, n),
+            slots if with_bundles else repeat(None, n),
+            _local_ranks(nodes),
+            b.env if b.env is not None else repeat(_NO_ENV, n),
+            b.python if b.python is not None else repeat(None, n),
+            b.hardware if b.hardware is not None else repeat(None, n),
+        ]
+        if visible is not None:  # only then: two more constructor arguments cost 5% on a 100k-worker plan
+            sees = [v is not None for v in b.node_gpus] if b.node_gpus is not None else repeat(False, n)
+            columns += [sees, visible]
+        return list(map(Worker, *columns))
 
 
 def gpu_columns(nodes: list[int], counts: list[int]) -> tuple[list[int], list[tuple[int]]]:
@@ -230,6 +300,13 @@ def _local_ranks(nodes: list[int]) -> list[int]:
         seen[node] = k + 1
         local.append(k)
     return local
+
+
+def _in_driver(b: InDriver) -> list[Worker]:
+    return [
+        Worker(b.component, r, b.count, None, (), 0.0, b.num_cpus, None, None, 0, _NO_ENV, None, None, in_driver=True)
+        for r in range(b.count)
+    ]
 
 
 def _unpinned(b: Unpinned) -> list[Worker]:

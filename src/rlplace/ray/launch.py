@@ -18,6 +18,7 @@ from ray.actor import ActorClass, ActorHandle
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.plan import Worker
 from rlplace.ray import worker as worker_record
+from rlplace.ray.cluster import accelerator_of
 from rlplace.ray.labels import HIDE_GPUS_ENV
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def actor_options(
     max_restarts: int = 0,
     max_task_retries: int | None = None,
     options: dict[str, Any] | None = None,
+    accelerator: str = "GPU",
 ) -> dict[str, Any]:
     """The `.options(...)` that start `worker` where the plan says."""
     if worker.gpus and len(worker.gpus) > 1 and worker.gpu_fraction < 1:
@@ -66,7 +68,7 @@ def actor_options(
         "name": worker.name,
         "namespace": namespace,
         "num_cpus": worker.num_cpus,
-        "num_gpus": worker.num_gpus,
+        "num_gpus": worker.num_gpus if accelerator == "GPU" else 0,  # accelerators other than GPUs: by name
         "max_restarts": max_restarts,
     }
     if scheduling_strategy is not None:
@@ -77,6 +79,8 @@ def actor_options(
     if runtime_env:
         opts["runtime_env"] = runtime_env
     opts.update(options or {})
+    if accelerator != "GPU" and worker.num_gpus:  # accelerators other than GPUs are requested by resource name
+        opts["resources"] = {**opts.get("resources", {}), accelerator: worker.num_gpus}
     return opts
 
 
@@ -113,6 +117,7 @@ def launch_ray_actor(
         max_restarts=max_restarts,
         max_task_retries=max_task_retries,
         options=options,
+        accelerator=accelerator_of(job.live, worker.node_rank),
     )
     handle = remote_class(cls).options(**opts).remote(*args, **kwargs)
     job.track(worker, handle)

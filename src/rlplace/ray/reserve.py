@@ -36,11 +36,12 @@ _RAY_KINDS = ("GPU", "CPU")
 _POLL_MIN_S, _POLL_MAX_S = 0.005, 0.1
 
 
-def bundle_resources(bundle: Bundle) -> dict[str, float]:
-    """The resource dict Ray reserves for one plan bundle."""
+def bundle_resources(bundle: Bundle, accelerator: str | None = None) -> dict[str, float]:
+    """The resource dict Ray reserves for one plan bundle; its devices under the accelerator resource name of
+    the node (`accelerator`, the live node's; else the one the plan was made with: GPU, NPU, HPU, ...)."""
     resources: dict[str, float] = {}
     if bundle.gpus:
-        resources["GPU"] = float(len(bundle.gpus))
+        resources[accelerator or bundle.accelerator] = float(len(bundle.gpus))
     if bundle.num_cpus > 0:
         resources["CPU"] = float(bundle.num_cpus)
     resources.update({k: float(v) for k, v in bundle.resources.items() if v > 0})
@@ -56,13 +57,19 @@ class _NodeReservation:
 
     def resources(self, bundle: Bundle) -> dict[str, float]:
         """What Ray reserves for `bundle` here: hardware the node does not advertise is left out."""
-        return {k: v for k, v in bundle_resources(bundle).items() if k in _RAY_KINDS or k in self.node.resources}
+        return {k: v for k, v in self._wanted(bundle).items() if self._known(k)}
 
     @property
     def unadvertised(self) -> list[str]:
         """Hardware resources the plan wants on this node that the node was not started with."""
-        wanted = {k for b in self.bundles for k in bundle_resources(b)}
-        return sorted(k for k in wanted if k not in _RAY_KINDS and k not in self.node.resources)
+        wanted = {k for b in self.bundles for k in self._wanted(b)}
+        return sorted(k for k in wanted if not self._known(k))
+
+    def _wanted(self, bundle: Bundle) -> dict[str, float]:
+        return bundle_resources(bundle, self.node.accelerator_resource)
+
+    def _known(self, resource: str) -> bool:
+        return resource in _RAY_KINDS or resource == self.node.accelerator_resource or resource in self.node.resources
 
     @property
     def demand(self) -> dict[str, float]:
@@ -97,7 +104,7 @@ class Reservation:
         deadline = time.monotonic() + self.timeout_s
         holed = self._fillable([r for r in self._by_rank.values() if self._holes(r)])
         for r in holed:
-            r.filler = self._create([{"GPU": 1.0}] * len(self._holes(r)), r.node, "filler")
+            r.filler = self._create([{r.node.accelerator_resource: 1.0}] * len(self._holes(r)), r.node, "filler")
         self._wait_fillers(holed, min(deadline, time.monotonic() + _FILLER_WAIT_S))
         for r in self._by_rank.values():
             r.pg = self._create([r.resources(b) for b in r.bundles], r.node, "node")
@@ -169,8 +176,9 @@ class Reservation:
             available = ray._private.state.available_resources_per_node()
             short = {}
             for r in holed:
-                free = available.get(str(r.node.node_id), {}).get("GPU", 0.0)
-                if free < len(self._holes(r)) + r.demand.get("GPU", 0.0):
+                acc = r.node.accelerator_resource
+                free = available.get(str(r.node.node_id), {}).get(acc, 0.0)
+                if free < len(self._holes(r)) + r.demand.get(acc, 0.0):
                     short[r.node.rank] = free
             if not short or time.monotonic() >= deadline:
                 break
@@ -220,7 +228,11 @@ class Reservation:
 
     def _wait_fillers(self, holed: list[_NodeReservation], deadline: float) -> None:
         try:
-            fillers = {r.filler: (r, {"GPU": float(len(self._holes(r)))}) for r in holed if r.filler is not None}
+            fillers = {
+                r.filler: (r, {r.node.accelerator_resource: float(len(self._holes(r)))})
+                for r in holed
+                if r.filler is not None
+            }
             self._wait(fillers, deadline)
         except PlacementError:
             for r in holed:

@@ -57,6 +57,13 @@ def render_page(scene: Scene, svg_text: str) -> str:
             *(_li(e, "scheduled by Ray") for e in scene.unpinned),
             "</ul>",
         ]
+    if scene.driver:
+        parts += [
+            "<h2>In the driver process (remote: false, nothing reserved)</h2>",
+            "<ul>",
+            *(f"<li>{escape(e.label())}</li>" for e in scene.driver),
+            "</ul>",
+        ]
     parts += [_flows_table(scene), "</body></html>", ""]
     return "\n".join(parts)
 

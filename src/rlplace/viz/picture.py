@@ -148,6 +148,9 @@ class _Drawing:
         if self.scene.unpinned:
             heading = "scheduled by Ray: not pinned to a node (strategy default, no placement group)"
             y = self._area(y, "unpinned", heading, self.scene.unpinned, "scheduled by Ray", unpinned=True)
+        if self.scene.driver:
+            heading = "in the driver process (remote: false): not Ray actors, nothing reserved"
+            y = self._area(y, "driver", heading, self.scene.driver, "in the driver process")
         if self.scene.plan.warnings:
             y = self._warnings(y)
         self._flows(boxes)

@@ -98,6 +98,7 @@ class Scene:
     components: tuple[str, ...]
     groups: tuple[GroupSummary, ...]
     flows: tuple[Flow, ...]
+    driver: tuple[Entry, ...] = ()  # workers run in the driver process (remote: false), nothing reserved
 
 
 def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
@@ -139,10 +140,11 @@ def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
     return Scene(
         plan=plan,
         nodes=nodes,
-        unpinned=entries_of((w for w in plan.workers if w.node_rank is None), order),
+        unpinned=entries_of((w for w in plan.workers if w.node_rank is None and not w.in_driver), order),
         components=tuple(plan.components),
         groups=plan.groups,
         flows=cross_node_flows(plan.workers),
+        driver=entries_of((w for w in plan.workers if w.in_driver), order, share=_no_share),
     )
 
 

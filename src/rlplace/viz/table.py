@@ -25,26 +25,41 @@ def render(plan: Plan, max_nodes: int = 64) -> Group:
         f"{'placement groups' if plan.uses_placement_groups else 'no placement groups'}",
     )
     parts: list = [head]
-    nodes, free = _by_node(plan)
+    accelerators = sorted({b.accelerator for b in plan.bundles if b.gpus} - {"GPU"})
+    if accelerators:
+        parts.append(Text(f"devices are {' and '.join(accelerators)} accelerators (Ray resource names)"))
+    for name, shape in plan.process_shapes.items():
+        stride = f", stride {shape.stride}" if shape.stride > 1 else ""
+        origin = f" (from {shape.origin})" if shape.origin else ""
+        parts.append(Text(f"{name}: {shape.devices_per_process} device(s) per process{stride}{origin}"))
+    nodes, free, driver = _by_node(plan)
     if nodes:
         parts.append(_table(nodes, max_nodes))
     if free:
         parts.append(Text("left to Ray's scheduler (not pinned): " + "; ".join(free)))
+    if driver:
+        parts.append(Text("in the driver process (remote: false, nothing reserved): " + "; ".join(driver)))
     for w in plan.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
+    for n in plan.notes:
+        parts.append(Text(f"note: {n}", style="cyan"))
     return Group(*parts)
 
 
-def _by_node(plan: Plan) -> tuple[dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]], list[str]]:
+def _by_node(
+    plan: Plan,
+) -> tuple[dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]], list[str], list[str]]:
     nodes: dict[int, dict[tuple[int, ...], dict[str, list[Worker]]]] = {}
     unpinned: dict[str, list[Worker]] = {}
+    in_driver: dict[str, list[Worker]] = {}
     for w in plan.workers:
         if w.node_rank is None:
-            unpinned.setdefault(w.component, []).append(w)
+            (in_driver if w.in_driver else unpinned).setdefault(w.component, []).append(w)
             continue
         nodes.setdefault(w.node_rank, {}).setdefault(_device(w), {}).setdefault(w.component, []).append(w)
     free = [f"{c} {format_ranks(x.rank for x in ws)} ({ws[0].gpu_fraction:g} GPU each)" for c, ws in unpinned.items()]
-    return dict(sorted(nodes.items())), free
+    driver = [f"{c} {format_ranks(x.rank for x in ws)}" for c, ws in in_driver.items()]
+    return dict(sorted(nodes.items())), free, driver
 
 
 def _device(w: Worker) -> tuple:
@@ -90,8 +105,12 @@ def _who(comps: dict[str, list[Worker]], on_gpu: bool) -> str:
     parts = []
     for c, ws in comps.items():
         text = f"{c} {format_ranks(w.rank for w in ws)}"
-        if on_gpu:
+        if on_gpu and ws[0].visible_gpus is not None:
+            text += " (shares these GPUs; sees them, reserves none)"
+        elif on_gpu:
             text += f" ({_share(ws[0].gpu_fraction)})"
+        elif ws[0].sees_node_gpus:
+            text += f" (sees GPUs {format_ranks(ws[0].visible_gpus or ())} unreserved)"
         parts.append(text)
     return ", ".join(parts)
 

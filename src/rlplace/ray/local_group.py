@@ -1,0 +1,134 @@
+"""Components that run in the driver process instead of as Ray actors (RLightning's `remote_<c>: false`).
+
+RLightning's debugging switch builds the component's workers as plain objects in the driver: as many as
+it would have started as actors, each constructed with the same arguments, so a breakpoint or a traceback
+lands in the user's own process. `LocalGroup` keeps WorkerGroup's interface (`call`, `call_async`,
+`call_sharded`, `get`, `placements`, `actors[i].method.remote(...)`), so the training script and rlplace's
+runtime (phases, buffer router, weight sync) do not change when the switch flips.
+
+Differences a user can notice, by design of the switch: a method runs at once, in the driver, when it is
+called (`call_async` returns references to results already computed, via `ray.put`); an exception raises
+at the call, with the driver's own traceback; there is nothing to kill or restart.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ray
+from ray.actor import ActorClass
+
+from rlplace.errors import PlacementError
+from rlplace.inventory import Inventory
+from rlplace.plan import Worker
+from rlplace.ray.group import WorkerGroup
+from rlplace.ray.worker import WorkerPlacement
+
+
+class _LocalMethod:
+    """`handle.method.remote(*args)` for an object in the driver: runs the method now, returns a reference."""
+
+    def __init__(self, call: Callable[..., Any]):
+        self._call = call
+
+    def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
+        return ray.put(self._call(*args, **kwargs))
+
+
+class LocalHandle:
+    """Stands in for an actor handle: attribute access gives the instance's methods with a `.remote()`."""
+
+    def __init__(self, instance: object):
+        self.instance = instance
+
+    def __getattr__(self, name: str) -> _LocalMethod:
+        if name == "__ray_call__":  # run a function on the instance, as Ray's actors allow
+            return _LocalMethod(lambda fn, *a, **k: fn(self.instance, *a, **k))
+        return _LocalMethod(getattr(self.instance, name))  # AttributeError when the class has no such method
+
+    def __repr__(self) -> str:
+        return f"LocalHandle({type(self.instance).__name__})"
+
+
+class LocalGroup(WorkerGroup):
+    """All workers of a driver-local component; `instances[i]` is rank i's object (also `actors[i].instance`)."""
+
+    def __init__(self, component: str, workers: Sequence[Worker], instances: Sequence[object], driver: WorkerPlacement):
+        super().__init__(component, workers, [LocalHandle(i) for i in instances])
+        self.instances = list(instances)
+        self._driver = driver
+
+    def __repr__(self) -> str:
+        return f"LocalGroup({self.component!r}, {len(self)} workers in the driver)"
+
+    def placements_async(self) -> list:
+        return [ray.put(p) for p in self._placements()]
+
+    def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
+        return self._placements()
+
+    def _placements(self) -> list[WorkerPlacement]:
+        d = self._driver
+        return [
+            WorkerPlacement(
+                component=w.component,
+                rank=w.rank,
+                world_size=w.world_size,
+                node_rank=d.node_rank,
+                local_rank=w.rank,
+                group=None,
+                gpus=(),
+                planned_gpus=(),
+                gpu_fraction=0.0,
+                planned_node_rank=None,  # not pinned: it runs wherever the driver runs
+                accelerator=d.accelerator,
+                python=sys.executable,
+                node_id=d.node_id,
+                actor_name="",
+            )
+            for w in self.workers
+        ]
+
+    def kill(self, rank: int, *, restart: bool = False, timeout_s: float = 10.0) -> None:
+        raise PlacementError(
+            f"{self.component} worker {rank} runs in the driver process (remote_{self.component}: false): there is "
+            "no actor to kill or restart"
+        )
+
+
+def launch_local(
+    component: str, workers: Sequence[Worker], cls: type | ActorClass, args: tuple, kwargs: dict, live: Inventory
+) -> LocalGroup:
+    """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver."""
+    plain = _plain_class(cls)
+    instances = [plain(*args, **kwargs) for _ in workers]
+    return LocalGroup(component, workers, instances, _driver_placement(live))
+
+
+def _plain_class(cls: type | ActorClass) -> type:
+    """The user's class behind a `ray.remote` one (a driver-local component is not an actor)."""
+    if isinstance(cls, ActorClass):
+        return cls.__ray_actor_class__
+    return cls
+
+
+def _driver_placement(live: Inventory) -> WorkerPlacement:
+    """Where the driver runs: its node's rank in the live inventory (None if the driver is not a node of it)."""
+    node_id = ray.get_runtime_context().get_node_id()
+    node = next((n for n in live.nodes if n.node_id == node_id), None)
+    return WorkerPlacement(
+        component="driver",
+        rank=0,
+        world_size=1,
+        node_rank=node.rank if node else None,
+        local_rank=0,
+        group=None,
+        gpus=(),
+        planned_gpus=(),
+        gpu_fraction=0.0,
+        planned_node_rank=None,
+        accelerator=node.gpu_model if node else None,
+        node_id=node_id,
+    )
