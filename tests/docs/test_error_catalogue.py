@@ -305,8 +305,8 @@ CONFIG: dict[str, Provoker] = {
 }
 
 PLAN: dict[str, Provoker] = {
-    "strategy disaggregate needs 6 GPU(s): train_pool 2 (train 2 x 1) + rollout_pool 4 (eval 2 x 1, env 2 x 1); "
-    "the inventory has 4": planned(
+    "strategy disaggregate needs 6 GPU(s): train_pool 2 (train 2 x 1) + rollout_pool 4 = eval + env "
+    "(eval 2 x 1, env 2 x 1); the inventory has 4": planned(
         "cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  placement: {strategy: disaggregate}\n", "1x4"
     ),
     "strategy colocate: global_pool needs 8 GPU(s) = max(train 4, rollout 8 = eval + env)": planned(
@@ -437,7 +437,7 @@ COMMAND_LINE: dict[str, Provoker] = {
         head_port_of_running_ray
     ),
     "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
-    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL] (e.g. '2x8', '8x8:A800', '2x0')": cli(
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE] (e.g. '2x8', ...)": cli(
         "run", "job.yaml", "--simulate", "2x"
     ),
     "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "
