@@ -62,8 +62,8 @@ def disaggregate_leftover(builder: PlanBuilder, pools: list[Pool]) -> None:
     idle = sum(train.num_gpus) - len(train.ranges.get("train", ()))
     if idle > 0:
         builder.notes.append(
-            f"strategy disaggregate: train node {last} keeps {idle} GPU(s) idle, and eval/env run on nodes "
-            f"{format_ranks(rollout.nodes)}; RLightning would put eval/env workers on those idle GPUs of node "
+            f"strategy disaggregate: train node {last} keeps {idle} GPU(s) idle, and eval/env run on "
+            f"node{'s' if len(rollout.nodes) > 1 else ''} {format_ranks(rollout.nodes)}; RLightning would put eval/env workers on those idle GPUs of node "
             f"{last} too. rlplace keeps train_pool and rollout_pool on separate nodes so that rollout cannot slow "
             f"training; placement.mode: manual with a resource_pool gives RLightning's layout{_SEE}"
         )
