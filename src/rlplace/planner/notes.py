@@ -61,9 +61,10 @@ def disaggregate_leftover(builder: PlanBuilder, pools: list[Pool]) -> None:
     last = train.nodes[-1]
     idle = sum(train.num_gpus) - len(train.ranges.get("train", ()))
     if idle > 0:
+        nodes = f"node{'s' if len(rollout.nodes) > 1 else ''} {format_ranks(rollout.nodes)}"
         builder.notes.append(
-            f"strategy disaggregate: train node {last} keeps {idle} GPU(s) idle, and eval/env run on "
-            f"node{'s' if len(rollout.nodes) > 1 else ''} {format_ranks(rollout.nodes)}; RLightning would put eval/env workers on those idle GPUs of node "
+            f"strategy disaggregate: train node {last} keeps {idle} GPU(s) idle, and eval/env run on {nodes}; "
+            f"RLightning would put eval/env workers on those idle GPUs of node "
             f"{last} too. rlplace keeps train_pool and rollout_pool on separate nodes so that rollout cannot slow "
             f"training; placement.mode: manual with a resource_pool gives RLightning's layout{_SEE}"
         )
