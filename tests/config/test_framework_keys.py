@@ -243,6 +243,57 @@ def test_embodied_configs_place_rollout_as_written():
     assert spec_of(text).component("rollout").process_shape is None
 
 
+DYNAMIC = """\
+cluster:
+  num_nodes: 1
+  auto_scheduler: true
+  use_pre_process_policy: true
+  component_placement:
+    actor: 0-1
+    rollout: 2-5
+    inference: 6-7
+    reward: all
+actor:
+  model: {tensor_model_parallel_size: 2}
+rollout:
+  tensor_parallel_size: 2
+"""
+
+
+def _gpus_by_component(text: str, nodes: str = "1x8") -> dict[str, list[tuple[int, ...]]]:
+    result = plan(spec_of(text), parse_nodes(nodes))
+    return {c: [w.gpus for w in result.by_component(c)] for c in result.components}
+
+
+def test_auto_scheduler_places_like_rlinfs_auto_mode_and_says_so():
+    """RLinf's AUTO mode: the actor spans every GPU, rollout also takes the actor's GPUs (pre-process policy),
+    processes of rollout.tensor_parallel_size GPUs each; inference and reward stay as written."""
+    spec = spec_of(DYNAMIC)
+    (warning,) = spec.warnings
+    assert "job.yaml:3: cluster.auto_scheduler: actor placed on every GPU (written: 0-1)" in warning
+    assert "rollout on GPUs 0-5 (written: 2-5)" in warning and "auto_scheduler: false" in warning
+    gpus = _gpus_by_component(DYNAMIC)
+    assert gpus["actor"] == [(g,) for g in range(8)]
+    assert gpus["rollout"] == [(0, 1), (2, 3), (4, 5)]
+    assert gpus["inference"] == [(6,), (7,)] and len(gpus["reward"]) == 8
+    # on a bigger inventory "every GPU" grows with it, as RLinf's cluster-wide actor does
+    assert len(_gpus_by_component(DYNAMIC, "2x8")["actor"]) == 16
+
+
+def test_auto_scheduler_without_pre_process_keeps_rollout_and_without_auto_keeps_everything():
+    no_pre = DYNAMIC.replace("use_pre_process_policy: true", "use_pre_process_policy: false")
+    gpus = _gpus_by_component(no_pre)
+    assert len(gpus["actor"]) == 8 and gpus["rollout"] == [(2, 3), (4, 5)]
+    assert "rollout on GPUs" not in spec_of(no_pre).warnings[0]
+    for as_written in (
+        DYNAMIC.replace("auto_scheduler: true", "auto_scheduler: false"),
+        DYNAMIC.replace("inference: 6-7", "inference: 6\n    critic: 7"),  # RLinf: no AUTO with a critic
+    ):
+        assert not spec_of(as_written).warnings
+        gpus = _gpus_by_component(as_written)
+        assert gpus["actor"] == [(0,), (1,)] and gpus["rollout"] == [(2, 3), (4, 5)]
+
+
 def test_rlinf_top_level_keys_are_kept_for_the_application():
     spec = spec_of(
         """\

@@ -59,7 +59,13 @@ CASES = [
     ),
     ("rlinf/config/grpo_collocated.yaml", "2x8", {"actor": 16, "reward": 16}, [], False),
     ("rlinf/config/grpo_disaggregated.yaml", "2x8", {"actor": 8, "reward": 8, "inference": 2}, [], False),
-    ("rlinf/config/grpo_dynamic.yaml", "2x8", {"actor": 4, "inference": 2}, [], False),
+    (
+        "rlinf/config/grpo_dynamic.yaml",
+        "2x8",
+        {"actor": 16, "rollout": 7, "inference": 2},
+        ["actor placed on every GPU (written: 0-3) and rollout on GPUs 0-13 (written: 4-13), as RLinf's AUTO mode"],
+        True,
+    ),
     (
         "rlinf/config/embodied_robots.yaml",
         "2x8:A800,4x0",

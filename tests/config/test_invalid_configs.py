@@ -343,6 +343,23 @@ FRANKA = (
 """
 )
 
+#: An RLinf dynamic reasoning config (auto scheduler): actor, rollout, inference one after the other.
+DYNAMIC = """\
+cluster:
+  num_nodes: 1
+  auto_scheduler: true
+  use_pre_process_policy: true
+  component_placement:
+    actor: 0-1
+    rollout: 2-5
+    inference: 6-7
+rollout:
+  tensor_parallel_size: 2
+actor:
+  model:
+    tensor_model_parallel_size: 2
+"""
+
 CASES += [
     (
         "unknown-hardware-type",
@@ -451,6 +468,12 @@ CASES += [
         GROUPS.replace("    actor:", "    my actor:"),
         "cluster.component_placement['my actor']",
         ["not a component name"],
+    ),
+    (
+        "stray-colon-in-component-key",
+        GROUPS.replace("    actor:", "    actor::"),
+        "cluster.component_placement['actor:']",
+        ["not a component name", "did you mean 'actor' (without ':')"],
     ),
     (
         "unknown-entry-key",
@@ -591,6 +614,25 @@ CASES += [
         FRANKA.replace("type: Franka", "type: Gripper3000").replace("            node_rank: 2\n", ""),
         "cluster.node_groups[1].hardware.configs[0].node_rank",
         ["needs 'node_rank'"],
+    ),
+    # --- RLinf's AUTO mode (auto_scheduler: true): the order RLinf checks before it starts ---
+    (
+        "auto-scheduler-overlapping-ranges",
+        DYNAMIC.replace("rollout: 2-5", "rollout: 1-5"),
+        "cluster.auto_scheduler",
+        ["needs actor, rollout, inference one after the other, in that order, starting at GPU 0", "false"],
+    ),
+    (
+        "auto-scheduler-split-range",
+        DYNAMIC.replace("actor: 0-1", "actor: 0,2"),
+        "cluster.auto_scheduler",
+        ["each on its own contiguous GPU range"],
+    ),
+    (
+        "auto-scheduler-pre-process-tp",
+        DYNAMIC.replace("actor: 0-1", "actor: 0-2").replace("rollout: 2-5", "rollout: 3-5"),
+        "cluster.use_pre_process_policy",
+        ["actor's 3 GPU(s) too", "a multiple of rollout.tensor_parallel_size 2"],
     ),
     # --- the document itself ---
     (

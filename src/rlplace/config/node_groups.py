@@ -31,6 +31,7 @@ from rlplace.model import (
 )
 
 _COMPONENT_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_STRAY_ENDS = re.compile(r"^[^A-Za-z0-9_.-]+|[^A-Za-z0-9_.-]+$")
 
 
 def build(cluster: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
@@ -344,7 +345,8 @@ def _component_names(key: object, path: Path, rep: Reporter) -> tuple[str, ...]:
     if bad:
         rep.add(
             path,
-            f"'{key}' is not a component name or a comma list of names (letters, digits, '_', '-', '.')",
+            f"'{key}' is not a component name or a comma list of names (letters, digits, '_', '-', '.')"
+            + _without_strays(names),
             key,
         )
         return ()
@@ -352,6 +354,16 @@ def _component_names(key: object, path: Path, rep: Reporter) -> tuple[str, ...]:
         rep.add(path, f"'{key}' lists a component twice", key)
         return ()
     return names
+
+
+def _without_strays(names: tuple[str, ...]) -> str:
+    """A did-you-mean for names that only carry stray characters at their ends (`actor,env,rollout:` from
+    `rollout::`, a typo RLinf takes as a component called 'rollout:'), or nothing when they need more."""
+    cleaned = [_STRAY_ENDS.sub("", n) for n in names]
+    if not all(_COMPONENT_NAME.fullmatch(n) for n in cleaned):
+        return ""
+    strays = sorted({ch for n, c in zip(names, cleaned, strict=True) for ch in n.replace(c, "", 1)})
+    return f"; did you mean '{','.join(cleaned)}' (without {' '.join(repr(c) for c in strays)})?"
 
 
 def _groups_exist(labels: tuple[str, ...], known: list[str], path: Path, rep: Reporter) -> bool:

@@ -13,17 +13,21 @@ framework launches workers from other keys too, and rlplace reads them the same 
   `rollout:`): each rollout process spans `rollout.tensor_parallel_size` GPUs as RLinf's model-parallel
   placement does (rlinf/utils/placement.py): collocated with the actor (same GPUs), packed with a stride of
   actor TP / rollout TP when the actor's is larger; disaggregated, GPUs per rollout data-parallel rank.
+  With `cluster.auto_scheduler: true` (RLinf's AUTO mode) the actor spans every GPU and, with
+  `use_pre_process_policy`, rollout starts on the actor's GPUs too, as RLinf creates them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 
 from rlplace.config.fields import INVALID, Choice, Integer, Kind, Number, checked, written
 from rlplace.config.problems import Path, Reporter, format_path
+from rlplace.config.ranges import format_ranks
 from rlplace.config.values import Values
-from rlplace.model import ComponentSpec, JobSpec, ProcessShape
+from rlplace.model import ComponentSpec, JobSpec, Placement, ProcessShape, Segment
 
 #: The keys RLightning's MainConfig requires beside `cluster`: their presence makes a whole training config.
 RLIGHTNING_KEYS = ("env", "buffer", "policy", "train")
@@ -228,11 +232,69 @@ def _rlinf_reasoning(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
     rollout_pp = _size(values, ("rollout", "pipeline_parallel_size"), rep)
     if None in (actor_tp, rollout_tp, rollout_pp):
         return spec
+    spec = _auto_scheduled(spec, values, rollout_tp, rep)  # type: ignore[arg-type]
+    actor, rollout = spec.component("actor"), spec.component("rollout")
     shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, rep)  # type: ignore[arg-type]
     if shape is None or (shape.devices_per_process == 1 and shape.stride == 1):
         return spec
     shaped = tuple(dataclasses.replace(c, process_shape=shape) if c.name == "rollout" else c for c in spec.components)
     return dataclasses.replace(spec, components=shaped)
+
+
+def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporter) -> JobSpec:
+    """RLinf's AUTO mode: with `cluster.auto_scheduler: true` and no critic, the dynamic scheduler's actor group
+    spans every GPU of the cluster and, with `use_pre_process_policy: true`, rollout also starts on the actor's
+    GPUs (rlinf/utils/placement.py, ModelParallelComponentPlacement `_is_auto`, `_generate_placements`). The
+    written ranges are the scheduler's starting split; an app that runs the scheduler needs those wider
+    groups, so they are planned as RLinf creates them, with a warning naming both."""
+    path = ("cluster", "auto_scheduler")
+    if values.at(path) is not True or spec.component("critic") is not None:
+        return spec
+    names = ("actor", "rollout", "inference", "actor_inference")
+    order = [c for c in (spec.component(n) for n in names) if c is not None and c.placement is not None]
+    written = [_gpus(c) for c in order]
+    ranks = [r for r in written if r is not None and r == tuple(range(r[0], r[-1] + 1))]
+    groups = {c.placement.groups for c in order if c.placement is not None}
+    if len(groups) > 1 or len(ranks) < len(order):
+        rep.add(path, _auto_refusal(order, "each on its own contiguous GPU range of one node group"), True)
+        return spec
+    if ranks[0][0] != 0 or any(a[-1] + 1 != b[0] for a, b in itertools.pairwise(ranks)):
+        rep.add(path, _auto_refusal(order, "one after the other, in that order, starting at GPU 0"), True)
+        return spec
+    actor_gpus, rollout_gpus = ranks[0], ranks[1]
+    pre_process = values.at(("cluster", "use_pre_process_policy")) is True
+    if pre_process and len(actor_gpus) % rollout_tp:
+        rep.add(
+            ("cluster", "use_pre_process_policy"),
+            f"use_pre_process_policy: true puts rollout on the actor's {len(actor_gpus)} GPU(s) too (RLinf's AUTO "
+            f"mode), which needs a multiple of rollout.tensor_parallel_size {rollout_tp}: resize the actor's range "
+            "or set use_pre_process_policy: false",
+            True,
+        )
+        return spec
+    (label,) = groups
+    widened = {"actor": Placement(label, (Segment(None),))}
+    moved = f"actor placed on every GPU (written: {format_ranks(actor_gpus)})"
+    if pre_process:
+        widened["rollout"] = Placement(label, (Segment(tuple(range(rollout_gpus[-1] + 1))),))
+        moved += f" and rollout on GPUs 0-{rollout_gpus[-1]} (written: {format_ranks(rollout_gpus)})"
+    rep.warn(
+        path,
+        f"{moved}, as RLinf's AUTO mode creates them for its dynamic scheduler; auto_scheduler: false places them "
+        "as written",
+    )
+    components = tuple(
+        dataclasses.replace(c, placement=widened[c.name]) if c.name in widened else c for c in spec.components
+    )
+    return dataclasses.replace(spec, components=components)
+
+
+def _auto_refusal(order: list[ComponentSpec], how: str) -> str:
+    names = ", ".join(c.name for c in order)
+    return (
+        f"auto_scheduler: true (RLinf's AUTO mode) needs {names} {how}, as RLinf checks before it starts; "
+        "change the component_placement ranges or set auto_scheduler: false"
+    )
 
 
 def _size(values: Values, path: Path, rep: Reporter) -> int | None:
