@@ -162,6 +162,11 @@ CONFIG: dict[str, Provoker] = {
         "    - label: a\n      node_ranks: all\n"
     ),
     "rollout.tensor_parallel_size 3 must divide actor.model.tensor_model_parallel_size 4": config(RLINF_REASONING),
+    "auto_scheduler: true (RLinf's AUTO mode) needs actor, rollout, inference one after the other, in that order, "
+    "starting at GPU 0": config(
+        "cluster:\n  num_nodes: 1\n  auto_scheduler: true\n"
+        "  component_placement: {actor: 0-3, rollout: 2-5, inference: 6-7}\nrollout: {tensor_parallel_size: 1}\n"
+    ),
     "unknown hardware type 'Frank'; did you mean 'Franka'? Known types: ...": config(
         NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"
     ),
