@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from tests.config.test_invalid_configs import DYNAMIC
 
 from rlplace.config import load
 from rlplace.config.hardware import REGISTRY
@@ -241,23 +242,6 @@ def test_tensor_parallel_sizes_rlinf_refuses_are_errors():
 def test_embodied_configs_place_rollout_as_written():
     text = REASONING.replace("actor,rollout,reward: all", "actor,rollout: all\n    env: 0")
     assert spec_of(text).component("rollout").process_shape is None
-
-
-DYNAMIC = """\
-cluster:
-  num_nodes: 1
-  auto_scheduler: true
-  use_pre_process_policy: true
-  component_placement:
-    actor: 0-1
-    rollout: 2-5
-    inference: 6-7
-    reward: all
-actor:
-  model: {tensor_model_parallel_size: 2}
-rollout:
-  tensor_parallel_size: 2
-"""
 
 
 def _gpus_by_component(text: str, nodes: str = "1x8") -> dict[str, list[tuple[int, ...]]]:

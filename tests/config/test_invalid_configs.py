@@ -353,11 +353,11 @@ cluster:
     actor: 0-1
     rollout: 2-5
     inference: 6-7
+    reward: all
+actor:
+  model: {tensor_model_parallel_size: 2}
 rollout:
   tensor_parallel_size: 2
-actor:
-  model:
-    tensor_model_parallel_size: 2
 """
 
 CASES += [
