@@ -9,6 +9,7 @@ cluster's health checks notice within about 2-5 s.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from ray_workers import Stepper
 
 import rlplace
 from conftest import leftovers
+from rlplace.commands.status import collect_all, render
 from rlplace.errors import NodeLostError, PlacementError
 from rlplace.ray.cluster import live_inventory
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
@@ -93,6 +95,13 @@ def events(job: Any) -> list[tuple[str, int]]:
     return [(e.kind, e.node_rank) for e in job.events]
 
 
+def status(job: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """What `rlplace status` shows of this driver's job: node rows (node -> state) and worker rows by name."""
+    me = ray.get_runtime_context().get_job_id()
+    nodes, workers = collect_all()
+    return {n.node: n.state for n in nodes if n.job in (me, "-")}, {w.name: w for w in workers if w.job == me}
+
+
 def wait_declared(job: Any, rank: int = 4) -> None:
     """Until the job knows node `rank` is lost. A call made right after `remove_node` may still run: the
     raylet dies at once, its worker processes a moment later."""
@@ -125,6 +134,11 @@ def test_a_spare_takes_over_a_lost_node_and_training_state_continues(extra, tmp_
         assert state["cuda_visible_devices"] == "0"
         assert job.live.node(4).node_id == spare.node_id and job.node(4).address == job.live.node(4).address
         assert train.call("step") == [4, 4]
+        nodes, workers = status(job)
+        ip = spare.address.split(":")[0]
+        assert nodes == {"node 4": "SPARE"}
+        moved = workers["rlplace:train:1"]
+        assert (moved.node, moved.state, moved.gpus) == (f"node 4 (spare {ip})", "ALIVE", "0") and moved.pid
         assert events(job) == [("lost", 4), ("spare", 4)]
         takeover = job.events[1]
         assert takeover.workers == ("rlplace:train:1",) and 0 < takeover.seconds < 10
@@ -181,6 +195,10 @@ def test_without_spare_or_replacement_calls_fail_with_node_lost_error_within_the
         with pytest.raises(NodeLostError):  # and every later call, at once
             train.call("step")
         assert train.call("step", rank=0) == 3  # the other node's worker goes on
+        nodes, workers = status(job)
+        assert nodes == {"node 4": "FAILED"}
+        gone_worker = workers["rlplace:train:1"]
+        assert (gone_worker.node, gone_worker.state, gone_worker.pid) == ("node 4", "DEAD", None)
         groups, actors = leftovers()
         assert actors == ["rlplace:train:0 (ALIVE)"] and len(groups) == 1, "the lost node's group is removed"
     assert leftovers() == ([], [])
@@ -273,7 +291,14 @@ def test_shutdown_during_a_loss_is_prompt_wakes_waiting_calls_and_leaves_nothing
     caller = threading.Thread(target=waiting_call)
     caller.start()
     extra.lose(lost)
+    nodes, workers = status(job)  # before Ray declares the node dead: its raylet refuses connections
+    assert workers["rlplace:train:1"].state in ("LOST", "DEAD") and workers["rlplace:train:1"].pid is None
+    assert nodes == {"node 4": "LOST"}
     wait_declared(job)
+    nodes, workers = status(job)
+    assert nodes == {"node 4": "LOST"} and workers["rlplace:train:1"].node == "node 4"
+    shown = render(list(workers.values()), collect_all()[0])
+    assert re.search(r"node 4  LOST .* waiting for a hot spare or a replacement node \((59|60) s left\)", shown)
     start = time.monotonic()
     job.shutdown()
     caller.join(timeout=5)

@@ -443,9 +443,10 @@ class Failover:
 
     def publish(self) -> None:
         """Write the job's node map, planned worker nodes and events to Ray's KV store for `rlplace status`."""
-        if not ray.is_initialized():
+        if not ray.is_initialized() or self._stopped:
             return
         record = {
+            "written_at": time.time(),
             "job": self.job.name,
             "namespace": self.job.namespace,
             "ray_job": ray.get_runtime_context().get_job_id(),
@@ -455,7 +456,9 @@ class Failover:
                 for n in self.job.live.nodes
             },
             "lost": {
-                str(r): {"since": loss.at, "until": loss.at + self.replace_within_s} for r, loss in self._losses.items()
+                str(r): {"since": loss.at, "until": loss.at + self.replace_within_s}
+                for r, loss in self._losses.items()
+                if r not in self._failed
             },
             "failed": sorted(self._failed),
             "events": [e.to_dict() for e in self.events[-50:]],
