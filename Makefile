@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-LINTED := src tests bench examples scripts
+LINTED := src tests bench examples scripts conftest.py
 # torch is an optional extra (rlplace[torch]). Where this machine keeps a CPU wheel on disk, the test venv
 # takes it, so the offload round-trip tests run instead of skipping; elsewhere they skip (see docs/runtime.md).
 TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp3*.whl))
@@ -22,6 +22,7 @@ $(VENV)/.torch: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/rlplace demo
+	@echo "rlplace is installed in $(VENV): 'source $(VENV)/bin/activate' puts rlplace and its python on PATH (README.md)"
 
 test: $(VENV)/.torch
 	$(BIN)/ruff check $(LINTED)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 from rlplace import __version__
 from rlplace.errors import ConfigError, PlacementError, PlanError, RlplaceError
@@ -19,10 +20,41 @@ COMMANDS = ("validate", "schema", "plan", "start", "run", "demo", "status")
 EXIT_OK, EXIT_CONFIG, EXIT_PLAN, EXIT_PLACEMENT = 0, 2, 3, 4
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` shows each option's default, except where there is none to show (unset, a plain flag) or
+    the help text already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = (
+            action.default is None
+            or action.default is False
+            or action.default == []
+            or action.default is argparse.SUPPRESS
+        )
+        if unset or "default:" in text or "%(default)" in text or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """Every `rlplace` parser and subparser formats its help with `HelpFormatter`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlplace", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"rlplace {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser = Parser(
+        prog="rlplace",
+        description="Place the workers of distributed RL jobs on the nodes, GPUs and robots of Ray clusters, "
+        "from one YAML cluster: section, and run them there.",
+        epilog="`rlplace COMMAND --help` shows a command's options. Exit codes: 0 ok, 1 other error, "
+        "2 config or command-line error, 3 the cluster cannot hold the plan, 4 Ray could not place the workers.",
+    )
+    parser.add_argument("--version", action="version", version=f"rlplace {__version__}", help="print the version")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"rlplace.commands.{name}").register(sub)
     return parser
@@ -43,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PLACEMENT
     except RlplaceError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a file the user named cannot be read or written (--out, --svg, schema -o, ...)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e} (check the path and its permissions)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -60,10 +60,12 @@ def test_run_reports_a_bad_config_before_starting_any_cluster(tmp_path, capsys):
 
 
 def test_run_rejects_a_malformed_simulated_cluster_before_starting_it(capsys):
-    assert main(["run", str(CONFIGS / "default.yaml"), "--simulate", "2by4"]) == 2
+    with pytest.raises(SystemExit) as e:  # argparse's exit: the flag is checked while the line is parsed
+        main(["run", str(CONFIGS / "default.yaml"), "--simulate", "2by4"])
+    assert e.value.code == 2
     captured = capsys.readouterr()
-    assert "'2by4' is not COUNTxGPUS[:MODEL]" in captured.err
-    assert "Starting an embedded Ray cluster" not in captured.out
+    assert "argument --simulate: '2by4' is not COUNTxGPUS[:MODEL]" in captured.err  # the flag as typed
+    assert "--nodes" not in captured.err and "Starting an embedded Ray cluster" not in captured.out
 
 
 def test_run_reports_a_plan_that_cannot_fit_before_starting_the_simulated_cluster(capsys):

@@ -8,8 +8,10 @@ node, places the CartPole PPO pipeline on it with the node-group config shipped 
 from __future__ import annotations
 
 import argparse
+import difflib
+import pathlib
 
-from rlplace.commands.run import add_budget_arguments, execute
+from rlplace.commands.run import add_budget_arguments, execute, nodes_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,10 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config",
         default=DEMO_CONFIG.stem,
-        help="a cluster config, or the name of a shipped one (see --list-configs); default: %(default)s",
+        type=config_argument,
+        metavar="NAME|FILE",
+        help="a cluster config file, or the name of a shipped one (see --list-configs); default: %(default)s",
     )
     p.add_argument(
-        "--nodes", default=DEMO_NODES, help="the simulated cluster (COUNTxGPUS groups); default: %(default)s"
+        "--nodes",
+        default=DEMO_NODES,
+        type=nodes_argument,
+        help="the simulated cluster (COUNTxGPUS[:MODEL] groups); default: %(default)s",
     )
     p.add_argument("--list-configs", action="store_true", help="list the shipped configs and exit")
     add_budget_arguments(p)
@@ -40,5 +47,22 @@ def run(args: argparse.Namespace) -> int:
         for name in config_names():
             print(f"{name:20} {CONFIGS / (name + '.yaml')}")
         return 0
-    config = CONFIGS / f"{args.config}.yaml" if args.config in config_names() else args.config
-    return execute(config, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology")
+    return execute(args.config, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology")
+
+
+def config_argument(text: str) -> pathlib.Path:
+    """An argparse type for `--config`: a shipped config's name, or an existing file; else did-you-mean and the list."""
+    from rlplace.examples.cartpole_ppo import CONFIGS, config_names
+
+    names = config_names()
+    if text in names:
+        return CONFIGS / f"{text}.yaml"
+    path = pathlib.Path(text)
+    if path.is_file():
+        return path
+    close = difflib.get_close_matches(path.stem, names, n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither a shipped config nor a file{guess}. Shipped configs: {', '.join(names)} "
+        "(`rlplace demo --list-configs` shows their paths)"
+    )

@@ -25,15 +25,16 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
-    p.add_argument("file", help="config YAML with a `cluster:` section")
+    p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--nodes", metavar="SPEC", help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order")
     src.add_argument("--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string)")
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table", help="how the plan is printed")
     p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
     p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
-    p.add_argument("--model-bytes", type=_size, default=_size("14G"), help="model size for the estimate (14G)")
-    p.add_argument("--batch-bytes", type=_size, default=_size("256M"), help="experience per iteration (256M)")
+    p.add_argument("--model-bytes", type=_size, default="14G", help="model size for the estimate (14G, 512M, 1GiB)")
+    p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
     p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
     p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
     p.set_defaults(func=run)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
     from rlplace.planner import estimate, plan, write_resource_pool
 
-    spec = load(args.file)
+    spec = load(args.file, overrides=args.overrides)
     inventory = _inventory(args)
     result = plan(spec, inventory)
     if args.export:

@@ -13,7 +13,7 @@ import os
 import pathlib
 from typing import Any
 
-from rlplace.errors import PlacementError, RlplaceError
+from rlplace.errors import ConfigError, PlacementError, RlplaceError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,14 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0],
     )
     p.add_argument("config", help="cluster config YAML (either dialect), e.g. one of `rlplace demo --list-configs`")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=2")
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--simulate",
         metavar="NODES",
+        type=nodes_argument,
         help="start an embedded cluster of these nodes (COUNTxGPUS groups in node-rank order, e.g. 2x4 or 3x2,1x0)",
     )
     where.add_argument(
-        "--address", help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the one this machine joined)"
+        "--address",
+        metavar="HOST:PORT",
+        help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the cluster started on this machine)",
     )
     add_budget_arguments(p)
     p.set_defaults(func=run)
@@ -41,10 +45,22 @@ def add_budget_arguments(p: argparse.ArgumentParser) -> None:
     from rlplace.examples.cartpole_ppo.budget import Budget
 
     default = Budget()
-    p.add_argument("--iterations", type=_positive, default=default.iterations, help="training budget (iterations)")
-    p.add_argument("--seed", type=int, default=default.seed)
-    p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("."), help="where the topology picture goes")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the placement groups")
+    p.add_argument(
+        "--iterations", type=_positive, default=default.iterations, help="training budget: stop after N iterations"
+    )
+    p.add_argument("--seed", type=int, default=default.seed, help="seed of the environments and the networks")
+    p.add_argument(
+        "--out",
+        type=pathlib.Path,
+        default=pathlib.Path("."),
+        help="directory for the topology picture (.svg, .html) and, in auto mode, resource_pool_auto.yaml",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=60.0,
+        help="seconds the placement groups may take; then the run fails naming what is missing on which node",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +77,11 @@ def execute(
     from rlplace import config as config_module
 
     _require_demo_extra()
-    spec = config_module.load(config)  # config errors before any cluster starts
+    from rlplace.examples.cartpole_ppo.pipeline import check_config
+
+    spec = config_module.load(config, overrides=getattr(args, "overrides", ()))  # errors before any cluster starts
+    check_config(spec)  # so is a config that cannot run this pipeline
+    args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out, too
     console = Console()
     if simulate:
         from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory
@@ -83,7 +103,7 @@ def execute(
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
-    join(address or os.environ.get("RAY_ADDRESS") or "auto")
+    join(address or "auto")  # "auto": $RAY_ADDRESS, else the cluster started on this machine
     return _train(spec, console, args, picture_stem)
 
 
@@ -94,7 +114,6 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str)
     from rlplace.examples.cartpole_ppo.pipeline import run_pipeline
     from rlplace.examples.cartpole_ppo.report import summary
 
-    args.out.mkdir(parents=True, exist_ok=True)
     export = args.out / "resource_pool_auto.yaml"
     job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export)
     with job:
@@ -157,8 +176,31 @@ def _require_demo_extra() -> None:
         raise RlplaceError(f"the CartPole pipeline needs {e.name}: pip install 'rlplace[demo]'") from e
 
 
+def nodes_argument(text: str) -> str:
+    """An argparse type for a simulated cluster (`--simulate`, `demo --nodes`): checked at parse time, so the
+    message names the flag as typed."""
+    from rlplace.inventory import parse_nodes
+
+    try:
+        parse_nodes(text)
+    except ConfigError as e:
+        shown = (p.message if str(p.value) in p.message else f"{p.value!r}: {p.message}" for p in e.problems)
+        raise argparse.ArgumentTypeError("; ".join(shown)) from None
+    return text
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +31,9 @@ from rlplace.ray.labels import (
     is_label_value,
     label_value,
 )
+
+#: `ray start --head` listens here unless `--port` says otherwise.
+DEFAULT_RAY_PORT = 6379
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,11 +85,43 @@ def run(args: argparse.Namespace) -> int:
     env = start_environment(os.environ)
     if args.dry_run:
         shown = " ".join(f"{k}={v}" for k, v in HIDE_GPUS_ENV.items())
-        print(f"{shown} {subprocess.list2cmdline(cmd)}")
+        print(f"{shown} {shlex.join(cmd)}")
         return 0
     if not os.path.exists(ray):
         raise RlplaceError(f"the `ray` command is not installed next to {sys.executable} nor on PATH")
+    check_can_start(head=args.head, address=args.address, ray_args=args.ray_args)
     return subprocess.run(cmd, env=env, check=False).returncode
+
+
+def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str]) -> None:
+    """Refuse within seconds what `ray start` would answer with a traceback (a head whose port is taken)
+    or with minutes of retries (a worker whose head is unreachable)."""
+    from rlplace.ray.cluster import reachable_address
+
+    if not head:
+        hint = "start the head first (`rlplace start --head --node-rank 0` on it) and check HOST:PORT"
+        reachable_address(address or "", hint=hint)
+        return
+    from ray._private import services
+
+    port = _take_option([a for a in ray_args if a != "--"], "--port")[0] or str(DEFAULT_RAY_PORT)
+    ip = services.get_node_ip_address()
+    try:
+        socket.create_connection((ip, int(port)), timeout=2.0).close()
+    except (OSError, ValueError):
+        return  # nothing listens there: the head can start
+    here = f"{ip}:{port}"
+    if here in services.find_gcs_addresses():
+        raise RlplaceError(
+            f"Ray already runs on this machine with its head at {here}, the port this head would take. Use that "
+            f"cluster (`rlplace status --address {here}`; other nodes join it with `rlplace start --address "
+            f"{here} --node-rank N`), stop it with `ray stop` (stops every Ray process of this machine), or start "
+            f"a second head on another port: `rlplace start --head --node-rank 0 -- --port {int(port) + 1}`"
+        )
+    raise RlplaceError(
+        f"port {port} on {ip} is taken by another program, so a Ray head cannot start there; pick a free port: "
+        f"`rlplace start --head --node-rank 0 -- --port {int(port) + 1}`"
+    )
 
 
 def resolve_node_rank(cli_value: str | None, environ: Mapping[str, str]) -> int | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -56,10 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="show the live job's workers: node, GPUs, state, restarts")
     p.add_argument(
         "--address",
-        default=os.environ.get("RAY_ADDRESS") or "auto",
-        help="Ray cluster address HOST:PORT (default: $RAY_ADDRESS, else the local cluster)",
+        metavar="HOST:PORT",
+        default="auto",
+        help="the Ray cluster's head (default: auto: $RAY_ADDRESS, else the cluster started on this machine)",
     )
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="how the workers are printed")
     # -- following a failure (issue 11) --
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (see --interval)")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="--watch refresh period")

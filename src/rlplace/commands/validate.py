@@ -1,4 +1,5 @@
-"""`rlplace validate FILE...`: `FILE: ok` per valid file, else every problem as `file:line: key.path: message`."""
+"""`rlplace validate FILE... [OVERRIDE...]`: `FILE: ok` per valid file (and its warnings), else every problem as
+`file:line: key.path: message`. Hydra overrides (`key=value`) apply to every file."""
 
 from __future__ import annotations
 
@@ -13,21 +14,31 @@ EXIT_INVALID = 2
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check cluster configs; print every problem with its file, line and key")
-    p.add_argument("files", nargs="+", metavar="FILE", help="YAML config files (cluster: section, either dialect)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML config files (cluster: section, either dialect; Hydra primary or group files), then Hydra "
+        "overrides like cluster=4t4e cluster.train_worker_num=8",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
+    from rlplace.config.compose import split_arguments
 
+    files, overrides = split_arguments(args.files)
     status = 0
-    for name in args.files:
+    for name in files:
         try:
-            load(pathlib.Path(name))
+            spec = load(pathlib.Path(name), overrides=overrides)
         except ConfigError as e:
             status = EXIT_INVALID
             for problem in e.problems:
                 print(problem)
         else:
             print(f"{name}: ok")
+            for warning in spec.warnings:
+                print(f"  warning: {warning}")
     return status

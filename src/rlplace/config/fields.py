@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rlplace.config.problems import Path, Reporter, did_you_mean, show
+from rlplace.config.problems import Path, Reporter, did_you_mean, near_miss, show
 from rlplace.config.ranges import MAX_RANK
 
 
@@ -35,6 +35,11 @@ def written(section: Mapping[str, object], key: str) -> object:
     """The value of `key` in a checked section if written and valid, else None (bad values are reported)."""
     value = section.get(key)
     return None if value is INVALID else value
+
+
+def checked(kind: Kind, value: object, path: Path, rep: Reporter) -> object:
+    """`kind.check`, except for a value already reported (an interpolation that did not resolve)."""
+    return INVALID if value is INVALID else kind.check(value, path, rep)
 
 
 def _is_int(value: object) -> bool:
@@ -127,6 +132,51 @@ class Flag(Kind):
 
 
 @dataclass(frozen=True)
+class Maybe(Kind):
+    """`kind`, or null meaning "not written" (RLinf's Optional fields: `python_interpreter_path: null`)."""
+
+    kind: Kind
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        return None if value is None else self.kind.check(value, path, rep)
+
+    def schema(self) -> JsonSchema:
+        return {"anyOf": [self.kind.schema(), {"type": "null"}]}
+
+    def describe(self) -> str:
+        return f"{self.kind.describe()} or null"
+
+
+@dataclass(frozen=True)
+class Known(Kind):
+    """Free text whose usual values are known: a near miss of one is an error (did you mean), a known value
+    in another case is fine, any other text is kept with a warning (the framework accepts it)."""
+
+    values: tuple[str, ...]
+    what: str  # "camera type", for messages
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not isinstance(value, str) or not value.strip():
+            return self._wrong(value, path, rep)
+        if value in self.values:
+            return value
+        close = near_miss(value, self.values)
+        if close is not None and close.lower() == value.lower():
+            return value  # the frameworks compare these case-insensitively; the worker gets it as written
+        if close is not None:
+            rep.add(path, f"must be {self.describe()}, got {value!r}; did you mean '{close}'?", value)
+            return INVALID
+        rep.warn(path, f"{value!r} is not a {self.what} rlplace knows ({', '.join(self.values)}); kept as written")
+        return value
+
+    def schema(self) -> JsonSchema:
+        return {"type": "string", "examples": list(self.values)}
+
+    def describe(self) -> str:
+        return f"a {self.what} such as " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
 class Choice(Kind):
     values: tuple[str, ...]
 
@@ -182,7 +232,7 @@ class ListOf(Kind):
         if len(value) < self.min_items:
             rep.add(path, f"must hold at least {self.min_items} entr{'y' if self.min_items == 1 else 'ies'}", value)
             return INVALID
-        items = [self.item.check(v, (*path, i), rep) for i, v in enumerate(value)]
+        items = [checked(self.item, v, (*path, i), rep) for i, v in enumerate(value)]
         # One bad item makes the list unusable for rules over the whole list; its problem is reported.
         return INVALID if any(item is INVALID for item in items) else items
 
@@ -236,11 +286,17 @@ class Field:
 
 @dataclass(frozen=True)
 class Section(Kind):
-    """A mapping with declared keys; unknown keys are errors listing the valid ones."""
+    """A mapping with declared keys.
+
+    Unknown keys are errors listing the valid ones, unless `lenient`: then only a near miss of a known key
+    is an error (`remote_storge`), and any other key is a warning naming it (where the frameworks ignore
+    unknown keys: the top of RLinf's cluster section, RLightning's pydantic models). See docs/config.md.
+    """
 
     name: str  # "a node group", for messages
     fields: Mapping[str, Field]
     doc: str = ""
+    lenient: bool = False
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if not isinstance(value, Mapping):
@@ -251,7 +307,7 @@ class Section(Kind):
             if spec is None:
                 self.unknown_key(key, path, rep)
                 continue
-            out[key] = spec.kind.check(item, (*path, key), rep)
+            out[key] = checked(spec.kind, item, (*path, key), rep)
         for key, spec in self.fields.items():
             if spec.required and key not in value:
                 rep.add((*path, key), f"{self.name} needs '{key}': {spec.doc}")
@@ -259,14 +315,22 @@ class Section(Kind):
 
     def unknown_key(self, key: object, path: Path, rep: Reporter) -> None:
         valid = sorted(self.fields)
+        where = (*path, str(key))
+        if self.lenient and near_miss(key, valid) is None:
+            rep.warn(
+                where,
+                f"unknown key '{key}' in {self.name} is not read by rlplace{did_you_mean(key, valid)} (kept for "
+                "your application; remove it if it is a typo)",
+                key,
+            )
+            return
         rep.add(
-            (*path, str(key)),
-            f"unknown key '{key}' in {self.name}{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}",
-            key,
+            where, f"unknown key '{key}' in {self.name}{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}", key
         )
 
     def schema(self) -> JsonSchema:
         props = {k: {**f.kind.schema(), "description": f.doc} for k, f in self.fields.items()}
+        # Editors flag every unknown key (the loader warns on lenient sections): the schema is the strict view.
         out: JsonSchema = {"type": "object", "properties": props, "additionalProperties": False}
         if self.doc:
             out["description"] = self.doc
@@ -289,7 +353,7 @@ class MapOf(Kind):
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if not isinstance(value, Mapping):
             return self._wrong(value, path, rep)
-        return {k: self.value.check(v, (*path, str(k)), rep) for k, v in value.items()}
+        return {k: checked(self.value, v, (*path, str(k)), rep) for k, v in value.items()}
 
     def schema(self) -> JsonSchema:
         return {"type": "object", "additionalProperties": self.value.schema()}

@@ -1,9 +1,16 @@
-"""Typed hardware of node groups (robots): the registry behind `hardware: {type: ..., configs: [...]}`.
+"""Typed hardware of node groups (robots, phones): the registry behind `hardware: {type: ..., configs: [...]}`.
 
-A hardware type is one small class: its `name` (the YAML `type`), a `config` Section declaring the keys
-of one entry of `configs` (every type has `node_rank`, the node the unit is attached to), the `noun`
-used in messages, and `identity`, what makes two entries the same physical unit (one config per unit).
-Register it with `@hardware_type`; the loader, the JSON Schema and the docs pick it up.
+A hardware type is one small class: its `name` (the YAML `type`, case-sensitive as in RLinf), a `config`
+Section declaring the keys of one entry of `configs` (every type has `node_rank`, the node the unit is
+attached to), the `noun` used in messages, `identity` (what makes two entries the same physical unit:
+one config per unit) and `env_fallbacks` (keys RLinf fills from the node's environment when they are left
+out, e.g. a Franka's `robot_ip` from `ROBOT_IP`). Register it with `@hardware_type`; the loader, the JSON
+Schema and the docs pick it up.
+
+The types and their keys, defaults and checks follow RLinf's registered hardware (rlinf/scheduler/hardware).
+A `type` that is a near miss of a registered one is an error (`Frank`: did you mean Franka?); any other
+type is *generic* hardware: one unit per `configs` entry on its `node_rank`, the other keys handed to the
+worker as written, with a warning listing the known types.
 """
 
 from __future__ import annotations
@@ -17,14 +24,18 @@ from rlplace.config.fields import (
     Anything,
     Choice,
     Field,
+    Flag,
     Integer,
     JsonSchema,
     Kind,
+    Known,
     ListOf,
+    MapOf,
+    Maybe,
     Parsed,
     Section,
 )
-from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.problems import Path, Reporter, did_you_mean, near_miss, show
 
 
 class HardwareType:
@@ -33,11 +44,28 @@ class HardwareType:
     name: ClassVar[str]
     noun: ClassVar[str] = "unit"
     config: ClassVar[Section]
+    #: (key, environment variable of the node that RLinf reads when the key is left out).
+    env_fallbacks: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: keys whose values together identify one physical unit (None values are skipped).
+    identity_keys: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def identity(cls, config: Mapping[str, object]) -> object | None:
-        """The key that must be unique per group (one config per unit); None when it cannot be told."""
-        return None
+        """What must be unique per group (one config per unit); None when the config cannot tell."""
+        values = tuple(_same_spelling(config.get(k)) for k in cls.identity_keys)
+        if not values or any(v is INVALID for v in values) or all(v is None for v in values):
+            return None
+        return values if len(values) > 1 else values[0]
+
+
+def _same_spelling(value: object) -> object:
+    """IP addresses compare by address ("fd00::1" is "fd00:0::1"), anything else as written."""
+    if isinstance(value, str):
+        try:
+            return ipaddress.ip_address(value)
+        except ValueError:
+            return value
+    return value
 
 
 REGISTRY: dict[str, type[HardwareType]] = {}
@@ -47,6 +75,14 @@ def hardware_type(cls: type[HardwareType]) -> type[HardwareType]:
     """Class decorator: make `cls` available as `hardware.type: <cls.name>`."""
     REGISTRY[cls.name] = cls
     return cls
+
+
+def kind_of(name: str) -> type[HardwareType]:
+    """The registered type `name`, or a generic one (one unit per config entry, keys kept as written)."""
+    known = REGISTRY.get(name)
+    if known is not None:
+        return known
+    return type(f"Generic_{name}", (HardwareType,), {"name": name, "config": _GENERIC})
 
 
 def _ip_address(value: object) -> str:
@@ -59,14 +95,36 @@ def _ip_address(value: object) -> str:
     return value.strip()
 
 
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be text, got {show(value)}")
+    return value
+
+
+IP = Parsed(_ip_address, {"type": "string"}, "an IPv4 or IPv6 address")
+TEXT = Parsed(_text, {"type": "string", "minLength": 1}, "text")
+
+
 class SerialText(Kind):
-    """A device serial number: text. YAML reads an unquoted all-digit serial as a number (and `0123` as 83)."""
+    """A device serial number: text. YAML reads an unquoted all-digit serial as a number (and `0123` as 83).
+
+    `numbers_ok`: the type takes numbers as their text (RLinf's DOSW1 does `str(serial)`); the text as
+    written is kept (so `0123` stays "0123", not "83"), with a warning to quote it.
+    """
+
+    def __init__(self, numbers_ok: bool = False):
+        self.numbers_ok = numbers_ok
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         if isinstance(value, str) and value.strip():
             return value.strip()
         if isinstance(value, int | float) and not isinstance(value, bool):
             written = rep.raw(path) or str(value)
+            if self.numbers_ok:
+                rep.warn(
+                    path, f'serial {written} was read by YAML as a number; taken as the text "{written}" (quote it)'
+                )
+                return written
             rep.add(path, f'serial {written} was read by YAML as the number {value}; quote it: "{written}"', value)
         else:
             rep.add(path, f"must be {self.describe()}, got {show(value)}", value)
@@ -80,29 +138,202 @@ class SerialText(Kind):
 
 
 NODE_RANK = Field(Integer(0), "global rank of the node this unit is attached to (inside the group's node_ranks)", True)
+SERIALS = Field(Maybe(ListOf(SerialText(), min_items=0)), "serial numbers of its cameras (default: all detected)")
+CAMERA = Known(("realsense", "zed", "lumos"), "camera type")
+CONTROLLER = Maybe(Integer(0))
+SKIP_CHECKS = Field(Flag(), "skip RLinf's connectivity and camera checks when the unit is enumerated")
+
+
+def _section(name: str, fields: dict[str, Field]) -> Section:
+    article = "an" if name[0] in "AEIOU" else "a"
+    return Section(f"{article} {name} config", {"node_rank": NODE_RANK, **fields})
 
 
 @hardware_type
 class Franka(HardwareType):
-    """A Franka Emika robot arm with its cameras."""
+    """A Franka Emika robot arm with its cameras and gripper."""
 
     name = "Franka"
     noun = "robot"
-    config = Section(
-        "a Franka config",
+    env_fallbacks = (("robot_ip", "ROBOT_IP"),)
+    identity_keys = ("robot_ip",)
+    config = _section(
+        "Franka",
         {
-            "robot_ip": Field(
-                Parsed(_ip_address, {"type": "string"}, "an IPv4 or IPv6 address"), "IP address of the robot", True
+            "robot_ip": Field(Maybe(IP), "IP address of the robot (default: the node's ROBOT_IP at enumeration)"),
+            "camera_serials": SERIALS,
+            "camera_type": Field(
+                Known(("realsense", "zed", "lumos", "embodied_runtime"), "camera type"),
+                "camera backend: realsense (default), zed, lumos or embodied_runtime",
             ),
-            "node_rank": NODE_RANK,
-            "camera_serials": Field(ListOf(SerialText(), min_items=0), "serial numbers of the robot's cameras"),
+            "gripper_type": Field(Known(("franka", "robotiq"), "gripper type"), "franka (default) or robotiq"),
+            "gripper_connection": Field(Maybe(TEXT), "serial port of a Robotiq gripper, e.g. /dev/ttyUSB0"),
+            "controller_node_rank": Field(CONTROLLER, "node running the arm's controller (default: the env worker's)"),
+            "backend": Field(
+                Known(("ros", "franky"), "controller backend"), "ros, or franky (libfranka, no roscore needed)"
+            ),
+            "embodied_runtime_robot_id": Field(Maybe(TEXT), "robot id managed by embodied-runtime"),
+            "disable_validate": SKIP_CHECKS,
         },
     )
 
-    @classmethod
-    def identity(cls, config: Mapping[str, object]) -> object | None:
-        ip = config.get("robot_ip")
-        return None if ip is INVALID or ip is None else ipaddress.ip_address(ip)  # type: ignore[arg-type]
+
+_ARM = ("left", "right")
+
+
+@hardware_type
+class DualFranka(HardwareType):
+    """Two Franka arms driven by one env worker; each arm's controller may run on another node."""
+
+    name = "DualFranka"
+    noun = "robot"
+    env_fallbacks = tuple((f"{a}_robot_ip", f"{a.upper()}_ROBOT_IP") for a in _ARM)
+    identity_keys = ("left_robot_ip", "right_robot_ip")
+    config = _section(
+        "DualFranka",
+        {
+            **{f"{a}_robot_ip": Field(Maybe(IP), f"IP of the {a} arm (default: {a.upper()}_ROBOT_IP)") for a in _ARM},
+            **{f"{c}_camera_serials": SERIALS for c in ("left", "right", "base")},
+            "camera_type": Field(CAMERA, "camera backend of every camera without its own type (default realsense)"),
+            **{f"{c}_camera_type": Field(Maybe(CAMERA), f"backend of the {c} camera(s)") for c in ("base", *_ARM)},
+            **{f"{a}_gripper_type": Field(Known(("franka", "robotiq"), "gripper type"), f"{a} gripper") for a in _ARM},
+            **{f"{a}_gripper_connection": Field(Maybe(TEXT), f"serial port of the {a} Robotiq gripper") for a in _ARM},
+            **{f"{a}_controller_node_rank": Field(CONTROLLER, f"node of the {a} arm's controller") for a in _ARM},
+        },
+    )
+
+
+@hardware_type
+class DOSW1(HardwareType):
+    """A DOS-W1 dual-arm robot reached over gRPC (follower and leader ports per arm)."""
+
+    name = "DOSW1"
+    noun = "robot"
+    env_fallbacks = (("robot_url", "ROBOT_URL"),)
+    identity_keys = ("robot_url", "left_arm_port", "right_arm_port")
+    _PORT = Integer(1, 65535)
+    config = _section(
+        "DOSW1",
+        {
+            "robot_url": Field(TEXT, "host or IP of the gRPC endpoint (default localhost)"),
+            "left_arm_port": Field(_PORT, "gRPC port of the left follower arm (default 50051)"),
+            "right_arm_port": Field(_PORT, "gRPC port of the right follower arm (default 50053)"),
+            "left_lead_port": Field(_PORT, "gRPC port of the left leader arm (default 50050)"),
+            "right_lead_port": Field(_PORT, "gRPC port of the right leader arm (default 50052)"),
+            "camera_serials": Field(Maybe(ListOf(SerialText(numbers_ok=True), min_items=0)), "RealSense serials"),
+        },
+    )
+
+
+@hardware_type
+class GimArm(HardwareType):
+    """A GimArm 6-DOF arm on a CAN bus."""
+
+    name = "GimArm"
+    noun = "robot"
+    identity_keys = ("node_rank", "can_interface")
+    config = _section(
+        "GimArm",
+        {
+            "can_interface": Field(TEXT, "CAN socket interface (default can0)"),
+            "arm_variant": Field(Choice(("gim_arm", "gim_arm_xl")), "gim_arm or gim_arm_xl (default)"),
+            "camera_serials": SERIALS,
+            "camera_type": Field(Known(("realsense", "zed"), "camera type"), "realsense (default) or zed"),
+            "enable_gripper": Field(Flag(), "a gripper is attached (default true)"),
+            "gripper_type": Field(Known(("parallel", "single_side"), "gripper type"), "parallel (default)"),
+            "controller_node_rank": Field(CONTROLLER, "node running the controller (default: the env worker's)"),
+            "disable_validate": SKIP_CHECKS,
+        },
+    )
+
+
+@hardware_type
+class Turtle2(HardwareType):
+    """An X-Square Turtle2 robot (no settings besides its node)."""
+
+    name = "Turtle2"
+    noun = "robot"
+    config = _section("Turtle2", {})
+
+
+@hardware_type
+class SO101(HardwareType):
+    """An SO-101 (or SO-100) arm on a USB serial port, driven through LeRobot."""
+
+    name = "SO101"
+    noun = "robot"
+    env_fallbacks = (("port", "SO101_PORT"),)
+    identity_keys = ("node_rank", "port")
+    config = _section(
+        "SO101",
+        {
+            "port": Field(TEXT, "serial port of the motor bus (default /dev/tty.usbmodem*; SO101_PORT)"),
+            "leader_port": Field(Maybe(TEXT), "serial port of the leader arm (teleoperation)"),
+            "arm_variant": Field(Choice(("so101", "so100")), "so101 (default) or so100"),
+            "calibration_id": Field(TEXT, "LeRobot calibration id of the follower arm (default 'default')"),
+            "leader_calibration_id": Field(Maybe(TEXT), "calibration id of the leader arm"),
+            "camera_cfgs": Field(MapOf(MapOf(Anything(), "camera settings"), "cameras"), "camera name -> settings"),
+            "use_degrees": Field(Flag(), "joint angles in degrees (default true)"),
+            "disable_validate": SKIP_CHECKS,
+        },
+    )
+
+
+@hardware_type
+class YAM(HardwareType):
+    """A YAM bimanual robot: two arm controllers by IP."""
+
+    name = "YAM"
+    noun = "robot"
+    identity_keys = ("left_ip", "right_ip")
+    config = _section(
+        "YAM",
+        {
+            "left_ip": Field(IP, "IP address of the left arm's controller", True),
+            "right_ip": Field(IP, "IP address of the right arm's controller", True),
+            "camera_serials": SERIALS,
+            "disable_validate": SKIP_CHECKS,
+        },
+    )
+
+
+@hardware_type
+class ADB(HardwareType):
+    """An Android phone reached through adb."""
+
+    name = "ADB"
+    noun = "phone"
+    identity_keys = ("node_rank", "device_id")
+    config = _section(
+        "ADB",
+        {
+            "device_id": Field(SerialText(), "the phone's adb device id", True),
+            "adb_path": Field(TEXT, "the adb executable on the node (default adb)"),
+        },
+    )
+
+
+class GenericConfig(Kind):
+    """One entry of an unknown hardware type: `node_rank` is checked, every other key is kept as written."""
+
+    def check(self, value: object, path: Path, rep: Reporter) -> object:
+        if not isinstance(value, Mapping):
+            rep.add(path, f"must be a mapping with node_rank, got {show(value)}", value)
+            return INVALID
+        if "node_rank" not in value:
+            rep.add((*path, "node_rank"), f"a hardware config needs 'node_rank': {NODE_RANK.doc}")
+            return INVALID
+        node = NODE_RANK.kind.check(value["node_rank"], (*path, "node_rank"), rep)
+        return INVALID if node is INVALID else {**{str(k): v for k, v in value.items()}, "node_rank": node}
+
+    def schema(self) -> JsonSchema:
+        return {"type": "object", "properties": {"node_rank": NODE_RANK.kind.schema()}, "required": ["node_rank"]}
+
+    def describe(self) -> str:
+        return "a mapping with node_rank"
+
+
+_GENERIC = Section("a hardware config", {"node_rank": NODE_RANK})  # for messages; entries go through GenericConfig
 
 
 class HardwareBlock(Kind):
@@ -112,21 +343,23 @@ class HardwareBlock(Kind):
         outer = Section(
             "hardware",
             {
-                "type": Field(Choice(tuple(sorted(REGISTRY))), "the hardware type", True),
+                "type": Field(TEXT, "the hardware type", True),
                 "configs": Field(ListOf(Anything()), "one entry per unit, each with its node_rank", True),
             },
         )
         checked = outer.check(value, path, rep)
         if checked is INVALID:
             return INVALID
-        kind, configs = checked.get("type", INVALID), checked.get("configs", INVALID)  # type: ignore[union-attr]
-        if kind is not INVALID and configs is not INVALID:
-            typed = ListOf(REGISTRY[kind].config)  # type: ignore[index]
-            checked["configs"] = typed.check(configs, (*path, "configs"), rep)  # type: ignore[index]
+        name, configs = checked.get("type", INVALID), checked.get("configs", INVALID)  # type: ignore[union-attr]
+        if name is not INVALID and _known_type(name, (*path, "type"), rep) is INVALID:  # type: ignore[arg-type]
+            checked["type"] = name = INVALID  # type: ignore[index]
+        if name is not INVALID and configs is not INVALID:
+            item = REGISTRY[name].config if name in REGISTRY else GenericConfig()  # type: ignore[index]
+            checked["configs"] = ListOf(item).check(configs, (*path, "configs"), rep)  # type: ignore[index]
         return checked
 
     def schema(self) -> JsonSchema:
-        variants = [
+        variants: list[JsonSchema] = [
             {
                 "type": "object",
                 "description": cls.__doc__ or cls.name,
@@ -136,7 +369,36 @@ class HardwareBlock(Kind):
             }
             for name, cls in sorted(REGISTRY.items())
         ]
+        variants.append(
+            {
+                "type": "object",
+                "description": "generic hardware of a type rlplace does not know: one unit per configs entry",
+                "properties": {
+                    "type": {"type": "string", "not": {"enum": sorted(REGISTRY)}},
+                    "configs": ListOf(GenericConfig()).schema(),
+                },
+                "required": ["type", "configs"],
+                "additionalProperties": False,
+            }
+        )
         return {"oneOf": variants}
 
     def describe(self) -> str:
         return "a mapping with 'type' and 'configs'"
+
+
+def _known_type(name: str, path: Path, rep: Reporter) -> object:
+    """A registered type as is; a near miss is an error; any other type is generic, with a warning."""
+    if name in REGISTRY:
+        return name
+    known = ", ".join(sorted(REGISTRY))
+    if near_miss(name, REGISTRY) is not None:
+        rep.add(path, f"unknown hardware type '{name}'{did_you_mean(name, REGISTRY)} Known types: {known}", name)
+        return INVALID
+    rep.warn(
+        path,
+        f"hardware type '{name}' is not one rlplace knows ({known}): treated as generic hardware, one unit per "
+        "configs entry on its node_rank, the other keys handed to the worker as written",
+        name,
+    )
+    return name

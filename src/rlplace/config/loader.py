@@ -1,10 +1,13 @@
 """`load`: any config source -> a validated JobSpec, or one ConfigError listing every problem.
 
-Sources: a YAML file (str or Path), YAML text, a dict, or an OmegaConf/Hydra DictConfig (recognised
-only when omegaconf is already imported, so it stays an optional dependency). The `cluster:` section
-may be the top level itself (e.g. Hydra's `cfg.cluster`) or under `cluster:`, where other top-level keys
-belong to the rest of the user's config and are left alone. `resource_pool` may sit under `cluster:` or
-beside it. The dialect is told by its keys; each dialect has its own builder module.
+Sources: a YAML file (str or Path; its Hydra `defaults:` list composed, Hydra overrides applied, see
+`compose`), YAML text, a dict, or an OmegaConf/Hydra DictConfig (recognised only when omegaconf is
+already imported, so it stays an optional dependency). The `cluster:` section may be the top level itself
+(e.g. Hydra's `cfg.cluster` or a config-group file) or under `cluster:`, where the other top-level keys
+belong to the rest of the user's config: rlplace reads them only where a framework launches workers from
+them (`training`). `resource_pool` may sit under `cluster:` or beside it. `${...}` interpolations are
+resolved where rlplace reads (`values`). The dialect is told by its keys; each dialect has its own
+builder module. Things worth knowing that are not errors come back as `JobSpec.warnings`.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import dataclasses
 import os
 import pathlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from rlplace.config import node_groups, pools
+from rlplace.config import node_groups, pools, training
+from rlplace.config.compose import OVERRIDE_ORIGIN, compose_file, compose_with_hydra, has_defaults
 from rlplace.config.problems import Path, Reporter, did_you_mean, show
 from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, POOLS_SECTION, RESOURCE_POOLS
+from rlplace.config.values import Values
 from rlplace.config.yaml_source import read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import JobSpec
@@ -27,19 +32,24 @@ _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS)
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def load(source: object, *, filename: str | None = None) -> JobSpec:
+def load(source: object, *, filename: str | None = None, overrides: Sequence[str] = ()) -> JobSpec:
     """Load and validate a cluster config; raise ConfigError with every problem found.
 
-    `filename` names the source in messages when it is text, a dict or a DictConfig.
+    `filename` names the source in messages when it is text, a dict or a DictConfig. `overrides` are Hydra
+    overrides (`["cluster=4t4e_manual", "cluster.train_worker_num=8"]`) for a file: it is composed by
+    hydra-core (the optional extra `rlplace[hydra]`).
     """
-    rep, data = _read(source, filename)
-    spec = _interpret(data, rep) if data is not None or not rep.problems else None
+    rep, data, root = _read(source, filename, tuple(overrides))
+    if data is None and not rep.problems:
+        data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
+    spec = _interpret(data, rep, Values(data, rep, root)) if data is not None else None
     if rep.problems or spec is None:
         raise ConfigError(rep.sorted_problems())
-    return dataclasses.replace(spec, source=rep.file)
+    return dataclasses.replace(spec, source=rep.file, warnings=rep.warning_texts())
 
 
-def _read(source: object, filename: str | None) -> tuple[Reporter, object]:
+def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> tuple[Reporter, object, object]:
+    """(reporter, plain data, the DictConfig it came from or None)."""
     if isinstance(source, str) and _looks_like_path(source):
         source = pathlib.Path(source)
     if isinstance(source, pathlib.Path):
@@ -50,16 +60,32 @@ def _read(source: object, filename: str | None) -> tuple[Reporter, object]:
             raise ConfigError(Problem("", "no such file", file=rep.file)) from None
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(Problem("", f"cannot read the file: {e}", file=rep.file)) from None
-        return rep, read_yaml(text, rep)
+        data = read_yaml(text, rep)
+        if overrides and not rep.problems:
+            data, root = compose_with_hydra(source, overrides, rep)
+            return rep, data, root
+        if has_defaults(data) and not rep.problems:
+            data = compose_file(source, rep, data)
+            if rep.problems:  # a missing option file: the rest would only be knock-on problems
+                raise ConfigError(rep.sorted_problems())
+        return rep, data, None
+    if overrides:
+        raise ConfigError(
+            Problem(
+                "",
+                "Hydra overrides apply to a config file; pass the file's path (or apply them to your DictConfig)",
+                file=OVERRIDE_ORIGIN.format(" ".join(overrides)),
+            )
+        )
     if isinstance(source, str):
         rep = Reporter(filename or "<string>")
-        return rep, read_yaml(source, rep)
+        return rep, read_yaml(source, rep), None
     rep = Reporter(filename)
     container = _from_omegaconf(source, rep)
     if container is not None:
-        return rep, container
+        return rep, container, source
     if isinstance(source, Mapping):
-        return rep, source
+        return rep, source, None
     raise ConfigError(
         Problem(
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
@@ -73,20 +99,40 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _from_omegaconf(source: object, rep: Reporter) -> object | None:
+    """A DictConfig's plain containers, interpolations left in place (`Values` resolves what is read)."""
     omegaconf = sys.modules.get("omegaconf")
     if omegaconf is None or not isinstance(source, omegaconf.DictConfig):
         return None
     try:
-        return omegaconf.OmegaConf.to_container(source, resolve=True)
+        return omegaconf.OmegaConf.to_container(source, resolve=False)
     except omegaconf.errors.OmegaConfBaseException as e:
-        raise ConfigError(Problem("", f"cannot resolve the OmegaConf config: {e}", file=rep.file)) from None
+        raise ConfigError(Problem("", f"cannot read the OmegaConf config: {e}", file=rep.file)) from None
 
 
-def _interpret(data: object, rep: Reporter) -> JobSpec | None:
+def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
     located = _locate(data, rep)
     if located is None:
         return None
     section, base, top_pools = located
+    section = values.tree(section, base)
+    if section is None or section == {}:
+        section = {}
+        rep.warn(
+            base,
+            f"the {'cluster section' if base else 'config'} is empty: RLightning's ClusterConfig defaults apply "
+            "(placement mode auto, strategy default: 1 train and 1 eval worker of 1 GPU each, Ray schedules every "
+            "worker); env workers follow rlplace's defaults (one per eval worker, 1 GPU each) unless a training "
+            "config gives env groups",
+        )
+    if not isinstance(section, Mapping):
+        rep.add(
+            base,
+            f"cluster must be a mapping of keys such as num_nodes or train_worker_num, got {show(section)}",
+            section,
+        )
+        return None
+    if top_pools is not _ABSENT:
+        top_pools = values.tree(top_pools, ("resource_pool",))
     keys = {k for k in section if isinstance(k, str)}
     pool_keys = sorted(keys & set(POOLS_KEYS) | ({"resource_pool"} if top_pools is not _ABSENT else set()))
     group_keys = sorted(keys & set(NODE_GROUPS_KEYS))
@@ -98,7 +144,9 @@ def _interpret(data: object, rep: Reporter) -> JobSpec | None:
         )
         return None
     if group_keys:
-        return node_groups.build(NODE_GROUPS_SECTION.check(section, base, rep), base, rep)  # type: ignore[arg-type]
+        checked = NODE_GROUPS_SECTION.check(section, base, rep)
+        spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
+        return training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
     pool_list = checked.get("resource_pool")  # type: ignore[union-attr]
@@ -107,36 +155,34 @@ def _interpret(data: object, rep: Reporter) -> JobSpec | None:
         if "resource_pool" in section:
             rep.add(pools_path, "resource_pool is written twice, under cluster: and beside it; keep one")
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
-    return pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
+    spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
+    return training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
 
 
 _ABSENT = object()
 
 
-def _locate(data: object, rep: Reporter) -> tuple[Mapping[object, object], Path, object] | None:
+def _locate(data: object, rep: Reporter) -> tuple[object, Path, object] | None:
     """(cluster section, its key path, top-level resource_pool or _ABSENT), or None when there is none."""
-    if data is None:
-        rep.add((), "the config is empty; expected a cluster: section")
-        return None
+    if data == {}:
+        return data, (), _ABSENT
     if not isinstance(data, Mapping):
         rep.add((), f"the config must be a mapping with a cluster: section, got {show(data)}", data)
         return None
     if "cluster" not in data:
         if not _ALL_KEYS & {k for k in data if isinstance(k, str)}:
             hints = "".join(did_you_mean(k, ["cluster"]) for k in data)
+            local = (
+                " (RLightning runs a training config without one in local mode, every component in the driver: "
+                "there is nothing to place)"
+                if all(k in data for k in training.RLIGHTNING_KEYS)
+                else ""
+            )
             rep.add(
                 (),
-                f"no cluster: section found{hints or ''}; write it as cluster: with keys such as num_nodes, "
+                f"no cluster: section found{hints or ''}{local}; write it as cluster: with keys such as num_nodes, "
                 "node_groups, component_placement or train_worker_num, placement, resource_pool",
             )
             return None
         return data, (), _ABSENT
-    section = data["cluster"]
-    if not isinstance(section, Mapping):
-        rep.add(
-            ("cluster",),
-            f"cluster must be a mapping of keys such as num_nodes or train_worker_num, got {show(section)}",
-            section,
-        )
-        return None
-    return section, ("cluster",), data.get("resource_pool", _ABSENT)
+    return data["cluster"], ("cluster",), data.get("resource_pool", _ABSENT)

@@ -12,9 +12,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 from rlplace.config.fields import INVALID, written
-from rlplace.config.hardware import REGISTRY
+from rlplace.config.hardware import kind_of
 from rlplace.config.problems import Path, Reporter, did_you_mean, format_path
 from rlplace.config.ranges import format_ranks
+from rlplace.config.sections import ALL_RANKS, RLINF_EXTRAS
 from rlplace.model import (
     CLUSTER_GROUP,
     NODE_GROUP,
@@ -37,23 +38,51 @@ def build(cluster: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
     num_nodes = written(cluster, "num_nodes")
     groups: list[NodeGroupSpec] = []
     labels: dict[str, int] = {}  # every user label written, also of groups with other problems
+    uncounted: set[str] = set()  # groups whose hardware units could not all be read: their size is unknown
+    owners: dict[tuple[int, str], str] = {}  # (node, hardware type) -> the group configuring it
     for i, group in enumerate(written(cluster, "node_groups") or ()):  # type: ignore[arg-type]
-        spec = _group(group, (*base, "node_groups", i), num_nodes, labels, rep)  # type: ignore[arg-type]
+        spec = _group(group, (*base, "node_groups", i), num_nodes, labels, owners, rep)  # type: ignore[arg-type]
         label = written(group, "label")  # type: ignore[arg-type]
         if isinstance(label, str) and label not in RESERVED_LABELS:
             labels.setdefault(label, i)
+            if _hardware_incomplete(group):  # type: ignore[arg-type]
+                uncounted.add(label)
         if spec is not None:
             groups.append(spec)
-    complete = {g.label: g for g in groups}
-    components = _components(cluster, base, complete, [*labels, *RESERVED_LABELS], num_nodes, rep)  # type: ignore[arg-type]
-    return JobSpec("node_groups", PlacementSettings(), components, tuple(groups), num_nodes)  # type: ignore[arg-type]
+    counted = {g.label: g for g in groups if g.label not in uncounted}
+    components = _components(cluster, base, counted, [*labels, *RESERVED_LABELS], num_nodes, rep)  # type: ignore[arg-type]
+    extras = {k: cluster[k] for k in RLINF_EXTRAS if k in cluster and cluster[k] is not INVALID}
+    return JobSpec("node_groups", PlacementSettings(), components, tuple(groups), num_nodes, extras=extras)  # type: ignore[arg-type]
+
+
+def _hardware_incomplete(group: Mapping[str, object]) -> bool:
+    """A hardware block with a problem: its units cannot be counted, so placements through it are not checked."""
+    block = group.get("hardware")
+    if block is INVALID:
+        return True
+    if not isinstance(block, Mapping):
+        return False
+    configs = block.get("configs")
+    return (
+        block.get("type") is INVALID
+        or configs is INVALID
+        or any(
+            c is INVALID or "node_rank" not in c or any(v is INVALID for v in c.values())  # type: ignore[operator,union-attr]
+            for c in configs or ()  # type: ignore[union-attr]
+        )
+    )
 
 
 def _group(
-    group: Mapping[str, object], path: Path, num_nodes: int | None, labels: dict[str, int], rep: Reporter
+    group: Mapping[str, object],
+    path: Path,
+    num_nodes: int | None,
+    labels: dict[str, int],
+    owners: dict[tuple[int, str], str],
+    rep: Reporter,
 ) -> NodeGroupSpec | None:
     label = written(group, "label")
-    ranks = written(group, "node_ranks")
+    ranks = _expand_all(written(group, "node_ranks"), num_nodes, (*path, "node_ranks"), rep)
     if isinstance(label, str):
         if label in RESERVED_LABELS:
             meaning = "every node, its accelerators" if label == CLUSTER_GROUP else "every node, hardware ignored"
@@ -74,7 +103,10 @@ def _group(
     if ranks is not None:
         _in_cluster(ranks, num_nodes, (*path, "node_ranks"), group.get("node_ranks"), rep)  # type: ignore[arg-type]
     env_configs = _env_configs(group, path, ranks, rep)  # type: ignore[arg-type]
-    hardware_type, units = _hardware(group, path, ranks, rep)  # type: ignore[arg-type]
+    hardware_type, units = _hardware(group, path, ranks, num_nodes, rep)  # type: ignore[arg-type]
+    if isinstance(label, str):
+        _one_group_per_unit(label, units, owners, rep)
+    _hardware_type_key(group, path, hardware_type, rep)
     ignore = written(group, "ignore_hardware") is True
     if ignore and hardware_type is not None:
         rep.add(
@@ -89,10 +121,60 @@ def _group(
         node_ranks=ranks,  # type: ignore[arg-type]
         env_configs=env_configs,
         hardware_type=hardware_type,
-        hardware=units,
+        hardware=tuple(unit for unit, _ in units),
         ignore_hardware=ignore,
         path=format_path(path),
     )
+
+
+def _one_group_per_unit(
+    label: str, units: tuple[tuple[HardwareUnit, Path], ...], owners: dict[tuple[int, str], str], rep: Reporter
+) -> None:
+    """RLinf: hardware of one type on one node is configured by one node group only."""
+    for unit, path in units:
+        first = owners.setdefault((unit.node_rank, unit.type), label)
+        if first != label:
+            rep.add(
+                path,
+                f"{unit.type} hardware of node {unit.node_rank} is already configured by node group '{first}'; "
+                "configure a node's hardware of one type in one group (groups may share nodes, not units)",
+                unit.node_rank,
+            )
+
+
+def _expand_all(ranks: object, universe: int | tuple[int, ...] | None, path: Path, rep: Reporter) -> object:
+    """`node_ranks: all` -> every node (a group: 0..num_nodes-1; an env config: its group's nodes), as RLinf."""
+    if ranks != ALL_RANKS:
+        return ranks
+    if universe is None:
+        rep.add(
+            path,
+            "node_ranks: all needs num_nodes (all means ranks 0..num_nodes-1); write num_nodes or list the ranks",
+            ALL_RANKS,
+        )
+        return None
+    return tuple(range(universe)) if isinstance(universe, int) else universe
+
+
+def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: str | None, rep: Reporter) -> None:
+    written_type = written(group, "hardware_type")
+    if written_type is None:
+        return
+    if group.get("hardware") is not None:
+        rep.add(
+            (*path, "hardware_type"),
+            "hardware_type is taken from hardware.type when a hardware block is given (RLinf refuses both); "
+            "remove hardware_type",
+            written_type,
+        )
+    elif hardware_type is None:
+        rep.warn(
+            (*path, "hardware_type"),
+            f"hardware_type: {written_type} without a hardware block: RLinf finds those units on the nodes at run "
+            "time, rlplace cannot count them beforehand, so this group's resources are its accelerators (or its "
+            f"nodes); list the units under hardware: {{type: {written_type}, configs: [...]}} to place through them",
+            written_type,
+        )
 
 
 def _in_cluster(ranks: Sequence[int], num_nodes: int | None, path: Path, value: object, rep: Reporter) -> None:
@@ -115,6 +197,9 @@ def _env_configs(
     for j, entry in enumerate(written(group, "env_configs") or ()):  # type: ignore[arg-type]
         epath = (*path, "env_configs", j)
         sub = written(entry, "node_ranks")
+        if sub == ALL_RANKS and ranks is None:
+            continue  # the group's own ranks are already reported
+        sub = _expand_all(sub, ranks, (*epath, "node_ranks"), rep)
         if sub is None:
             continue
         if ranks is not None:
@@ -149,14 +234,15 @@ def _env_configs(
 
 
 def _hardware(
-    group: Mapping[str, object], path: Path, ranks: tuple[int, ...] | None, rep: Reporter
-) -> tuple[str | None, tuple[HardwareUnit, ...]]:
+    group: Mapping[str, object], path: Path, ranks: tuple[int, ...] | None, num_nodes: int | None, rep: Reporter
+) -> tuple[str | None, tuple[tuple[HardwareUnit, Path], ...]]:
+    """The group's hardware type and units (each with its key path), in node-rank order."""
     block = written(group, "hardware")
     kind_name = written(block, "type") if isinstance(block, Mapping) else None
     if kind_name is None:
         return None, ()
-    kind = REGISTRY[kind_name]  # type: ignore[index]
-    units: list[HardwareUnit] = []
+    kind = kind_of(kind_name)  # type: ignore[arg-type]
+    units: list[tuple[HardwareUnit, Path]] = []
     seen: dict[object, int] = {}
     for k, config in enumerate(written(block, "configs") or ()):  # type: ignore[arg-type]
         cpath = (*path, "hardware", "configs", k)
@@ -168,21 +254,37 @@ def _hardware(
                 "must be attached to one of its group's nodes",
                 node,
             )
+        if not isinstance(config, Mapping):
+            continue
+        _controllers_in_cluster(config, cpath, num_nodes, rep)
         identity = kind.identity(config)
         if identity is not None and identity in seen:
             rep.add(
                 cpath,
-                f"this {kind.noun} ({identity}) is already configured by configs[{seen[identity]}]; one hardware "
-                f"config per {kind.noun}",
-                str(identity),
+                f"this {kind.noun} ({_show_identity(identity)}) is already configured by configs[{seen[identity]}]; "
+                f"one hardware config per {kind.noun}",
+                _show_identity(identity),
             )
         seen.setdefault(identity, k)
         if node is None or any(v is INVALID for v in config.values()):
             continue
         fields = {key: tuple(v) if isinstance(v, list) else v for key, v in config.items() if key != "node_rank"}
-        units.append(HardwareUnit(type=kind.name, node_rank=node, config=fields, path=format_path(cpath)))  # type: ignore[arg-type]
-    units.sort(key=lambda u: u.node_rank)  # hardware ranks count units in node-rank order
+        unit = HardwareUnit(type=kind.name, node_rank=node, config=fields, path=format_path(cpath))  # type: ignore[arg-type]
+        units.append((unit, cpath))
+    units.sort(key=lambda u: u[0].node_rank)  # hardware ranks count units in node-rank order
     return kind.name, tuple(units)
+
+
+def _show_identity(identity: object) -> str:
+    parts = identity if isinstance(identity, tuple) else (identity,)
+    return ", ".join(str(p) for p in parts if p is not None)
+
+
+def _controllers_in_cluster(config: Mapping[str, object], path: Path, num_nodes: int | None, rep: Reporter) -> None:
+    """`controller_node_rank` (and left_/right_) name a node of the cluster."""
+    for key, value in config.items():
+        if key.endswith("controller_node_rank") and isinstance(value, int) and num_nodes is not None:
+            _in_cluster((value,), num_nodes, (*path, key), value, rep)
 
 
 def _components(
@@ -203,9 +305,12 @@ def _components(
         names = [n for n in _component_names(key, path, rep) if _first_definition(n, str(key), defined, path, rep)]
         if entry is INVALID:
             continue
+        cpus = 1.0
         if isinstance(entry, Mapping):
             labels = written(entry, "node_group") or (CLUSTER_GROUP,)
             segments, place_path = written(entry, "placement"), (*path, "placement")
+            written_cpus = written(entry, "num_cpus")
+            cpus = cpus if written_cpus is None else written_cpus  # type: ignore[assignment]
             if entry.get("node_group") is INVALID:
                 continue
         else:
@@ -214,7 +319,10 @@ def _components(
             continue
         _check_placement(segments, labels, groups, num_nodes, place_path, rep)  # type: ignore[arg-type]
         placement = Placement(groups=tuple(labels), segments=segments)  # type: ignore[arg-type]
-        out.extend(ComponentSpec(name=name, placement=placement, path=format_path(path)) for name in names)
+        out.extend(
+            ComponentSpec(name=name, placement=placement, cpus_per_worker=cpus, path=format_path(path))
+            for name in names
+        )
     return tuple(out)
 
 
@@ -265,7 +373,7 @@ def _group_size(label: str, groups: dict[str, NodeGroupSpec], num_nodes: int | N
     if group is None or label == CLUSTER_GROUP:
         return None
     if group.hardware_type is not None:
-        return len(group.hardware), f"{REGISTRY[group.hardware_type].noun}s ({group.hardware_type})"
+        return len(group.hardware), f"{kind_of(group.hardware_type).noun}s ({group.hardware_type})"
     if group.ignore_hardware:
         return len(group.node_ranks), "nodes (ignore_hardware)"
     return None  # accelerators: counted from the inventory by the planner

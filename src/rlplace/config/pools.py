@@ -8,12 +8,14 @@ against the range it is given. Values the user did not write stay None for the p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 
 from rlplace.config.fields import INVALID, written
 from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.ranges import format_ranks
+from rlplace.config.sections import CPU_KEYS, REMOTE_KEYS
 from rlplace.model import (
     POOL_COMPONENTS,
     RESERVED_LABELS,
@@ -37,9 +39,8 @@ def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: 
     """The JobSpec of a pools-dialect section; problems go to `rep` (the caller raises)."""
     block = written(cluster, "placement") or {}
     assert isinstance(block, Mapping)
-    mode = written(block, "mode") or "auto"
     settings = PlacementSettings(
-        mode=mode,  # type: ignore[arg-type]
+        mode=written(block, "mode") or "auto",  # type: ignore[arg-type]
         strategy=written(block, "strategy"),  # type: ignore[arg-type]
         env_strategy=written(block, "env_strategy"),  # type: ignore[arg-type]
         is_colocated=written(cluster, "is_colocated"),  # type: ignore[arg-type]
@@ -48,10 +49,25 @@ def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: 
     )
     if block.get("strategy") is not INVALID:  # a misspelt strategy is reported once, not as "not written"
         _check_settings(settings, base, rep)
+    spec = _spec(cluster, base, settings, pools, pools_path, rep)
+    components = _driver_and_cpus(spec.components, cluster, base)
+    extras = {k: cluster[k] for k in ("rollout_env_interaction",) if k in cluster and cluster[k] is not INVALID}
+    return dataclasses.replace(spec, components=components, ray_address=written(cluster, "ray_address"), extras=extras)  # type: ignore[arg-type]
+
+
+def _spec(
+    cluster: Mapping[str, object],
+    base: Path,
+    settings: PlacementSettings,
+    pools: object,
+    pools_path: Path,
+    rep: Reporter,
+) -> JobSpec:
+    block = written(cluster, "placement") or {}
     mode_path = (*base, "placement", "mode")
-    if block.get("mode") is INVALID or pools is INVALID:
+    if block.get("mode") is INVALID or pools is INVALID:  # type: ignore[union-attr]
         return JobSpec("pools", settings, ())
-    if mode == "auto":
+    if settings.mode == "auto":
         if pools is not None:
             rep.add(
                 pools_path,
@@ -74,14 +90,35 @@ def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: 
     return JobSpec("pools", settings, components, node_groups=groups)
 
 
+def _driver_and_cpus(
+    components: tuple[ComponentSpec, ...], cluster: Mapping[str, object], base: Path
+) -> tuple[ComponentSpec, ...]:
+    """`<c>_each_cpu_num` and RLightning's `remote_<c>: false` on their components; a buffer that only these
+    keys mention gets a component of its own (no placement: the planner places shards as usual)."""
+    cpus = {c: written(cluster, key) for key, c in CPU_KEYS.items()}
+    remote = {c: written(cluster, key) for key, c in REMOTE_KEYS.items()}
+    out = list(components)
+    if "buffer" not in {c.name for c in out} and (cpus["buffer"] is not None or remote["buffer"] is False):
+        out.append(ComponentSpec(name="buffer", gpus_per_worker=BUFFER_GPUS, path=format_path(base)))
+    return tuple(
+        dataclasses.replace(
+            c,
+            cpus_per_worker=c.cpus_per_worker if cpus.get(c.name) is None else cpus[c.name],  # type: ignore[arg-type]
+            remote=remote.get(c.name) is not False,
+        )
+        for c in out
+    )
+
+
 def _check_settings(s: PlacementSettings, base: Path, rep: Reporter) -> None:
     placement = (*base, "placement")
-    if s.env_strategy == "device-colocate" and s.mode == "auto" and s.strategy != "colocate":
-        rep.add(
+    strategy = s.strategy or ("colocate" if s.is_colocated else "default")
+    if s.mode == "auto" and s.env_strategy not in (None, "default") and strategy == "default":
+        rep.warn(
             (*placement, "env_strategy"),
-            "env_strategy: device-colocate requires placement.strategy: colocate (env and eval can only share a "
-            f"GPU inside one pool), but strategy is {s.strategy or 'not written'}; set strategy: colocate or use "
-            "env_strategy: default",
+            f"env_strategy: {s.env_strategy} has no effect under strategy default"
+            + ("" if s.strategy else " (the strategy when none is written)")
+            + ": nothing is pinned, Ray schedules every worker; use strategy disaggregate or colocate to apply it",
             s.env_strategy,
         )
     if s.is_colocated is not None and s.strategy is not None and s.is_colocated != (s.strategy == "colocate"):

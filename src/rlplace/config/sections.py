@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from rlplace.config.fields import (
     INVALID,
+    Anything,
     Choice,
     Field,
     Flag,
@@ -20,12 +21,13 @@ from rlplace.config.fields import (
     Kind,
     ListOf,
     MapOf,
+    Maybe,
     Number,
     Parsed,
     Section,
     Switch,
 )
-from rlplace.config.hardware import HardwareBlock
+from rlplace.config.hardware import TEXT, HardwareBlock
 from rlplace.config.problems import Path, Reporter, show
 from rlplace.config.ranges import parse_placement, parse_ranks
 from rlplace.model import POOL_COMPONENTS
@@ -41,6 +43,21 @@ RANKS = Parsed(
         ]
     },
     "ranks like 0-7, '0-7, 8-15', 3 or [0, 1, '4-5']",
+)
+#: `node_ranks: all` (any case, as RLinf): every node of the cluster, or of the group for an env config.
+ALL_RANKS = "all"
+
+
+def _node_ranks(value: object) -> tuple[int, ...] | str:
+    if isinstance(value, str) and value.strip().lower() == ALL_RANKS:
+        return ALL_RANKS
+    return parse_ranks(value)
+
+
+NODE_RANKS = Parsed(
+    _node_ranks,
+    {"anyOf": [RANKS.json, {"const": ALL_RANKS}]},
+    "ranks like 0-7, '0-7, 8-15', 3, [0, 1, '4-5'] or all",
 )
 PLACEMENT = Parsed(
     parse_placement,
@@ -156,14 +173,20 @@ def _interpreter(value: object) -> str:
 
 # --- dialect "node_groups" (spec/heterogeneous-cluster.*) -------------------------------------------
 
+# Unknown keys (docs/config.md, "Unknown keys"): where RLinf rejects them (node groups, env configs, hardware)
+# they are errors; where it ignores them (the top of the section, a component's placement entry) only a near
+# miss of a known key is an error and anything else is a warning.
+
 ENV_CONFIG = Section(
     "an env config",
     {
-        "node_ranks": Field(RANKS, "the nodes this entry applies to (a subset of the group's node_ranks)", True),
-        "env_vars": Field(EnvVars(), "environment variables, a list of one-key entries"),
+        "node_ranks": Field(
+            NODE_RANKS, "the nodes this entry applies to (a subset of the group's node_ranks; all: the group's)", True
+        ),
+        "env_vars": Field(Maybe(EnvVars()), "environment variables, a list of one-key entries"),
         "python_interpreter_path": Field(
-            Parsed(_interpreter, {"type": "string", "pattern": "^/"}, "an absolute path"),
-            "absolute path of the Python interpreter on those nodes",
+            Maybe(Parsed(_interpreter, {"type": "string", "pattern": "^/"}, "an absolute path")),
+            "absolute path of the Python interpreter on those nodes (null: unset)",
         ),
     },
 )
@@ -172,37 +195,70 @@ NODE_GROUP = Section(
     "a node group",
     {
         "label": Field(LABEL, "unique, case-sensitive name of the group ('cluster' and 'node' are reserved)", True),
-        "node_ranks": Field(RANKS, "global node ranks of the group's nodes", True),
+        "node_ranks": Field(NODE_RANKS, "global node ranks of the group's nodes (all: every node)", True),
         "env_configs": Field(
-            ListOf(ENV_CONFIG, min_items=0, hint="one entry per node subset"), "software environment per node subset"
+            Maybe(ListOf(ENV_CONFIG, min_items=0, hint="one entry per node subset")),
+            "software environment per node subset",
         ),
-        "hardware": Field(HardwareBlock(), "non-accelerator hardware (robots); its units become the group's resources"),
-        "ignore_hardware": Field(Flag(), "treat the group as CPU-only: each node is one resource"),
+        "hardware": Field(
+            Maybe(HardwareBlock()), "non-accelerator hardware (robots); its units become the group's resources"
+        ),
+        "hardware_type": Field(
+            Maybe(TEXT), "RLinf: the hardware type of the group's nodes when no hardware block lists the units"
+        ),
+        "ignore_hardware": Field(Maybe(Flag()), "treat the group as CPU-only: each node is one resource"),
     },
 )
+
+#: CPUs a worker reserves (Ray's num_cpus); fractions let several small workers share one CPU.
+CPUS = Number(0.0)
 
 COMPONENT_ENTRY = Section(
     "a component placement",
     {
         "node_group": Field(NODE_GROUP_REF, "label, comma list or list of labels (default: cluster)"),
         "placement": Field(PLACEMENT, "resource_ranks[:process_ranks](,segment)* inside the group(s), or all", True),
+        "num_cpus": Field(CPUS, "CPUs each process of the component reserves (default 1; 0.5 = two per CPU)"),
     },
+    lenient=True,
 )
 
 NODE_GROUPS_KEYS = ("num_nodes", "node_groups", "component_placement")
+#: Keys RLinf reads from its cluster section besides the placement: kept on JobSpec.extras for the app.
+RLINF_SWITCHES = (
+    "auto_scheduler",
+    "use_pre_process_policy",
+    "use_wait_before_last_iter_policy",
+    "recreate_nccl_groups",
+    "rollout_use_all_gpus",  # the auto scheduler's (dynamic reasoning configs)
+    "fuse_rollout_inference_only",
+)
+RLINF_SETTINGS = ("profiling", "tracer", "net_emulation", "assign_policy")
+RLINF_NUMBERS = ("monitor_interval", "preprocess_threshold", "migrate_out_max_bs")
+RLINF_EXTRAS = (*RLINF_SETTINGS, *RLINF_SWITCHES, *RLINF_NUMBERS, "num_gpus_per_node")
+_AS_WRITTEN_NUMBER = Switch(((int, Integer(0)), (float, Number(0.0))))  # extras keep 80 as 80, not 80.0
 
 NODE_GROUPS_SECTION = Section(
     "the cluster section",
     {
         "num_nodes": Field(Integer(1), "number of nodes; node ranks are 0..num_nodes-1"),
-        "node_groups": Field(ListOf(NODE_GROUP, min_items=0, hint="one entry per group"), "labelled sets of nodes"),
+        "node_groups": Field(
+            Maybe(ListOf(NODE_GROUP, min_items=0, hint="one entry per group")), "labelled sets of nodes"
+        ),
         "component_placement": Field(
             MapOf(Switch(((Mapping, COMPONENT_ENTRY), ((str, int), PLACEMENT))), "component placements"),
-            "component name (or 'a,b' for several) -> placement, or {node_group, placement}",
+            "component name (or 'a,b' for several) -> placement, or {node_group, placement, num_cpus}",
             True,
+        ),
+        **{k: Field(Anything(), f"RLinf's {k} settings, kept for the application") for k in RLINF_SETTINGS},
+        **{k: Field(Maybe(Flag()), f"RLinf's {k} switch, kept for the application") for k in RLINF_SWITCHES},
+        **{k: Field(Maybe(_AS_WRITTEN_NUMBER), f"RLinf's auto scheduler {k}, kept as written") for k in RLINF_NUMBERS},
+        "num_gpus_per_node": Field(
+            Maybe(Integer(1)), "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)"
         ),
     },
     doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
+    lenient=True,
 )
 
 # --- dialect "pools" (spec/placement-strategy.txt) ----------------------------------------------------
@@ -227,6 +283,7 @@ POOL = Section(
             for c in POOL_COMPONENTS
         },
     },
+    lenient=True,
 )
 
 PLACEMENT_BLOCK = Section(
@@ -238,9 +295,24 @@ PLACEMENT_BLOCK = Section(
             Choice(("default", "device-colocate", "node-affinity")), "how env workers meet eval workers"
         ),
     },
+    lenient=True,  # RLightning's pydantic models keep unknown keys
 )
 
 RESOURCE_POOLS = ListOf(POOL, hint="one entry per pool")
+
+
+def _ray_address(value: object) -> str:
+    """RLightning's `ray_address`, handed to `ray.init`: auto, local, ray://HOST:PORT or HOST:PORT."""
+    text = value.strip() if isinstance(value, str) else ""
+    if text in ("auto", "local") or re.fullmatch(r"(ray://)?[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}", text):
+        return text
+    raise ValueError(f"must be auto, local, HOST:PORT or ray://HOST:PORT (a Ray cluster address), got {show(value)}")
+
+
+#: RLightning's `remote_<key>` switches and the component each one moves into the driver (storage = buffer).
+REMOTE_KEYS = {"remote_train": "train", "remote_eval": "eval", "remote_storage": "buffer", "remote_env": "env"}
+#: Components with `<c>_each_cpu_num` (CPUs per worker, rlplace's key beside `<c>_each_gpu_num`).
+CPU_KEYS = {f"{c}_each_cpu_num": c for c in ("train", "eval", "env", "buffer")}
 
 
 def _buffer_num(value: object) -> object:
@@ -264,10 +336,23 @@ POOLS_SECTION = Section(
         "env_each_gpu_num": Field(_GPUS_PER_WORKER, "GPUs per env worker (default 1; 0 = CPU-only)"),
         "is_colocated": Field(Flag(), "train and eval share GPUs (follows strategy: colocate when not written)"),
         "enable_offload": Field(Flag(), "offload weights between phases (follows is_colocated when not written)"),
+        **{key: Field(CPUS, f"CPUs per {c} worker (default 1; fractions share a CPU)") for key, c in CPU_KEYS.items()},
         "placement": Field(PLACEMENT_BLOCK, "placement mode and strategies"),
-        "resource_pool": Field(RESOURCE_POOLS, "manual mode: pools of nodes and each component's GPU ranges"),
+        "resource_pool": Field(Maybe(RESOURCE_POOLS), "manual mode: pools of nodes and each component's GPU ranges"),
+        "ray_address": Field(
+            Parsed(_ray_address, {"type": "string"}, "auto or a Ray address"),
+            "RLightning: the Ray cluster to connect to when none is passed (auto: the running one)",
+        ),
+        **{
+            key: Field(Flag(), f"RLightning: false runs the {c} in the driver process instead of as Ray actors")
+            for key, c in REMOTE_KEYS.items()
+        },
+        "rollout_env_interaction": Field(
+            Maybe(Choice(("batched", "streaming"))), "RLightning: how rollout meets env, kept for the application"
+        ),
     },
     doc="Placement strategy: worker counts, placement mode/strategy, resource pools (spec/placement-strategy).",
+    lenient=True,
 )
 
 

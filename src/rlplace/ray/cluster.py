@@ -9,6 +9,7 @@ CPU-only nodes, each by IP (then node id, which breaks ties between nodes sharin
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,7 +24,8 @@ _RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
 _HEAD_RESOURCE = "node:__internal_head__"
 
 JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
-_JOIN_HINT = "start one with `rlplace start` or pass --address HOST:PORT of a running head node"
+_START_HEAD = "rlplace start --head --node-rank 0"
+JOIN_HINT = f"start one with `{_START_HEAD}`, or pass --address HOST:PORT of a running head node"
 
 
 def live_inventory(address: str | None = "auto") -> Inventory:
@@ -31,31 +33,58 @@ def live_inventory(address: str | None = "auto") -> Inventory:
     import ray
 
     if not ray.is_initialized():
-        join(address or "auto", hint="start one with `rlplace start --head --node-rank 0`, or plan with --nodes")
+        join(address or "auto", hint=f"start one with `{_START_HEAD}`, or plan offline with --nodes")
     return inventory_from_nodes(ray.nodes())
 
 
-def join(address: str, *, hint: str = _JOIN_HINT) -> None:
-    """Join an existing cluster, failing within seconds; never start one (ray.init without an address would).
+def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
+    """The HOST:PORT of the Ray head `address` names ("auto", HOST:PORT), once its port accepts a connection.
 
-    Ray itself retries an unreachable GCS for about a minute, so the address is resolved and its port
-    tried first. Worker logs stay in the cluster's log files (the CLI prints plans and reports instead).
+    Fails within JOIN_TIMEOUT_S with an RlplaceError naming the address as typed (and what Ray resolved it
+    to, when that differs: Ray turns 127.0.0.1 into the node's IP): Ray alone retries an unreachable GCS
+    for more than a minute, and "auto" with nothing running ends in a ConnectionError traceback.
     """
-    import ray
     from ray._private.services import canonicalize_bootstrap_address
 
+    typed = address
+    if address == "auto":
+        env = os.environ.get("RAY_ADDRESS")
+        typed = f"RAY_ADDRESS={env}" if env else "auto (the cluster started on this machine)"
     try:
         resolved = canonicalize_bootstrap_address(address)
-    except (ConnectionError, ValueError) as e:
-        raise RlplaceError(f"no Ray cluster found for address {address!r} ({e}); {hint}") from e
-    if resolved is None:
-        raise RlplaceError(f"no Ray cluster found for address {address!r}; {hint}")
+    except ConnectionError:
+        raise RlplaceError(
+            f"no Ray cluster to join: address auto finds none running on this machine and $RAY_ADDRESS is not "
+            f"set; {hint}"
+        ) from None
+    except ValueError:
+        raise RlplaceError(f"{address!r} is not a Ray address: write HOST:PORT (e.g. 10.0.0.1:6379) or auto") from None
+    if resolved is None:  # "local": Ray would start a new cluster, which joining must never do
+        raise RlplaceError(f"address {address!r} asks Ray to start a new cluster, not to join one; {hint}")
     host, _, port = resolved.rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
-    except OSError as e:
-        raise RlplaceError(f"no Ray cluster reachable at {resolved} ({e.strerror or e}); {hint}") from e
-    ray.init(address=resolved, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+    except (OSError, ValueError) as e:
+        tried = "" if resolved == address else f"tried {resolved}: "
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise RlplaceError(f"no Ray cluster reachable at {typed} ({tried}{reason}); {hint}") from None
+    return resolved
+
+
+def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> None:
+    """Join an existing cluster, failing within seconds; never start one (ray.init without an address would).
+
+    `quiet` (the CLI): Ray logs only errors and the workers' output stays in the cluster's log files, since
+    the CLI prints plans and reports instead; the Python API keeps Ray's defaults (worker output shown).
+    """
+    import ray
+
+    resolved = reachable_address(address, hint=hint)
+    options = dict(logging_level="ERROR", log_to_driver=False, configure_logging=False) if quiet else {}
+    try:
+        ray.init(address=resolved, **options)
+    except (ConnectionError, RuntimeError) as e:
+        raise RlplaceError(f"could not join the Ray cluster at {resolved}: {e}") from None
 
 
 def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:

@@ -17,6 +17,12 @@ Resources = Mapping[str, float]
 _LIVE_PG_STATES = ("CREATED", "RESCHEDULING")
 _LIVE_ACTOR_STATES = ("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY")
 _MAX_LISTED = 6
+#: How to need fewer CPUs: every worker reserves its component's CPUs (1 unless the config says otherwise).
+CPU_HINT = (
+    "Every worker reserves 1 CPU unless its component asks for less: `train_each_cpu_num: 0.5` (and the like "
+    "for eval, env, buffer) in the pools dialect, `num_cpus: 0.5` in a component_placement entry in the "
+    "node-groups dialect; or give the node more logical CPUs: `rlplace start ... -- --num-cpus N`"
+)
 
 
 def add(total: dict[str, float], more: Resources) -> dict[str, float]:
@@ -52,6 +58,8 @@ def infeasible(node: Node, demand: Resources) -> str | None:
         return None
     hints = [f"start the node with `--resources '{{\"{k}\": {v:g}}}'`" for k, v in missing.items() if "/" in k]
     hint = f" ({'; '.join(hints)})" if hints else ""
+    if "CPU" in missing:
+        hint += f". {CPU_HINT}"
     return (
         f"{describe_node(node)} can never hold what the plan reserves there ({fmt(demand)}): "
         f"missing {fmt(missing)}{hint}"

@@ -26,7 +26,7 @@ from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
 from rlplace.ray import worker as worker_record
-from rlplace.ray.cluster import live_inventory
+from rlplace.ray.cluster import join, live_inventory
 from rlplace.ray.failover import Failover, NodeEvent, replace_node
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interpreter import check_interpreters
@@ -344,13 +344,24 @@ def connect(
     node to take over, then raise NodeLostError (0: at once).
     """
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=True)
+        _join(address or ("auto" if os.environ.get("RAY_ADDRESS") else None))
     live = live_inventory()
     plan = _plan(config, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s).start()
     if export_path is not None:
         _export(plan, export_path)
     return job
+
+
+def _join(address: str | None) -> None:
+    """Join `address` ("auto" honours $RAY_ADDRESS) within seconds or raise saying so; with none given,
+    Ray's own default: the cluster started on this machine, else a new one-node cluster."""
+    if address is None:
+        ray.init(log_to_driver=True)
+    else:
+        join(
+            address, hint="start one with `rlplace start --head --node-rank 0`, or pass address=HOST:PORT", quiet=False
+        )
 
 
 def _plan(config: Any, inventory: Inventory) -> Plan:

@@ -25,11 +25,37 @@ from rlplace.examples.cartpole_ppo.budget import Budget
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.ppo import PPOConfig
 from rlplace.examples.cartpole_ppo.workers import EnvWorker, EvalWorker, TrainWorker
+from rlplace.model import JobSpec
 
-__all__ = ["COMPONENTS", "Budget", "RunResult", "run_pipeline"]
+__all__ = ["COMPONENTS", "Budget", "RunResult", "check_config", "run_pipeline"]
 
 #: The components this pipeline launches; a config must plan all four.
 COMPONENTS = ("train", "eval", "env", "buffer")
+
+
+def check_config(spec: JobSpec) -> None:
+    """Refuse, before any cluster starts, a config that does not plan every component this pipeline launches.
+
+    The pools dialect always does (buffer shards come with the train workers); a node-groups config must
+    name its components train, eval, env and buffer.
+    """
+    names = [c.name for c in spec.components] + (["buffer"] if spec.dialect == "pools" else [])
+    _require_components(names, source=spec.source)
+
+
+def _require_components(names: list[str], *, source: str | None = None) -> None:
+    missing = [c for c in COMPONENTS if c not in names]
+    if missing:
+        raise ConfigError(
+            Problem(
+                path="cluster.component_placement",
+                value=", ".join(names),
+                file=source,
+                message=f"the CartPole pipeline needs components {', '.join(COMPONENTS)}; this config has "
+                f"{', '.join(names) or 'none'} and lacks {', '.join(missing)}: name them so in component_placement "
+                "(`rlplace demo --list-configs` lists configs that run as shipped)",
+            )
+        )
 
 
 @dataclass
@@ -59,16 +85,7 @@ def run_pipeline(job: Any, budget: Budget, progress: Progress | None = None) -> 
     from rlplace.runtime.phases import Phases
     from rlplace.runtime.sync import sync_weights
 
-    missing = [c for c in COMPONENTS if not job.plan.by_component(c)]
-    if missing:
-        raise ConfigError(
-            Problem(
-                path="cluster",
-                value=", ".join(job.plan.components),
-                message=f"the CartPole pipeline needs components {', '.join(COMPONENTS)}; the plan lacks "
-                f"{', '.join(missing)} (in the node-groups dialect, name them so in component_placement)",
-            )
-        )
+    _require_components(job.plan.components)
     start = time.perf_counter()
     ppo = PPOConfig()
     ppo_args = asdict(ppo)

@@ -1,0 +1,300 @@
+"""Whole training configs: what the rest of a framework's config says about the workers of the cluster section.
+
+A cluster section alone keeps its own meaning. When the document is a whole training config, the
+framework launches workers from other keys too, and rlplace reads them the same way:
+
+- RLightning (a pools-dialect `cluster:` beside `env:`, `buffer:`, `policy:` and `train:`, its MainConfig):
+  env workers come from the `env:` groups (one mapping or a list; `num_workers`, `num_gpus`, `num_cpus`
+  each, defaults 1, 0.0, 1), the buffer from `buffer.storage` (`unified`: one buffer worker; `sharded`:
+  `buffer_worker_num` shards, or `storage.num_shards`), and GPUs per train/eval worker from
+  `policy.train_num_gpus` / `policy.eval_num_gpus` when the cluster section does not say
+  (rlightning/utils/placement/scheduling.py).
+- RLinf reasoning configs (a node-groups `cluster:` placing actor and rollout, no env, beside `actor:` and
+  `rollout:`): each rollout process spans `rollout.tensor_parallel_size` GPUs as RLinf's model-parallel
+  placement does (rlinf/utils/placement.py): collocated with the actor (same GPUs), packed with a stride of
+  actor TP / rollout TP when the actor's is larger; disaggregated, GPUs per rollout data-parallel rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from rlplace.config.fields import INVALID, Choice, Integer, Kind, Number, checked, written
+from rlplace.config.problems import Path, Reporter, format_path
+from rlplace.config.values import Values
+from rlplace.model import ComponentSpec, JobSpec, ProcessShape
+
+#: The keys RLightning's MainConfig requires beside `cluster`: their presence makes a whole training config.
+RLIGHTNING_KEYS = ("env", "buffer", "policy", "train")
+
+_ENV_KEYS: dict[str, tuple[Kind, float]] = {
+    "num_workers": (Integer(0), 1),
+    "num_gpus": (Number(0.0, whole_above_one=True), 0.0),
+    "num_cpus": (Number(0.0), 1.0),
+}
+
+
+def apply(
+    spec: JobSpec, top: object, cluster: Mapping[str, object], base: Path, values: Values, rep: Reporter
+) -> JobSpec:
+    """`spec` (from the cluster section at `base`) completed from the rest of the whole config `top`."""
+    if not isinstance(top, Mapping) or base != ("cluster",):
+        return spec
+    if spec.dialect == "pools" and all(k in top for k in RLIGHTNING_KEYS):
+        return _rlightning(spec, cluster, values, rep)
+    if spec.dialect == "node_groups" and isinstance(top.get("rollout"), Mapping):
+        return _rlinf_reasoning(spec, values, rep)
+    return spec
+
+
+# --- RLightning ---------------------------------------------------------------------------------------
+
+
+def _rlightning(spec: JobSpec, cluster: Mapping[str, object], values: Values, rep: Reporter) -> JobSpec:
+    components = {c.name: c for c in spec.components}
+    env = _env_groups(values, rep)
+    if env is not None:
+        components = _with_env(components, env, cluster, spec.settings.mode, rep)
+    for name in ("train", "eval"):
+        if name in components:
+            components[name] = _policy_gpus(components[name], cluster, values, rep)
+    settings, buffer = _buffer(spec, cluster, values, rep)
+    if buffer is not None:
+        old = components.get("buffer")
+        components["buffer"] = (
+            buffer
+            if old is None
+            else dataclasses.replace(old, num_workers=buffer.num_workers if old.placement is None else old.num_workers)
+        )
+    return dataclasses.replace(spec, settings=settings, components=tuple(components.values()))
+
+
+def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] | None:
+    """(workers, GPUs and CPUs per worker, key path) of all `env:` groups together, or None if unreadable."""
+    raw = values.at(("env",))
+    groups = [(raw, ("env",))] if isinstance(raw, Mapping) else [(g, ("env", i)) for i, g in enumerate(raw or ())]
+    if not isinstance(raw, Mapping | list) or not all(isinstance(g, Mapping) for g, _ in groups):
+        rep.add(("env",), "env must be one env group (a mapping) or a list of them, as RLightning reads it", raw)
+        return None
+    read = [{k: _env_value(g, p, k, rep) for k in _ENV_KEYS} for g, p in groups]
+    if any(v is INVALID for r in read for v in r.values()):
+        return None
+    workers = sum(int(r["num_workers"]) for r in read)  # type: ignore[arg-type]
+    gpus = {float(r["num_gpus"]) for r in read if r["num_workers"]}  # type: ignore[arg-type]
+    cpus = {float(r["num_cpus"]) for r in read if r["num_workers"]}  # type: ignore[arg-type]
+    if len(gpus) > 1 or len(cpus) > 1:
+        rep.warn(
+            ("env",),
+            f"the env groups ask for different resources per worker (num_gpus {sorted(gpus)}, num_cpus "
+            f"{sorted(cpus)}); rlplace places every env worker with the largest ({max(gpus):g} GPU, {max(cpus):g} CPU)",
+        )
+    path = format_path(groups[0][1] if len(groups) == 1 else ("env",))
+    return workers, max(gpus, default=0.0), max(cpus, default=1.0), path
+
+
+def _env_value(group: Mapping[str, object], path: Path, key: str, rep: Reporter) -> object:
+    kind, default = _ENV_KEYS[key]
+    return default if key not in group else checked(kind, group[key], (*path, key), rep)
+
+
+def _with_env(
+    components: dict[str, ComponentSpec],
+    env: tuple[int, float, float, str],
+    cluster: Mapping[str, object],
+    mode: str,
+    rep: Reporter,
+) -> dict[str, ComponentSpec]:
+    workers, gpus, cpus, path = env
+    for key, mine in (("env_worker_num", workers), ("env_each_gpu_num", gpus), ("env_each_cpu_num", cpus)):
+        theirs = written(cluster, key)
+        if theirs is not None and theirs != mine:
+            rep.add(
+                ("cluster", key),
+                f"{key}: {theirs} disagrees with the env: groups of this training config ({mine:g}); in a whole "
+                "RLightning config the env workers come from env:, remove the key or make them agree",
+                theirs,
+            )
+    old = components.get("env")
+    if old is None:
+        if mode == "manual" and workers:
+            rep.warn(
+                ("env",),
+                f"the env: groups ask for {workers} env worker(s), but no resource_pool entry gives env a GPU range; "
+                "rlplace places none (add env: to a pool to place them)",
+            )
+        return components
+    components["env"] = dataclasses.replace(
+        old, num_workers=workers, gpus_per_worker=gpus, cpus_per_worker=cpus, path=path
+    )
+    return components
+
+
+def _policy_gpus(c: ComponentSpec, cluster: Mapping[str, object], values: Values, rep: Reporter) -> ComponentSpec:
+    """RLightning packs train/eval workers by `policy.<c>_num_gpus`; the cluster key wins where both are written."""
+    key, policy_key = f"{c.name}_each_gpu_num", f"{c.name}_num_gpus"
+    raw = values.at(("policy", policy_key))
+    if raw is None:
+        return c
+    theirs = checked(Number(0.0, whole_above_one=True), raw, ("policy", policy_key), rep)
+    mine = written(cluster, key)
+    if theirs is INVALID:
+        return c
+    if mine is None:
+        return dataclasses.replace(c, gpus_per_worker=theirs, path=format_path(("policy", policy_key)))  # type: ignore[arg-type]
+    if mine != theirs:
+        rep.warn(
+            ("cluster", key),
+            f"{key}: {mine:g} and policy.{policy_key}: {theirs:g} disagree; rlplace uses {key} (RLightning packs "
+            f"pooled workers by policy.{policy_key} and requests {key} under strategy default): make them agree",
+        )
+    return c
+
+
+def _buffer(
+    spec: JobSpec, cluster: Mapping[str, object], values: Values, rep: Reporter
+) -> tuple[object, ComponentSpec | None]:
+    """Settings with RLightning's buffer count for `buffer.storage`, and the buffer component it implies."""
+    storage = values.at(("buffer", "storage"), {})
+    if not isinstance(storage, Mapping):
+        rep.add(("buffer", "storage"), "must be a mapping (type, device, ...), as RLightning reads it", storage)
+        return spec.settings, None
+    kind = checked(Choice(("unified", "sharded")), storage.get("type", "unified"), ("buffer", "storage", "type"), rep)
+    device = storage.get("device", "cpu")
+    written_num = spec.settings.buffer_worker_num
+    if kind == "unified":
+        count: object = 1
+        if written_num not in (None, "auto", 1):
+            rep.warn(
+                ("cluster", "buffer_worker_num"),
+                f"buffer_worker_num: {written_num} ignored: buffer.storage.type unified holds one buffer worker "
+                "(as RLightning does); use type sharded for shards",
+            )
+        if device == "cuda":
+            rep.warn(
+                ("buffer", "storage", "device"),
+                "buffer.storage.device: cuda: RLightning gives the buffer worker a GPU; rlplace places buffer workers "
+                "on CPUs (host memory), so reserve the GPU with another component if the buffer needs one",
+            )
+    elif kind == "sharded":
+        if device != "cpu":
+            rep.add(
+                ("buffer", "storage", "device"),
+                "sharded storage keeps its shards on cpu (RLightning refuses others)",
+                device,
+            )
+        count = written_num
+        shards = storage.get("num_shards")
+        if shards is not None:
+            count = checked(Integer(1), shards, ("buffer", "storage", "num_shards"), rep)
+            if count is not INVALID and written_num is not None and written_num != count:
+                rep.warn(
+                    ("buffer", "storage", "num_shards"),
+                    f"buffer.storage.num_shards: {count} replaces buffer_worker_num: {written_num} "
+                    "(as RLightning does)",
+                )
+    else:
+        return spec.settings, None
+    if count is INVALID:
+        return spec.settings, None
+    settings = dataclasses.replace(spec.settings, buffer_worker_num=count)  # type: ignore[arg-type]
+    component = ComponentSpec(
+        name="buffer",
+        num_workers=count if isinstance(count, int) else None,
+        gpus_per_worker=0.0,
+        cpus_per_worker=_buffer_cpus(cluster),
+        remote=written(cluster, "remote_storage") is not False,
+        path="buffer.storage.type",
+    )
+    return settings, component
+
+
+def _buffer_cpus(cluster: Mapping[str, object]) -> float:
+    cpus = written(cluster, "buffer_each_cpu_num")
+    return 1.0 if cpus is None else cpus  # type: ignore[return-value]
+
+
+# --- RLinf reasoning ----------------------------------------------------------------------------------
+
+
+def _rlinf_reasoning(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
+    actor, rollout = spec.component("actor"), spec.component("rollout")
+    if actor is None or rollout is None or spec.component("env") is not None:
+        return spec  # not a model-parallel (reasoning) placement: embodied configs place as written
+    if actor.placement is None or rollout.placement is None:
+        return spec
+    actor_tp = _size(values, ("actor", "model", "tensor_model_parallel_size"), rep)
+    rollout_tp = _size(values, ("rollout", "tensor_parallel_size"), rep)
+    rollout_pp = _size(values, ("rollout", "pipeline_parallel_size"), rep)
+    if None in (actor_tp, rollout_tp, rollout_pp):
+        return spec
+    shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, rep)  # type: ignore[arg-type]
+    if shape is None or (shape.devices_per_process == 1 and shape.stride == 1):
+        return spec
+    shaped = tuple(dataclasses.replace(c, process_shape=shape) if c.name == "rollout" else c for c in spec.components)
+    return dataclasses.replace(spec, components=shaped)
+
+
+def _size(values: Values, path: Path, rep: Reporter) -> int | None:
+    raw = values.at(path)
+    if raw is None:
+        return 1
+    size = checked(Integer(1), raw, path, rep)
+    return None if size is INVALID else size  # type: ignore[return-value]
+
+
+def _rollout_shape(
+    spec: JobSpec,
+    actor: ComponentSpec,
+    rollout: ComponentSpec,
+    actor_tp: int,
+    rollout_tp: int,
+    rollout_pp: int,
+    rep: Reporter,
+) -> ProcessShape | None:
+    tp_path = ("rollout", "tensor_parallel_size")
+    a, r = _gpus(actor), _gpus(rollout)
+    n = None if r is None else len(r)
+    if n is not None and rollout_tp > n:
+        rep.add(tp_path, f"rollout.tensor_parallel_size {rollout_tp} is larger than rollout's {n} GPU(s)", rollout_tp)
+        return None
+    if actor.placement.groups == rollout.placement.groups and a == r:  # type: ignore[union-attr]
+        if actor_tp > rollout_tp and actor_tp % rollout_tp:
+            rep.add(
+                tp_path,
+                f"rollout.tensor_parallel_size {rollout_tp} must divide actor.model.tensor_model_parallel_size "
+                f"{actor_tp} when actor and rollout share their GPUs (RLinf strides rollout by their ratio)",
+                rollout_tp,
+            )
+            return None
+        stride = actor_tp // rollout_tp if actor_tp > rollout_tp else 1
+        origin = (
+            f"rollout.tensor_parallel_size: {rollout_tp}, actor.model.tensor_model_parallel_size: {actor_tp}, "
+            f"collocated -> {rollout_tp} GPU(s) per process" + (f", stride {stride}" if stride > 1 else "")
+        )
+        return ProcessShape(rollout_tp, stride, origin)
+    if a is not None and r is not None and set(a) & set(r) and actor.placement.groups == rollout.placement.groups:  # type: ignore[union-attr]
+        rep.warn(
+            ("cluster", "component_placement"),
+            "actor and rollout share some GPUs but not all: RLinf's model-parallel placement refuses this (collocated "
+            "needs the same GPUs, disaggregated disjoint ones); rollout is placed one process a GPU as written",
+        )
+        return None
+    per = rollout_tp * rollout_pp
+    if n is not None:
+        per = n // max(n // per, 1)
+    origin = (
+        f"rollout.tensor_parallel_size: {rollout_tp}, rollout.pipeline_parallel_size: {rollout_pp}, disaggregated "
+        f"-> {per} GPU(s) per rollout data-parallel rank"
+    )
+    return ProcessShape(per, 1, origin)
+
+
+def _gpus(c: ComponentSpec) -> tuple[int, ...] | None:
+    """The resource ranks of a placement, or None for `all`."""
+    out: list[int] = []
+    for seg in c.placement.segments:  # type: ignore[union-attr]
+        if seg.resources is None:
+            return None
+        out.extend(seg.resources)
+    return tuple(out)

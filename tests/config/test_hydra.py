@@ -1,0 +1,208 @@
+"""Hydra configs as their users run them: defaults lists, config groups, overrides, and where problems point."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import textwrap
+
+import pytest
+
+from rlplace.cli import main
+from rlplace.config import load
+from rlplace.config.compose import compose_file, compose_with_hydra
+from rlplace.config.problems import Reporter
+from rlplace.config.yaml_source import read_yaml
+from rlplace.errors import ConfigError
+
+CONF = pathlib.Path(__file__).resolve().parent.parent / "data" / "frameworks" / "rlightning" / "conf"
+PRIMARIES = sorted([*CONF.glob("*.yaml"), CONF / "cluster" / "2t2e_pool_group.yaml"])
+
+
+def write_tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.mark.parametrize("primary", PRIMARIES, ids=lambda p: p.name)
+def test_rlplace_composes_defaults_lists_as_hydra_does(primary):
+    pytest.importorskip("hydra")
+    rep = Reporter(str(primary))
+    ours = compose_file(primary, rep, read_yaml(primary.read_text(), rep))
+    theirs, _ = compose_with_hydra(primary, [], Reporter(str(primary)))
+    assert not rep.problems
+    assert ours == theirs
+
+
+def test_a_primary_config_loads_without_hydra_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "hydra", None)  # import hydra now raises ImportError
+    spec = load(CONF / "train_ppo.yaml")
+    assert spec.component("env").num_workers == 4 and spec.settings.mode == "manual"
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster=1t1e"])
+    (problem,) = e.value.problems
+    assert "need hydra-core" in problem.message and "pip install 'rlplace[hydra]'" in problem.message
+    assert problem.file == "command line 'cluster=1t1e'"
+
+
+def test_overrides_choose_options_and_set_values(capsys):
+    pytest.importorskip("hydra")
+    argv = ["plan", str(CONF / "train_ppo.yaml"), "cluster=1t1e", "cluster.train_worker_num=2", "--nodes", "2x4"]
+    assert main([*argv, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    counts = {c: sum(1 for w in doc["workers"] if w["component"] == c) for c in ("train", "eval", "env")}
+    assert counts == {"train": 2, "eval": 1, "env": 4}  # env from env/maniskill_x4 (4 workers)
+    assert doc["settings"]["strategy"] == "disaggregate"
+
+
+def test_a_bad_override_value_points_at_the_command_line(capsys):
+    pytest.importorskip("hydra")
+    assert main(["validate", str(CONF / "train_ppo.yaml"), "cluster.train_worker_num=0"]) == 2
+    assert capsys.readouterr().out.splitlines() == [
+        "command line 'cluster.train_worker_num=0': cluster.train_worker_num: must be an integer >= 1, got 0"
+    ]
+
+
+def test_an_unknown_option_or_key_in_an_override_is_hydras_message_at_the_override():
+    pytest.importorskip("hydra")
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster=9t9e"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster=9t9e'" and "Could not find 'cluster/9t9e'" in problem.message
+    assert "1t1e" in problem.message  # Hydra lists the options
+
+
+def test_problems_in_group_files_point_at_the_group_file_and_line(tmp_path):
+    conf = write_tree(
+        tmp_path,
+        {
+            "main.yaml": "defaults:\n  - cluster: good\n  - _self_\nmodel: {lr: 0.1}\n",
+            "cluster/good.yaml": "train_worker_num: 2\n",
+            "cluster/bad.yaml": "# a comment\ntrain_worker_num: two\n",
+        },
+    )
+    assert load(conf / "main.yaml").component("train").num_workers == 2
+    for overrides in ([], ["cluster=bad"]):
+        if overrides:
+            pytest.importorskip("hydra")
+        else:
+            (conf / "main.yaml").write_text("defaults:\n  - cluster: bad\n  - _self_\n")
+        with pytest.raises(ConfigError) as e:
+            load(conf / "main.yaml", overrides=overrides)
+        (problem,) = e.value.problems
+        assert (problem.file, problem.line, problem.path) == (
+            str(conf / "cluster/bad.yaml"),
+            2,
+            "cluster.train_worker_num",
+        )
+
+
+def test_a_missing_option_names_the_options_there(tmp_path):
+    conf = write_tree(
+        tmp_path, {"main.yaml": "defaults:\n  - cluster: 8t8e\n", "cluster/1t1e.yaml": "train_worker_num: 1\n"}
+    )
+    with pytest.raises(ConfigError) as e:
+        load(conf / "main.yaml")
+    (problem,) = e.value.problems
+    assert problem.line == 2 and "config group cluster: no option '8t8e'" in problem.message
+    assert "options there: 1t1e" in problem.message
+
+
+def test_defaults_order_self_first_packages_and_hydra_groups(tmp_path):
+    pytest.importorskip("hydra")
+    conf = write_tree(
+        tmp_path,
+        {
+            "main.yaml": """\
+                defaults:
+                  - _self_
+                  - cluster: two
+                  - pools@cluster.resource_pool: one_pool
+                  - extra
+                  - override hydra/job_logging: stdout
+                cluster:
+                  train_worker_num: 1
+                  placement: {mode: manual}
+                """,
+            "cluster/two.yaml": "train_worker_num: 2\n",
+            "pools/one_pool.yaml": "- {name: p, num_node: 1, num_gpus: 4, train: 0-3}\n",
+            "extra.yaml": "# @package _global_\nnotes: composed at the top level\n",
+        },
+    )
+    spec = load(conf / "main.yaml")
+    assert spec.component("train").num_workers == 2  # _self_ first: the group file wins
+    assert [g.label for g in spec.node_groups] == ["p"]
+    rep = Reporter(str(conf / "main.yaml"))
+    ours = compose_file(conf / "main.yaml", rep, read_yaml((conf / "main.yaml").read_text(), rep))
+    assert ours == compose_with_hydra(conf / "main.yaml", [], Reporter(""))[0]
+    assert ours["notes"] == "composed at the top level"
+
+
+def test_a_composed_hydra_config_loads_as_the_file_does():
+    """What an @hydra.main application passes: the DictConfig (or cfg.cluster), interpolations unresolved."""
+    pytest.importorskip("hydra")
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose(config_name="train_async")
+        with pytest.raises(ConfigError, match="Hydra is already initialized"):
+            load(CONF / "train_async.yaml", overrides=["cluster.eval_worker_num=2"])
+    from_cfg, from_file = load(cfg), load(CONF / "train_async.yaml")
+    assert [(c.name, c.num_workers, c.gpus_per_worker) for c in from_cfg.components] == [
+        (c.name, c.num_workers, c.gpus_per_worker) for c in from_file.components
+    ]
+    assert from_cfg.component("env").num_workers == 3  # env.num_workers: ${cluster.eval_worker_num}
+    assert load(cfg.cluster).component("eval").num_workers == 3
+
+
+def test_interpolations_resolve_where_read_and_only_there():
+    omegaconf = pytest.importorskip("omegaconf")
+    text = """\
+        sizes: {train: 3}
+        model: {path: "${oc.env:NO_SUCH_VARIABLE_FOR_RLPLACE}"}
+        cluster:
+          train_worker_num: ${sizes.train}
+        """
+    assert load(textwrap.dedent(text)).component("train").num_workers == 3  # model.path is never read
+    with pytest.raises(ConfigError) as e:
+        load(textwrap.dedent(text).replace("${sizes.train}", "${sizes.eval}"), filename="job.yaml")
+    (problem,) = e.value.problems
+    assert (problem.path, problem.line) == ("cluster.train_worker_num", 4)
+    assert "cannot resolve '${sizes.eval}'" in problem.message
+    assert omegaconf is not None
+
+
+def test_an_interpolation_without_omegaconf_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "omegaconf", None)
+    with pytest.raises(ConfigError) as e:
+        load("n: 2\ncluster:\n  train_worker_num: ${n}\n")
+    (problem,) = e.value.problems
+    assert problem.path == "cluster.train_worker_num" and "pip install 'rlplace[hydra]'" in problem.message
+
+
+def test_validate_prints_warnings_under_ok_and_splits_files_from_overrides(capsys, tmp_path):
+    pytest.importorskip("hydra")
+    extra = CONF / "cluster" / "extra_keys.yaml"
+    assert main(["validate", str(extra), str(CONF / "cluster" / "1t1e.yaml"), "train_worker_num=2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{extra}: ok"
+    assert out[
+        1
+    ] == f"  warning: {extra}:4: seed: unknown key 'seed' in the cluster section is not read by rlplace " + (
+        "(kept for your application; remove it if it is a typo)"
+    )
+    assert out[-1] == f"{CONF / 'cluster' / '1t1e.yaml'}: ok"
+
+
+def test_run_takes_overrides_and_refuses_a_bad_one_before_any_cluster_starts(capsys):
+    pytest.importorskip("hydra")
+    pytest.importorskip("gymnasium")
+    config = str(CONF / "cluster" / "1t1e.yaml")
+    assert main(["run", config, "train_worker_num=0", "--simulate", "1x2"]) == 2
+    err = capsys.readouterr().err
+    assert "command line 'train_worker_num=0': train_worker_num: must be an integer >= 1, got 0" in err
+    assert "Starting an embedded Ray cluster" not in err

@@ -1,0 +1,597 @@
+"""Every message the error catalogues quote (docs/guide.md section 9, docs/config.md) is provoked here and
+compared with the quote, so the catalogue cannot drift from the program.
+
+A quote is a backtick span in the first column of a catalogue table (several per row are joined with ` / `);
+`...` in a quote stands for any text. A new row needs a provoker below; a provoker whose row is gone fails too.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from rlplace.cli import main
+from rlplace.config import load
+from rlplace.errors import RlplaceError
+from rlplace.inventory import parse_nodes
+from rlplace.planner import plan
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: The catalogues: page -> the heading of the section whose tables quote messages.
+CATALOGUES = {"docs/config.md": "## Errors and how to fix them", "docs/guide.md": "## 9. Errors and how to fix them"}
+
+
+def catalogue_quotes() -> list[str]:
+    """The quotes of every catalogue table, in page order."""
+    quotes = []
+    for page, heading in CATALOGUES.items():
+        text = (ROOT / page).read_text()
+        section = text[text.index(heading) :]
+        section = section[: section.find("\n## ", 1)] if "\n## " in section[1:] else section
+        for line in section.splitlines():
+            if line.startswith("| `"):
+                first_cell = re.split(r"(?<!\\)\|", line)[1]
+                quotes += re.findall(r"`([^`]+)`", first_cell)
+    return quotes
+
+
+def matches(quote: str, message: str) -> bool:
+    """`message` contains `quote`, with `...` matching any text and runs of whitespace compared as one space."""
+    norm = " ".join(message.split())
+    pattern = r".*?".join(re.escape(" ".join(part.split())) for part in quote.split("..."))
+    return re.search(pattern, norm, re.DOTALL) is not None
+
+
+# -- provokers -------------------------------------------------------------------------------------------
+
+Provoker = Callable[[pytest.FixtureRequest], str]
+
+
+def raised(call: Callable[[], object], kind: type[BaseException] = RlplaceError) -> str:
+    with pytest.raises(kind) as e:
+        call()
+    return str(e.value)
+
+
+def config(text: str) -> Provoker:
+    return lambda _request: raised(lambda: load(text))
+
+
+def planned(text: str, nodes: str) -> Provoker:
+    return lambda _request: raised(lambda: plan(load(text), parse_nodes(nodes)))
+
+
+def cli(*argv: str) -> Provoker:
+    """What `rlplace ARGV` prints on stderr (argparse's own exit included)."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        capsys = request.getfixturevalue("capsys")
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code
+        assert code != 0
+        return capsys.readouterr().err
+
+    return provoke
+
+
+NG = "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a, placement: 0}}\n  node_groups:\n"
+ROBOT = "    - label: a\n      node_ranks: 0\n      hardware: {type: Franka, configs: [%s]}\n"
+ENV = "    - label: a\n      node_ranks: 0\n      env_configs:\n        - node_ranks: 0\n          env_vars:\n%s"
+MANUAL = "cluster:\n  placement: {mode: manual}\n  resource_pool:\n"
+TOO_LARGE = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 10)}]\n" for p, n in zip("abcde", "bcdef", strict=True)
+)
+
+
+def config_tree(files: dict[str, str], load_path: str, **kwargs: object) -> Provoker:
+    """The error of loading `load_path` from a tree of config files written to a scratch directory."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        root = request.getfixturevalue("tmp_path")
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        return raised(lambda: load(root / load_path, **kwargs))
+
+    return provoke
+
+
+def without_module(module: str, provoker: Provoker) -> Provoker:
+    """What `provoker` gets when `module` cannot be imported (an optional extra not installed)."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        request.getfixturevalue("monkeypatch").setitem(sys.modules, module, None)
+        return provoker(request)
+
+    return provoke
+
+
+#: Node 3's Franka configured by two groups.
+TWO_ARMS = """\
+cluster:
+  num_nodes: 4
+  component_placement: {env: {node_group: arm, placement: 0}}
+  node_groups:
+    - label: arm
+      node_ranks: 2-3
+      hardware: {type: Franka, configs: [{node_rank: 3, robot_ip: '10.0.0.1'}]}
+    - label: arm2
+      node_ranks: 3
+      hardware: {type: Franka, configs: [{node_rank: 3, robot_ip: '10.0.0.9'}]}
+"""
+RLIGHTNING_WHOLE = (
+    "cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  env_worker_num: 5\n"
+    "  placement: {strategy: disaggregate}\n"
+    "env:\n  - {name: a, num_workers: 2, num_gpus: 1}\n  - {name: b, num_workers: 1, num_gpus: 1}\n"
+    "buffer: {storage: {type: unified}}\npolicy: {type: PPO}\ntrain: {max_epochs: 1}\n"
+)
+RLINF_REASONING = (
+    "cluster:\n  num_nodes: 1\n  component_placement:\n    actor,rollout: all\n"
+    "actor: {model: {tensor_model_parallel_size: 4}}\nrollout: {tensor_parallel_size: 3}\n"
+)
+HYDRA_TREE = {"main.yaml": "defaults:\n  - cluster: 1t1e\n", "cluster/1t1e.yaml": "train_worker_num: 1\n"}
+
+CONFIG: dict[str, Provoker] = {
+    "Franka hardware of node 3 is already configured by node group 'arm'": config(TWO_ARMS),
+    "Hydra overrides (...) need hydra-core": without_module(
+        "hydra", config_tree(HYDRA_TREE, "main.yaml", overrides=["cluster=1t1e"])
+    ),
+    "cannot resolve '${...}': ...": config("sizes: {train: 3}\ncluster:\n  train_worker_num: ${sizes.eval}\n"),
+    "config group cluster: no option '8t8e' (...); options there: ...": config_tree(
+        {**HYDRA_TREE, "main.yaml": "defaults:\n  - cluster: 8t8e\n"}, "main.yaml"
+    ),
+    "env_worker_num: 5 disagrees with the env: groups of this training config (3)": config(RLIGHTNING_WHOLE),
+    "hardware_type is taken from hardware.type when a hardware block is given": config(
+        TWO_ARMS.replace("    - label: arm2", "      hardware_type: Franka\n    - label: arm2")
+    ),
+    "is an interpolation; resolving it needs omegaconf": without_module(
+        "omegaconf", config("sizes: {train: 3}\ncluster:\n  train_worker_num: ${sizes.train}\n")
+    ),
+    "node_ranks: all needs num_nodes": config(
+        "cluster:\n  component_placement: {actor: {node_group: a, placement: 0}}\n  node_groups:\n"
+        "    - label: a\n      node_ranks: all\n"
+    ),
+    "rollout.tensor_parallel_size 3 must divide actor.model.tensor_model_parallel_size 4": config(RLINF_REASONING),
+    "unknown hardware type 'Frank'; did you mean 'Franka'? Known types: ...": config(
+        NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"
+    ),
+    "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'? Valid keys: ...": config(
+        "cluster:\n  eval_worker_nm: 2\n"
+    ),
+    "must be an integer >= 1, got '2'": config("cluster:\n  train_worker_num: '2'\n"),
+    "must be true or false, got 'yes' (write true without quotes)": config("cluster:\n  is_colocated: 'yes'\n"),
+    "must be one of 'auto', 'manual', got 'manul'; did you mean 'manual'?": config(
+        "cluster:\n  placement: {mode: manul}\n"
+    ),
+    "above 1 it must be a whole number of GPUs": config("cluster:\n  train_each_gpu_num: 1.5\n"),
+    "is_colocated: true contradicts placement.strategy: disaggregate": config(
+        "cluster:\n  is_colocated: true\n  placement: {strategy: disaggregate}\n"
+    ),
+    "placement.mode is manual but no resource_pool is given": config("cluster:\n  placement: {mode: manual}\n"),
+    "resource_pool is only read in manual mode": config(
+        "cluster:\n  resource_pool:\n    - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+    ),
+    "resource_pool is written twice": config(
+        MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+        "resource_pool:\n  - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+    ),
+    "train already has a range in pool 'a'; a component lives in exactly one pool": config(
+        MANUAL + "    - {name: a, num_node: 1, num_gpus: 8, train: 0-3}\n"
+        "    - {name: b, num_node: 1, num_gpus: 8, train: 0-3}\n"
+    ),
+    "GPU index 24 is outside pool 'p', which has 24 GPUs": config(
+        MANUAL + "    - {name: p, num_node: 3, num_gpus: 8, train: 0-24}\n"
+    ),
+    "range '7-0' runs backwards": config(MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, train: 7-0}\n"),
+    "rank 4 appears twice": config(
+        "cluster:\n  num_nodes: 8\n  component_placement: {actor: {node_group: a, placement: 0}}\n"
+        "  node_groups:\n    - {label: a, node_ranks: [4, 4]}\n"
+    ),
+    "'0..7' is not a rank": config(MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, train: '0..7'}\n"),
+    "nodes of a pool without node_ids must have the same GPU count": config(
+        MANUAL + "    - {name: p, num_node: 2, num_gpus: [8, 4], train: 0-7}\n"
+    ),
+    "num_gpus lists 2 counts but the pool has 3 nodes": config(
+        MANUAL + "    - {name: p, num_node: 3, node_ids: [0, 1, 2], num_gpus: [8, 4], train: 0-7}\n"
+    ),
+    "num_node is 3 but node_ids names 2 nodes": config(
+        MANUAL + "    - {name: p, num_node: 3, node_ids: [0, 1], num_gpus: [8, 8], train: 0-7}\n"
+    ),
+    "node 0 is already in pool 'a'; pools must not share nodes": config(
+        MANUAL + "    - {name: a, node_ids: [0], num_gpus: [8], train: 0-7}\n"
+        "    - {name: b, node_ids: [0], num_gpus: [8], eval: 0-7}\n"
+    ),
+    "eval_worker_num is set but no resource_pool entry gives eval a GPU range": config(
+        "cluster:\n  eval_worker_num: 2\n  placement: {mode: manual}\n  resource_pool:\n"
+        "    - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+    ),
+    "16 train workers x 1 GPU each need 16 GPUs, but the train range 0-7 holds 8": config(
+        "cluster:\n  train_worker_num: 16\n  placement: {mode: manual}\n  resource_pool:\n"
+        "    - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+    ),
+    "must be a list (one entry per pool), got a mapping; perhaps a '-' is missing": config(MANUAL + "    name: p\n"),
+    "the config mixes the two dialects": config("cluster:\n  train_worker_num: 2\n  num_nodes: 2\n"),
+    "label 'node' is reserved": config(
+        "cluster:\n  num_nodes: 2\n  component_placement: {actor: 0}\n  node_groups:\n"
+        "    - {label: node, node_ranks: 0}\n"
+    ),
+    "label 'a800' is already used by node_groups[0]": config(
+        "cluster:\n  num_nodes: 2\n  component_placement: {actor: {node_group: a800, placement: 0}}\n"
+        "  node_groups:\n    - {label: a800, node_ranks: 0}\n    - {label: a800, node_ranks: 1}\n"
+    ),
+    "node rank 18 is outside the cluster: num_nodes is 18": config(
+        "cluster:\n  num_nodes: 18\n  component_placement: {actor: {node_group: a, placement: 0}}\n"
+        "  node_groups:\n    - {label: a, node_ranks: 18}\n"
+    ),
+    "node ranks 9 are not in this group": config(
+        "cluster:\n  num_nodes: 10\n  component_placement: {actor: {node_group: a, placement: 0}}\n"
+        "  node_groups:\n    - label: a\n      node_ranks: 0-7\n      env_configs:\n"
+        "        - {node_ranks: 9, env_vars: [{A: b}]}\n"
+    ),
+    "node ranks 2-3 are already configured by env_configs[0]": config(
+        "cluster:\n  num_nodes: 4\n  component_placement: {actor: {node_group: a, placement: 0}}\n"
+        "  node_groups:\n    - label: a\n      node_ranks: 0-3\n      env_configs:\n"
+        "        - {node_ranks: 0-3, env_vars: [{A: b}]}\n        - {node_ranks: 2-3, env_vars: [{B: c}]}\n"
+    ),
+    "each entry must hold exactly one KEY: value pair, got {'A': 'x', 'B': 'y'}; perhaps a '-' is missing before B": (
+        config(NG + ENV % "            - A: x\n              B: y\n")
+    ),
+    "A is set twice": config(NG + ENV % "            - A: x\n            - A: y\n"),
+    "NCCL_DEBUG: True is a boolean; quote it": config(NG + ENV % "            - NCCL_DEBUG: True\n"),
+    "'1BAD' is not an environment variable name": config(NG + ENV % "            - 1BAD: x\n"),
+    "must be an absolute path to a Python interpreter": config(
+        NG + "    - label: a\n      node_ranks: 0\n      env_configs:\n"
+        "        - {node_ranks: 0, python_interpreter_path: venv/bin/python}\n"
+    ),
+    "'10.0.0.300' is not a valid IPv4 or IPv6 address": config(NG + ROBOT % "{node_rank: 0, robot_ip: '10.0.0.300'}"),
+    "node_rank 1 is not in this group": config(NG + ROBOT % "{node_rank: 1, robot_ip: '10.0.0.1'}"),
+    "serial 0123 was read by YAML as the number 83; quote it": config(
+        NG + ROBOT % "{node_rank: 0, robot_ip: '10.0.0.1', camera_serials: [0123]}"
+    ),
+    "this robot (10.0.0.1) is already configured by configs[0]": config(
+        NG + ROBOT % "{node_rank: 0, robot_ip: '10.0.0.1'}, {node_rank: 0, robot_ip: '10.0.0.1'}"
+    ),
+    "ignore_hardware: true contradicts the hardware block": config(
+        NG + "    - label: a\n      node_ranks: 0\n      ignore_hardware: true\n"
+        "      hardware: {type: Franka, configs: [{node_rank: 0, robot_ip: '10.0.0.1'}]}\n"
+    ),
+    "node group 'a80' is not defined; did you mean 'a800'?": config(
+        "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a80, placement: 0}}\n"
+        "  node_groups:\n    - {label: a800, node_ranks: 0}\n"
+    ),
+    "segment '0-2:0-3' puts 4 processes on 3 resources": config(
+        "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a800, placement: '0-2:0-3'}}\n"
+        "  node_groups:\n    - {label: a800, node_ranks: 0}\n"
+    ),
+    "process ranks in '0-3:0-3,4-7:5-8' must continue from 4": config(
+        "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a800, placement: '0-3:0-3,4-7:5-8'}}"
+        "\n  node_groups:\n    - {label: a800, node_ranks: 0}\n"
+    ),
+    "resource rank 2 is out of range: 'franka' has 2 robots": config(
+        "cluster:\n  num_nodes: 2\n  component_placement: {env: {node_group: franka, placement: 2}}\n"
+        "  node_groups:\n    - label: franka\n      node_ranks: 0-1\n      hardware: {type: Franka, configs: "
+        "[{node_rank: 0, robot_ip: '10.0.0.1'}, {node_rank: 1, robot_ip: '10.0.0.2'}]}\n"
+    ),
+    "would make one process span several nodes": config(
+        "cluster:\n  num_nodes: 2\n  component_placement: {agent: {node_group: node, placement: '0-1:0'}}\n"
+    ),
+    "component 'actor' is already placed by 'actor'": config(
+        "cluster:\n  num_nodes: 1\n  component_placement:\n    actor: {node_group: node, placement: 0}\n"
+        "    'actor,rollout': {node_group: node, placement: 0}\n"
+    ),
+    "'all' must be the whole placement": config(
+        "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: node, placement: 'all,0'}}\n"
+    ),
+    "key 'train_worker_num' is written twice (lines 2 and 3)": config(
+        "cluster:\n  train_worker_num: 2\n  train_worker_num: 3\n"
+    ),
+    "the tag tag:yaml.org,2002:python/object:os.system is not allowed here": config(
+        "cluster: !!python/object:os.system\n  x: 1\n"
+    ),
+    "YAML syntax: ...": config("cluster:\n  train_worker_num: [1\n"),
+    "the document is too large": config(TOO_LARGE + "cluster: *f\n"),
+    "no cluster: section found; did you mean 'cluster'?": config("clustr:\n  train_worker_num: 2\n"),
+    "no such file": config("no-such-config.yaml"),
+}
+
+PLAN: dict[str, Provoker] = {
+    "strategy disaggregate needs 6 GPU(s): train_pool 2 (train 2 x 1) + rollout_pool 4 (eval 2 x 1, env 2 x 1); "
+    "the inventory has 4": planned(
+        "cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  placement: {strategy: disaggregate}\n", "1x4"
+    ),
+    "strategy colocate: global_pool needs 8 GPU(s) = max(train 4, rollout 8 = eval + env)": planned(
+        "cluster:\n  train_worker_num: 4\n  eval_worker_num: 4\n  placement: {strategy: colocate}\n", "1x4"
+    ),
+    "strategy default: train, eval and env ask for 4 GPU(s) (train 1 x 2, eval 1 x 1, env 1 x 1) but the inventory "
+    "has 2": planned("cluster:\n  train_each_gpu_num: 2\n", "2x1"),
+    "strategy default: each train worker needs 2 GPUs on one node; the largest node has 1": planned(
+        "cluster:\n  train_each_gpu_num: 2\n", "4x1"
+    ),
+    "num_nodes is 18 but the inventory has 4 node(s)": planned(
+        "cluster:\n  num_nodes: 18\n  component_placement: {actor: {node_group: node, placement: 0}}\n", "4x8"
+    ),
+    "node group g names node ranks 5-7, but the inventory has 4 node(s) (ranks 0-3)": planned(
+        "cluster:\n  component_placement: {actor: {node_group: g, placement: 0}}\n  node_groups:\n"
+        "    - {label: g, node_ranks: 5-7}\n",
+        "4x8",
+    ),
+    "actor: placement asks for resource rank 8 in a800, which has ranks 0-7": planned(
+        "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a800, placement: 0-8}}\n"
+        "  node_groups:\n    - {label: a800, node_ranks: 0}\n",
+        "1x8",
+    ),
+    "pool q takes nodes 1-2, which have [8, 4] GPUs: without node_ids all nodes of a pool must have the same GPU "
+    "count; bind them with node_ids: [1, 2] and num_gpus: [8, 4]": planned(
+        MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+        "    - {name: q, num_node: 2, num_gpus: 8, eval: 0-15}\n",
+        "2x8,1x4",
+    ),
+    "pool p: node 2 (2) has 4 GPU(s), the pool wants 8": planned(
+        MANUAL + "    - {name: p, node_ids: [0, 2], num_gpus: [8, 8], train: 0-15}\n", "2x8,1x4"
+    ),
+    "pool q needs 2 node(s) with GPUs (num_node: 2) but only 1 is left after earlier pools": planned(
+        MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, train: 0-7}\n"
+        "    - {name: q, num_node: 2, num_gpus: 8, eval: 0-15}\n",
+        "2x8",
+    ),
+    "pool p: node_ids entry 'x' matches no node of the inventory": planned(
+        MANUAL + "    - {name: p, node_ids: [x], num_gpus: [8], train: 0-7}\n", "2x8"
+    ),
+    "train worker 1 needs 2 GPUs on one node, but its share of the range (cluster.resource_pool[0].train: 2-3) spans "
+    "nodes 0-1 of pool p": planned(
+        "cluster:\n  train_each_gpu_num: 2\n"
+        + MANUAL[len("cluster:\n") :]
+        + "    - {name: p, num_node: 2, num_gpus: 3, train: 0-5}\n",
+        "2x3",
+    ),
+}
+
+
+# -- command line and connection (no cluster needed unless asked for) -------------------------------------
+
+CONFIGS = ROOT / "src/rlplace/examples/cartpole_ppo/configs"
+NOT_THE_PIPELINES = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0, rollout: 0}\n"
+
+
+def unreachable(address: str) -> Provoker:
+    from rlplace.ray.cluster import reachable_address
+
+    return lambda _request: raised(lambda: reachable_address(address))
+
+
+def no_cluster_on_this_machine(request: pytest.FixtureRequest) -> str:
+    """`rlplace status` where no Ray runs: in a PID namespace of its own (root, as CI is), so the Ray processes
+    of this test session and of anyone else on the machine are out of sight, as on a machine without Ray."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to hide this machine's Ray processes")
+    empty = request.getfixturevalue("tmp_path")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(empty)}
+    rlplace = pathlib.Path(sys.executable).with_name("rlplace")
+    done = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", str(rlplace), "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr
+
+
+def head_port_of_running_ray(request: pytest.FixtureRequest) -> str:
+    from rlplace.commands.start import check_can_start
+
+    port = request.getfixturevalue("ray_cluster").address.rpartition(":")[2]
+    return raised(lambda: check_can_start(head=True, address=None, ray_args=["--port", port]))
+
+
+def head_port_of_another_program(_request: pytest.FixtureRequest) -> str:
+    from rlplace.commands.start import check_can_start
+
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        return raised(lambda: check_can_start(head=True, address=None, ray_args=["--", "--port", port]))
+
+
+def run_with(config_text: str, *argv: str) -> Provoker:
+    def provoke(request: pytest.FixtureRequest) -> str:
+        path = request.getfixturevalue("tmp_path") / "job.yaml"
+        path.write_text(config_text)
+        return cli("run", str(path), *argv)(request)
+
+    return provoke
+
+
+def without_gymnasium(request: pytest.FixtureRequest) -> str:
+    request.getfixturevalue("monkeypatch").setitem(sys.modules, "gymnasium", None)  # as if not installed
+    return cli("demo")(request)
+
+
+def simulated_while_connected(request: pytest.FixtureRequest) -> str:
+    from rlplace.examples.local_cluster import simulated_cluster
+
+    request.getfixturevalue("ray_cluster")
+    return raised(lambda: simulated_cluster(parse_nodes("1x0")).__enter__())
+
+
+COMMAND_LINE: dict[str, Provoker] = {
+    "no Ray cluster to join: address auto finds none running on this machine and $RAY_ADDRESS is not set": (
+        no_cluster_on_this_machine
+    ),
+    "no Ray cluster reachable at 127.0.0.1:1 (...Connection refused)": unreachable("127.0.0.1:1"),
+    "'head-node' is not a Ray address: write HOST:PORT (e.g. 10.0.0.1:6379) or auto": unreachable("head-node"),
+    "Ray already runs on this machine with its head at ...:..., the port this head would take": (
+        head_port_of_running_ray
+    ),
+    "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL] (e.g. '2x8', '8x8:A800', '2x0')": cli(
+        "run", "job.yaml", "--simulate", "2x"
+    ),
+    "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "
+    "'colocate-offload'?). Shipped configs: colocate-offload, default, disaggregate, manual-pools, node-groups": cli(
+        "demo", "--config", "colocate_offload"
+    ),
+    "cluster.component_placement: the CartPole pipeline needs components train, eval, env, buffer; this config has "
+    "actor, rollout and lacks train, eval, env, buffer": run_with(NOT_THE_PIPELINES, "--simulate", "2x4"),
+    "argument --timeout: must be more than 0 seconds, got 0": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--timeout", "0"
+    ),
+    "error: /nonexistent/plan.svg: No such file or directory (check the path and its permissions)": cli(
+        "plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "2x4", "--svg", "/nonexistent/plan.svg"
+    ),
+    "the CartPole pipeline needs gymnasium: pip install 'rlplace[demo]'": without_gymnasium,
+    "this process is already connected to a Ray cluster; cannot start a simulated one": simulated_while_connected,
+}
+
+
+# -- placement: the live inventory (pure) and the session's simulated cluster -----------------------------
+
+
+def _ray_node(ip: str, rank: str | None) -> dict:
+    labels = {} if rank is None else {"rlplace/node-rank": rank}
+    return {"NodeID": f"{ip}-id", "NodeManagerAddress": ip, "Alive": True, "Labels": labels, "Resources": {"CPU": 8}}
+
+
+def live_inventory_of(*ranks: str | None) -> Provoker:
+    from rlplace.ray.cluster import inventory_from_nodes
+
+    nodes = [_ray_node(f"10.0.0.{i + 1}", rank) for i, rank in enumerate(ranks)]
+    return lambda _request: raised(lambda: inventory_from_nodes(nodes))
+
+
+class Crashing:
+    """A worker whose process dies in the middle of a call."""
+
+    def crash(self) -> None:
+        os._exit(1)
+
+
+def on_cluster(
+    config_text: str, *, hold: dict[str, float] | None = None, launch: str | None = None, inventory: str | None = None
+) -> Provoker:
+    """Connect `config_text` on the session cluster (optionally while a placement group of another job holds
+    `hold` on node 2, launching component `launch` with `Crashing`, or planning for the declared `inventory`
+    instead of the live one); the PlacementError it ends in, or the warnings of the job when it starts."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        import rlplace
+
+        request.getfixturevalue("ray_cluster")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        other = None
+        if hold:
+            other = placement_group([hold], name="holds-a-gpu", bundle_label_selector=[{"rlplace/node-rank": "2"}])
+            assert other.wait(10)
+        try:
+            declared = parse_nodes(inventory) if inventory else None
+            with rlplace.connect(config_text, inventory=declared, timeout_s=1.0, export_path=None) as job:
+                if launch is None:
+                    return "\n".join(job.warnings)
+                group = job.launch(launch, Crashing)
+                if launch == "train":
+                    return raised(lambda: group.call("crash"))
+                return raised(job.verify)
+        except RlplaceError as e:
+            return str(e)
+        finally:
+            if other is not None:
+                remove_placement_group(other)
+
+    return provoke
+
+
+ON_NODE_3 = "cluster:\n  num_nodes: 4\n  component_placement:\n    %s\n"
+BIG = "  node_groups:\n    - {label: node_0, node_ranks: 0}\n"
+RTX = "  node_groups:\n    - {label: rtx, node_ranks: 2}\n"
+THREE_ROBOTS = (
+    "  node_groups:\n    - label: robots\n      node_ranks: 3\n      hardware:\n        type: Franka\n"
+    "        configs:\n" + "".join(f"          - {{node_rank: 3, robot_ip: '10.0.0.{i}'}}\n" for i in range(1, 4))
+)
+
+PLACEMENT: dict[str, Provoker] = {
+    "3 of 4 nodes have a rlplace/node-rank label; give every node a rank or none": live_inventory_of(
+        "0", "1", "2", None
+    ),
+    "node rank 1 is given to two nodes": live_inventory_of("0", "1", "1"),
+    "node ranks must be contiguous from 0 to 2 for 3 nodes; the cluster has ranks [0, 1, 3], missing [2]": (
+        live_inventory_of("0", "1", "3")
+    ),
+    "node 0 (4x A800, 8 CPU, ...) can never hold what the plan reserves there (8 GPU, 8 CPU): missing 4 GPU": (
+        on_cluster(ON_NODE_3 % "actor: {node_group: node_0, placement: 0-7}" + BIG, inventory="1x8,2x4,1x0")
+    ),
+    "missing 3 CPU. Every worker reserves 1 CPU unless its component asks for less": on_cluster(
+        ON_NODE_3 % "agent: {node_group: node, placement: '3:0-10'}"
+    ),
+    "node 2 (2x RTX4090, 8 CPU, ...) could not reserve its bundles within ... s: missing 1 GPU of 2 GPU, 2 CPU "
+    "(free now: ...). Held by: placement group 'holds-a-gpu' of job ...": on_cluster(
+        ON_NODE_3 % "eval: {node_group: rtx, placement: 0-1}" + RTX, hold={"GPU": 1.0}
+    ),
+    "workers not launched; fix python_interpreter_path in the node group's env_configs": on_cluster(
+        ON_NODE_3
+        % "env: {node_group: cpu, placement: 0}"
+        + "  node_groups:\n    - label: cpu\n      node_ranks: 3\n      env_configs:\n"
+        "        - {node_ranks: 3, python_interpreter_path: /nonexistent/bin/python3}\n",
+        launch="env",
+    ),
+    "worker rlplace:train:0 on node 0 died during crash(): ...": on_cluster(
+        ON_NODE_3 % "train: {node_group: node, placement: 0}", launch="train"
+    ),
+    "workers are not where the plan put them:": on_cluster(
+        ON_NODE_3 % "eval: {node_group: rtx, placement: 0}" + RTX, hold={"GPU": 1.0}, launch="eval"
+    ),
+    "node 3 does not advertise rlplace/robot/franka/2, so other jobs are not kept off that hardware": on_cluster(
+        ON_NODE_3 % "env: {node_group: robots, placement: 2}" + THREE_ROBOTS
+    ),
+}
+
+PROVOKERS: dict[str, Provoker] = {**CONFIG, **PLAN, **COMMAND_LINE, **PLACEMENT}
+NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "provoke"}
+NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected)}
+
+
+def test_every_quoted_message_has_a_provoker_and_every_provoker_a_quote():
+    quoted = catalogue_quotes()
+    assert len(quoted) == len(set(quoted)), "a message is quoted twice"
+    assert sorted(set(quoted) - set(PROVOKERS)) == [], "catalogue rows without a provoker here"
+    assert sorted(set(PROVOKERS) - set(quoted)) == [], "provokers whose catalogue row is gone"
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [pytest.param(q, marks=[pytest.mark.ray] if q in NEEDS_RAY else []) for q in PROVOKERS],
+    ids=lambda q: q[:60],
+)
+def test_the_program_prints_what_the_catalogue_quotes(quote, request):
+    message = PROVOKERS[quote](request)
+    assert "Traceback" not in message
+    assert matches(quote, message), f"the catalogue quotes:\n  {quote}\nthe program says:\n  {message}"
+
+
+@pytest.mark.parametrize(
+    ("quote", "message", "expected"),
+    [
+        ("missing 4 GPU", "node 0 ...: missing 4 GPU", True),
+        ("node ... (4x A800, ...) can", "node 0 (4x A800, 8 CPU, 10.0.0.1) can", True),
+        ("missing  4\nGPU", "missing 4 GPU", True),
+        ("missing 4 GPU", "missing 3 GPU", False),
+        ("missing ... GPU", "missing 4 CPU", False),
+    ],
+)
+def test_a_quote_matches_only_its_message(quote, message, expected):
+    assert matches(quote, message) is expected
