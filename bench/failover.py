@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="workers on the node that is lost")
     args = ap.parse_args(argv)
 
+    import ray
+
     import rlplace
     from rlplace.examples.local_cluster import _node_args, simulated_cluster, simulated_inventory, simulated_spares
     from rlplace.ray.launch import remote_class
@@ -105,12 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     detect: dict[str, list[float]] = {"idle": [], "in-flight": []}
     takeover: dict[str, list[float]] = {"idle": [], "in-flight": []}
     base: list[float] = []
+    spares: list = []  # a spare left over from a round takes part in the next
     with simulated_cluster(inventory) as sim:
         remote_class(Worker)
         for r in range(args.rounds):
+            alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
             if r:  # a fresh node 1 for this round (the previous one was lost)
                 sim.nodes[1] = sim.cluster.add_node(**_node_args(inventory.node(1)))
-            spares = [sim.cluster.add_node(**_node_args(shape)) for _ in range(2)]
+            spares += [
+                sim.cluster.add_node(**_node_args(shape)) for _ in range(2 - sum(s.node_id in alive for s in spares))
+            ]
             sim.cluster.wait_for_nodes()
             with rlplace.connect(config(args.workers), export_path=None, timeout_s=60) as job:
                 train = job.launch("train", Worker)

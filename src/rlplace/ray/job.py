@@ -125,6 +125,18 @@ class Job:
     def replace_within_s(self) -> float:
         return self.failover.replace_within_s
 
+    def check_nodes(self) -> bool:
+        """A call failed somewhere (inside a worker, say): is any node of the job lost? Probes each node's
+        raylet (a loss is declared at once where it refuses connections) and reads the GCS node table."""
+        return any([self.failover.check(rank) for rank in self.failover.watched_ranks()])
+
+    def wait_for_takeovers(self) -> None:
+        """Block while a node of the job is lost, until a spare or replacement has taken it over; raise its
+        NodeLostError when none did within `replace_within_s`. For code that saw a call fail inside a worker
+        (a worker calling a lost worker) and wants to know whether to retry."""
+        for rank in self.failover.watched_ranks():
+            self.failover.wait_usable(rank)
+
     # -- launching ---------------------------------------------------------------------------------
 
     def launch(
