@@ -126,14 +126,20 @@ def execute(
         spares = _spares(args, nodes)
         more = f" and {len(spares)} hot spare{'s' if len(spares) != 1 else ''}" if spares else ""
         console.print(f"Starting an embedded Ray cluster: {simulate}{more} (COUNTxGPUS[:MODEL], logical GPUs) ...")
-        with simulated_cluster(nodes, spares) as cluster:
-            code = _train(spec, console, args, picture_stem, cluster)
-        session = os.path.basename(cluster.session_dir)
-        if cluster.killed:
-            console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {', '.join(cluster.killed)}[/]")
-        else:
-            console.print(f"Embedded cluster {session} stopped: none of its processes is left (process table checked).")
-        return code
+        cluster = None
+        try:
+            with simulated_cluster(nodes, spares) as cluster:
+                return _train(spec, console, args, picture_stem, cluster)
+        finally:  # also when training failed (a NodeLostError, say): the cluster is gone either way
+            if cluster is not None:
+                session = os.path.basename(cluster.session_dir)
+                if cluster.killed:
+                    killed = ", ".join(cluster.killed)
+                    console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {killed}[/]")
+                else:
+                    console.print(
+                        f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
+                    )
     from rlplace.ray.cluster import join
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:

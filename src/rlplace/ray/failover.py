@@ -288,7 +288,7 @@ class Failover:
             self._losses[rank] = loss
             self._spare_of.pop(rank, None)
             where = f"{node.address or '?'} (id {str(node.node_id)[:8]})"
-            self._event("lost", rank, workers, node, f"node {rank} at {where} is lost: {why}", at=loss.at)
+            self._event("lost", rank, workers, node, f"{where}: {why}", at=loss.at)
         log.warning("rlplace job %s: node %d lost (%s); workers %s", self.job.name, rank, why, ", ".join(workers))
         self.job.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
         if self.replace_within_s == 0:
