@@ -29,19 +29,21 @@ def assert_stopped_clean(out: str) -> None:
 
 @pytest.mark.slow
 def test_demo_survives_losing_a_node_to_a_hot_spare(tmp_path):
-    """About 40 s: node 1 (train rank 1, buffer shard 1) goes 4 s into training; the spare takes over."""
-    proc = demo(tmp_path, "--kill-node", "1", "--kill-after", "4", "--iterations", "15")
+    """About 45 s: node 1 (train rank 1, buffer shard 1) goes 3 s into training; the spare takes over, and the
+    run still solves CartPole (in about 30 iterations; the budget is 60)."""
+    proc = demo(tmp_path, "--kill-node", "1", "--kill-after", "3")
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "and 1 hot spare" in out
-    report = out[out.index("Node loss:") :]
+    report = " ".join(out[out.index("Node loss:") :].split())  # rich wraps lines at the terminal width
     assert re.search(
-        r"node 1 removed abruptly 4 s into training, during iteration \d+; the job declared it lost", report
+        r"node 1 removed abruptly 3 s into training, during iteration \d+; the job declared it lost", report
     )
     assert re.search(r"node 1 spare after \d+\.\d s: hot spare \S+ \(id \w+\) took over node 1", report)
     assert re.search(r"iteration \d+ redone from the last checkpoint", report)
     assert re.search(r"training time lost to node losses: \d+\.\d s in all", report)
-    assert re.search(r"after 15 iterations", out), "the budget's iterations all ran, the redone one not counted"
+    assert "Solved CartPole-v1" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo_topology.html", "demo_topology.svg"]
     picture = (tmp_path / "demo_topology.svg").read_text()
     assert 'data-state="spare"' in picture and "node 1 SPARE" in picture
     assert_stopped_clean(out)

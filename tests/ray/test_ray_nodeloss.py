@@ -219,10 +219,8 @@ def test_replace_within_zero_fails_as_soon_as_the_loss_is_known(extra, tmp_path)
     assert leftovers() == ([], [])
 
 
-def test_a_robot_node_is_not_moved_to_a_spare_hardware_cannot_move(extra, tmp_path):
-    lost = extra.ranked(4, **{ROBOT: 1.0})
-    extra.spare()  # same GPUs, but the robot is attached to node 4
-    plan = on_node_4(resources={ROBOT: 1.0}, hardware={"type": "UR5", "robot_ip": "10.0.0.9"})
+def lost_call(extra: Extra, lost: Any, plan: Any, tmp_path: Any) -> tuple[NodeLostError, list[tuple[str, int]]]:
+    """Start the plan (replace_within_s=1), lose `lost`, return the NodeLostError of a call there and the events."""
     with rlplace.connect(plan, export_path=None, timeout_s=20, replace_within_s=1) as job:
         train = job.launch("train", Stepper, str(tmp_path))
         train.call("step")
@@ -230,25 +228,26 @@ def test_a_robot_node_is_not_moved_to_a_spare_hardware_cannot_move(extra, tmp_pa
         wait_declared(job)
         with pytest.raises(NodeLostError) as err:
             train.call("step", rank=1)
-        message = str(err.value)
-        assert f"it holds {ROBOT}: attached hardware cannot move to a spare" in message
-        assert "a replacement node with rank 4 for 1 s" in message
-        assert [e.kind for e in job.events] == ["lost", "failed"]
+        return err.value, events(job)
+
+
+def test_a_robot_node_is_not_moved_to_a_spare_hardware_cannot_move(extra, tmp_path):
+    lost = extra.ranked(4, **{ROBOT: 1.0})
+    extra.spare()  # same GPUs, but the robot is attached to node 4
+    plan = on_node_4(resources={ROBOT: 1.0}, hardware={"type": "UR5", "robot_ip": "10.0.0.9"})
+    error, happened = lost_call(extra, lost, plan, tmp_path)
+    assert f"it holds {ROBOT}: attached hardware cannot move to a spare" in str(error)
+    assert "a replacement node with rank 4 for 1 s" in str(error)
+    assert happened == [("lost", 4), ("failed", 4)]
     assert leftovers() == ([], [])
 
 
 def test_a_spare_too_small_is_refused_naming_what_it_lacks(extra, tmp_path):
     lost = extra.ranked(4)
     small = extra.spare(gpus=0)
-    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20, replace_within_s=1) as job:
-        train = job.launch("train", Stepper, str(tmp_path))
-        train.call("step")
-        extra.lose(lost)
-        wait_declared(job)
-        with pytest.raises(NodeLostError) as err:
-            train.call("step", rank=1)
-        ip = small.address.split(":")[0]
-        assert f"not taken: spare {ip} (id {small.node_id[:8]}) has no GPU, node 4 had 1x A800" in str(err.value)
+    error, _ = lost_call(extra, lost, on_node_4(), tmp_path)
+    ip = small.address.split(":")[0]
+    assert f"not taken: spare {ip} (id {small.node_id[:8]}) has no GPU, node 4 had 1x A800" in str(error)
     assert leftovers() == ([], [])
 
 

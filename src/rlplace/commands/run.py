@@ -65,6 +65,12 @@ def add_failover_arguments(p: argparse.ArgumentParser) -> None:
         help="with --kill-node: seconds after training starts (default: %(default)s)",
     )
     g.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="where train rank 0 checkpoints after each iteration, for workers relaunched after a node loss; on a "
+        "real cluster a directory every train node can read (default: a temporary directory on this machine)",
+    )
+    g.add_argument(
         "--replace-within",
         type=_non_negative_float,
         metavar="SECONDS",
@@ -181,13 +187,14 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
         _show_plan(job, console, args.out / picture_stem)
         budget = Budget(iterations=args.iterations, seed=args.seed)
         with _progress(console, budget.iterations) as advance:
+            checkpoints = getattr(args, "checkpoint_dir", None)
             result = run_pipeline(
-                job, budget, progress=kill.counting(advance), checkpoint_dir=str(args.out), on_start=kill.start
+                job, budget, progress=kill.counting(advance), checkpoint_dir=checkpoints, on_start=kill.start
             )
         if job.events:  # the picture as it ends: lost nodes, ranks served by spares
             _write_picture(job, args.out / picture_stem, job.node_health())
             console.print(f"Topology picture after the node loss: {(args.out / picture_stem).with_suffix('.svg')}")
-    if kill.at is not None:
+    if kill.rank is not None and kill.cluster is not None:
         result.failover.insert(0, kill.describe(job.events))
     console.print(summary(result))
     wrong = [p.mismatch for p in result.placed if p.mismatch]
@@ -227,6 +234,8 @@ class _NodeKiller:
         self.at = self.cluster.lose_node(self.rank)
 
     def describe(self, events: list) -> str:
+        if self.at is None:
+            return f"node {self.rank} was not removed: training ended within --kill-after {self.after_s:g} s"
         said = f"node {self.rank} removed abruptly {self.after_s:g} s into training, during iteration {self.done + 1}"
         lost = next((e for e in events if e.kind == "lost" and e.node_rank == self.rank and e.at >= self.at), None)
         if lost is not None:

@@ -92,7 +92,8 @@ def failover_text(result: RunResult) -> Text:
         return Text("")
     text = Text("Node loss:\n", style="bold")
     text.append("\n".join(f"  {line}" for line in result.failover))
-    text.append(f"\n  training time lost to node losses: {result.seconds_lost:.1f} s in all")
+    if result.seconds_lost:
+        text.append(f"\n  training time lost to node losses: {result.seconds_lost:.1f} s in all")
     return text
 
 
