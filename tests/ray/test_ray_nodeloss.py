@@ -162,7 +162,7 @@ def test_a_replacement_node_with_the_lost_rank_takes_over(extra, tmp_path):
         wait_declared(job)
         assert events(job) == [("lost", 4)]
         waiting: list[int] = []
-        caller = threading.Thread(target=lambda: waiting.append(train.call("step", rank=1)))
+        caller = threading.Thread(target=lambda: waiting.append(train.call("step", rank=1)), daemon=True)
         caller.start()  # a call made while the node is lost waits for it to come back
         replacement = extra.ranked(4)
         caller.join(timeout=20)
@@ -287,7 +287,7 @@ def test_shutdown_during_a_loss_is_prompt_wakes_waiting_calls_and_leaves_nothing
         except BaseException as e:
             outcome.append(e)
 
-    caller = threading.Thread(target=waiting_call)
+    caller = threading.Thread(target=waiting_call, daemon=True)
     caller.start()
     extra.lose(lost)
     nodes, workers = status(job)  # before Ray declares the node dead: its raylet refuses connections

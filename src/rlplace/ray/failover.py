@@ -230,6 +230,9 @@ class Failover:
                     return True
                 if rank not in self._losses:
                     return True
+                if time.monotonic() > self._losses[rank].deadline + 2 * self.period_s + 5:
+                    self._fail(rank)  # the watcher is stuck (a takeover hanging in Ray): the window is a promise
+                    continue
                 wait = None if deadline is None else deadline - time.monotonic()
                 if wait is not None and wait <= 0:
                     return False
@@ -238,15 +241,20 @@ class Failover:
     # -- watcher ---------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stopped:
-            try:
-                self._tick()
-            except Exception as e:  # never let the watcher die silently: say so, try again next period
-                if self._stopped or not ray.is_initialized():
-                    return
-                log.warning("rlplace failover watcher of job %s: %s", self.job.name, e, exc_info=True)
-            self._wake.wait(self.period_s)
-            self._wake.clear()
+        try:
+            while not self._stopped:
+                try:
+                    self._tick()
+                except Exception as e:  # never let the watcher die silently: say so, try again next period
+                    if self._stopped or not ray.is_initialized():
+                        return
+                    log.warning("rlplace failover watcher of job %s: %s", self.job.name, e, exc_info=True)
+                self._wake.wait(self.period_s)
+                self._wake.clear()
+        finally:  # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
+            with self._cond:
+                self._stopped = True
+                self._cond.notify_all()
 
     def _tick(self) -> None:
         raw = self._read_nodes()
