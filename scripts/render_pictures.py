@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+import zlib
 
 from rlplace.config import load
 from rlplace.inventory import parse_nodes
@@ -57,6 +58,44 @@ def png_size(path: pathlib.Path) -> tuple[int, int]:
     if head[:8] != b"\x89PNG\r\n\x1a\n":
         raise ValueError(f"{path} is not a PNG")
     return struct.unpack(">II", head[16:24])
+
+
+def png_pixels(path: pathlib.Path) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB bytes) of an 8-bit non-interlaced RGB or RGBA PNG, as Chromium writes them
+    (stdlib only: zlib and the five PNG row filters)."""
+    data = path.read_bytes()
+    width, height = png_size(path)
+    depth, colour, interlace = data[24], data[25], data[28]
+    if depth != 8 or colour not in (2, 6) or interlace:
+        raise ValueError(f"{path}: PNG bit depth {depth}, colour type {colour}, interlace {interlace} not supported")
+    chunks, pos = [], 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        if kind == b"IDAT":
+            chunks.append(data[pos + 8 : pos + 8 + length])
+        pos += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    bpp = 3 if colour == 2 else 4
+    stride = width * bpp
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = previous[i], previous[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        previous = line
+        rows.append(bytes(line) if bpp == 3 else bytes(v for j, v in enumerate(line) if j % 4 != 3))
+    return width, height, rows
 
 
 def screenshot(browser: str, page: pathlib.Path, png: pathlib.Path, size: tuple[int, int]) -> None:

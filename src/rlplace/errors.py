@@ -60,3 +60,18 @@ class PlanError(RlplaceError):
 class PlacementError(RlplaceError):
     """Realising a plan on Ray failed: infeasible or starved placement groups, missing interpreter,
     dead worker. The message says which node and which resources."""
+
+
+class NodeLostError(PlacementError):
+    """A node holding the job's workers was lost and neither a spare nor a replacement node took over within
+    the job's replacement window (`connect(..., replace_within_s=...)`).
+
+    `node_rank` is the plan's node rank, `workers` the actor names that ran there, `waited_for` what the job
+    waited for (a spare of which shape, a replacement started with which command, how long).
+    """
+
+    def __init__(self, message: str, *, node_rank: int, workers: tuple[str, ...] = (), waited_for: str = ""):
+        super().__init__(message)
+        self.node_rank = node_rank
+        self.workers = tuple(workers)
+        self.waited_for = waited_for

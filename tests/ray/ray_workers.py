@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 
 import rlplace
 
@@ -32,3 +34,40 @@ class Probe:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+class Stepper:
+    """A trainer in miniature: counts its steps and checkpoints the count to a file after each one, and
+    reloads it in `on_replaced` when rlplace relaunches it on a spare or replacement node."""
+
+    def __init__(self, checkpoint_dir: str) -> None:
+        self.checkpoint_dir = checkpoint_dir
+        self.steps = 0
+        self.replaced: list[str] = []
+
+    def _checkpoint(self) -> str:
+        p = rlplace.worker_placement()
+        return os.path.join(self.checkpoint_dir, f"{p.component}-{p.rank}.json")
+
+    def step(self, seconds: float = 0.0) -> int:
+        time.sleep(seconds)
+        self.steps += 1
+        with open(self._checkpoint(), "w") as f:
+            json.dump({"steps": self.steps}, f)
+        return self.steps
+
+    def on_replaced(self, event) -> None:
+        with open(self._checkpoint()) as f:
+            self.steps = json.load(f)["steps"]
+        self.replaced.append(f"{event.kind} {event.node_rank}")
+
+    def state(self) -> dict:
+        import ray
+
+        return {
+            "steps": self.steps,
+            "replaced": self.replaced,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "placement": rlplace.worker_placement(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }

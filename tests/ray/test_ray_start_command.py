@@ -104,3 +104,28 @@ def test_cli_bad_rank_exits_2_without_traceback(capsys):
     assert main(["start", "--head", "--node-rank", "x", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "--node-rank" in err and "Traceback" not in err
+
+
+def test_a_spare_is_labelled_as_such_and_carries_no_rank(capsys, monkeypatch):
+    assert "--labels=rlplace/accelerator=A800,rlplace/spare=true" in _cmd(accelerator="A800", spare=True)
+    for var in ("RLPLACE_NODE_RANK", "RLINF_NODE_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["start", "--spare", "--address", "10.0.0.1:6379", "--accelerator", "A800", "--dry-run"]) == 0
+    assert "rlplace/spare=true" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "where"),
+    [
+        (["--spare", "--node-rank", "2", "--address", "10.0.0.1:6379"], {}, "--node-rank"),
+        (["--spare", "--address", "10.0.0.1:6379"], {"RLPLACE_NODE_RANK": "2"}, "$RLPLACE_NODE_RANK"),
+        (["--spare", "--head"], {}, "--spare"),
+    ],
+)
+def test_a_spare_with_a_rank_or_as_head_is_refused(argv, env, where, capsys, monkeypatch):
+    for var in ("RLPLACE_NODE_RANK", "RLINF_NODE_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert main(["start", *argv, "--dry-run"]) == 2
+    assert f"{where}: " in capsys.readouterr().err

@@ -14,7 +14,7 @@ import ray
 from ray import cloudpickle
 
 import rlplace
-from rlplace.errors import PlacementError
+from rlplace.errors import NodeLostError, PlacementError
 from rlplace.runtime import HOOKS, BufferShard, ShardRouter, sync_weights
 
 pytestmark = pytest.mark.ray
@@ -270,7 +270,7 @@ def test_a_lost_node_stops_the_job_naming_the_worker_and_its_node(ray_cluster: A
         "cluster": {"train_worker_num": 1, "placement": {"mode": "manual"}},
         "resource_pool": [{"name": "lonely", "node_ids": [4], "num_gpus": [1], "train": "0"}],
     }
-    job = rlplace.connect(on_extra, export_path=None)
+    job = rlplace.connect(on_extra, export_path=None, replace_within_s=0)  # no spare: fail once the loss is known
     try:
         train = job.launch("train", Trainer)
         with job.phase("train"):
@@ -279,7 +279,10 @@ def test_a_lost_node_stops_the_job_naming_the_worker_and_its_node(ray_cluster: A
         start = time.monotonic()
         while _alive(extra.node_id) and time.monotonic() - start < 15:  # health checks notice in ~2 s
             time.sleep(0.1)
-        with pytest.raises(PlacementError, match=r"worker rlplace:train:0 on node 4 died"), job.phase("train"):
+        with (
+            pytest.raises(NodeLostError, match=r"node 4 .*was lost and its workers \(rlplace:train:0\)"),
+            job.phase("train"),
+        ):
             train.call("train_step")
         assert time.monotonic() - start < 15
     finally:

@@ -51,8 +51,13 @@ def test_status_lists_each_worker_with_its_node_gpus_and_state(
         assert rows["rlplace:train:1"].state == "DEAD" and rows["rlplace:train:1"].gpus == "-"
         assert main(["status", "--format", "json"]) == 0  # reuses this driver's connection
         out = capsys.readouterr().out  # Ray's own line about the killed worker may come first
-        listed = {r["name"]: r for r in json.loads(out[out.index("[\n") :]) if r["job"] == rows["rlplace:train:0"].job}
+        shown = json.loads(out[out.index('{\n  "nodes"') :])
+        listed = {r["name"]: r for r in shown["workers"] if r["job"] == rows["rlplace:train:0"].job}
         assert listed["rlplace:train:0"]["state"] == "ALIVE" and listed["rlplace:train:1"]["state"] == "DEAD"
+        assert listed["rlplace:train:1"]["pid"] is None and listed["rlplace:train:1"]["node"] == "node 1"  # planned
+        assert main(["status", "--watch", "--count", "2", "--interval", "0.1"]) == 0
+        watched = capsys.readouterr().out
+        assert watched.count("WORKER  ") == 2 and "(every 0.1 s" in watched
         table = render(list(rows.values()))
         assert table.splitlines()[0].split() == ["WORKER", "NODE", "GPUS", "STATE", "RESTARTS", "PID"]
         assert "rlplace:train:0  node 0" in table

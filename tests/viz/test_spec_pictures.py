@@ -1,9 +1,11 @@
 """The picture of every spec example, planned with the inventory its README row names, shows every
-worker; with Chromium on PATH the documented render script screenshots them (skipped otherwise)."""
+worker; with Chromium on PATH the documented render script screenshots them, and Chromium paints a lost node
+and a node served by a spare distinctly (skipped without Chromium, except in CI, where .ci/run installs it)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import xml.etree.ElementTree as ET
 from html import escape
@@ -11,10 +13,11 @@ from html import escape
 import pytest
 
 from rlplace.config import load
+from rlplace.examples.cartpole_ppo import DEMO_CONFIG, DEMO_NODES
 from rlplace.inventory import parse_nodes
 from rlplace.planner import plan
 from rlplace.viz.check import missing_workers
-from rlplace.viz.picture import html, svg
+from rlplace.viz.picture import STATE_STYLE, html, svg
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "render_pictures.py"
 _spec = importlib.util.spec_from_file_location("render_pictures", SCRIPT)
@@ -22,6 +25,7 @@ render_pictures = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render_pictures)
 
 CASES = render_pictures.examples()
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_the_readme_table_lists_all_nine_examples():
@@ -48,7 +52,71 @@ def test_default_strategy_example_puts_unpinned_workers_in_their_own_area():
     assert len(areas) == 1
 
 
-@pytest.mark.skipif(render_pictures.find_browser() is None, reason="Chromium not on PATH")
+#: CI installs Chromium (.ci/run): there a missing browser is a failure, not a skip.
+needs_browser = pytest.mark.skipif(
+    render_pictures.find_browser() is None and not os.environ.get("CI"), reason="Chromium not on PATH"
+)
+#: A job that lost node 2 (nothing took over) and whose node 1 now runs on a hot spare.
+HEALTH = {1: ("spare", "on spare 10.0.0.7"), 2: ("lost", "lost 12:00:01")}
+
+
+def demo_plan():
+    inventory = parse_nodes(DEMO_NODES)
+    return plan(load(DEMO_CONFIG), inventory), inventory
+
+
+def test_lost_node_and_spare_are_marked_in_the_picture_and_the_page():
+    result, inventory = demo_plan()
+    root = ET.fromstring(svg(result, inventory, health=HEALTH))
+    nodes = {g.get("data-node"): g for g in root.iter(f"{SVG}g") if g.get("class") == "node"}
+    assert {k: g.get("data-state") for k, g in nodes.items()} == {"0": None, "1": "spare", "2": "lost", "3": None}
+    fills = {k: g.find(f"{SVG}rect").get("fill") for k, g in nodes.items()}
+    assert len({fills["0"], fills["1"], fills["2"]}) == 3
+    assert "node 1 SPARE" in ET.tostring(nodes["1"], encoding="unicode")
+    assert "node 2 LOST" in ET.tostring(nodes["2"], encoding="unicode")
+    assert missing_workers(result, ET.tostring(root, encoding="unicode")) == []
+    page = html(result, inventory, health=HEALTH)
+    assert '<span class="node-spare">SPARE: on spare 10.0.0.7</span>' in page
+    assert '<span class="node-lost">LOST: lost 12:00:01</span>' in page
+
+
+@needs_browser
+def test_chromium_renders_a_lost_node_and_a_spare_distinctly(tmp_path):
+    """About 2 s: the picture and the page screenshotted in headless Chromium, their pixels read back."""
+    browser = render_pictures.find_browser()
+    assert browser, "CI must have Chromium (.ci/run installs Debian's chromium)"
+    result, inventory = demo_plan()
+    picture = svg(result, inventory, health=HEALTH)
+    (tmp_path / "failover.svg").write_text(picture, encoding="utf-8")
+    (tmp_path / "failover.html").write_text(html(result, inventory, health=HEALTH), encoding="utf-8")
+    width, height = render_pictures.svg_size(picture)
+    render_pictures.screenshot(browser, tmp_path / "failover.svg", tmp_path / "failover.png", (width, height))
+    _, _, rows = render_pictures.png_pixels(tmp_path / "failover.png")
+
+    def inside(rank: str) -> tuple[int, int, int]:
+        """The colour Chromium painted inside node `rank`'s box, right of its group chips."""
+        box = next(g for g in ET.fromstring(picture).iter(f"{SVG}g") if g.get("id") == f"node-{rank}")
+        rect = box.find(f"{SVG}rect")
+        x = round(float(rect.get("x")) + float(rect.get("width")) - 12)
+        y = round(float(rect.get("y")) + 32)
+        return tuple(rows[y][3 * x : 3 * x + 3])
+
+    healthy, spare, lost = inside("0"), inside("1"), inside("2")
+    assert healthy == (255, 255, 255)
+    assert spare == _rgb(STATE_STYLE["spare"][0]) and lost == _rgb(STATE_STYLE["lost"][0])
+    page_png = tmp_path / "failover.page.png"
+    page_size = (width + render_pictures.PAGE_EXTRA[0], height + render_pictures.PAGE_EXTRA[1])
+    render_pictures.screenshot(browser, tmp_path / "failover.html", page_png, page_size)
+    _, _, page_rows = render_pictures.png_pixels(page_png)
+    counts = {c: sum(row.count(bytes(c)) for row in page_rows) for c in (spare, lost)}
+    assert all(n > 5_000 for n in counts.values()), f"the page shows too little of each state: {counts}"
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+@needs_browser
 @pytest.mark.slow
 def test_render_script_screenshots_pictures_in_headless_chromium(tmp_path):
     rc = render_pictures.main(["--out", str(tmp_path), "--only", "hetero-18-nodes", "pools-mixed"])

@@ -11,7 +11,7 @@ import argparse
 import difflib
 import pathlib
 
-from rlplace.commands.run import add_budget_arguments, execute, nodes_argument
+from rlplace.commands.run import add_budget_arguments, add_failover_arguments, execute, nodes_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--list-configs", action="store_true", help="list the shipped configs and exit")
     add_budget_arguments(p)
+    add_failover_arguments(p)  # --kill-node 1 --kill-after 10: a node lost mid-training, a hot spare takes over
     p.set_defaults(func=run)
 
 

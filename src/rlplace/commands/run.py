@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import threading
 from typing import Any
 
 from rlplace.errors import ConfigError, PlacementError, RlplaceError
@@ -37,7 +38,45 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the cluster started on this machine)",
     )
     add_budget_arguments(p)
+    add_failover_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_failover_arguments(p: argparse.ArgumentParser) -> None:
+    """Node loss (issue 11), shared with `rlplace demo`: spares, a node lost on purpose, the replacement window."""
+    g = p.add_argument_group("node loss")
+    g.add_argument(
+        "--spare",
+        metavar="N|NODES",
+        help="embedded cluster only: hot spares to join, a count (shaped like the --kill-node node, else like the "
+        "largest node) or shapes (1x4:A800); with --kill-node the default is 1",
+    )
+    g.add_argument(
+        "--kill-node",
+        type=int,
+        metavar="RANK",
+        help="embedded cluster only: remove this node abruptly during training (not 0: the head holds the cluster)",
+    )
+    g.add_argument(
+        "--kill-after",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --kill-node: seconds after training starts (default: %(default)s)",
+    )
+    g.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="where train rank 0 checkpoints after each iteration, for workers relaunched after a node loss; on a "
+        "real cluster a directory every train node can read (default: a temporary directory on this machine)",
+    )
+    g.add_argument(
+        "--replace-within",
+        type=_non_negative_float,
+        metavar="SECONDS",
+        help="how long a lost node's workers wait for a spare or replacement before the run fails with "
+        "NodeLostError (default: 60; 10 on an embedded cluster, which nothing else can join; 0: fail at once)",
+    )
 
 
 def add_budget_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,39 +129,75 @@ def execute(
         from rlplace.planner import plan
 
         plan(spec, nodes)  # a plan that cannot fit fails here, before a cluster is started for nothing
-        console.print(f"Starting an embedded Ray cluster: {simulate} (COUNTxGPUS[:MODEL], logical GPUs) ...")
-        with simulated_cluster(nodes) as cluster:
-            code = _train(spec, console, args, picture_stem)
-        session = os.path.basename(cluster.session_dir)
-        if cluster.killed:
-            console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {', '.join(cluster.killed)}[/]")
-        else:
-            console.print(f"Embedded cluster {session} stopped: none of its processes is left (process table checked).")
-        return code
+        spares = _spares(args, nodes)
+        more = f" and {len(spares)} hot spare{'s' if len(spares) != 1 else ''}" if spares else ""
+        console.print(f"Starting an embedded Ray cluster: {simulate}{more} (COUNTxGPUS[:MODEL], logical GPUs) ...")
+        cluster = None
+        try:
+            with simulated_cluster(nodes, spares) as cluster:
+                return _train(spec, console, args, picture_stem, cluster)
+        finally:  # also when training failed (a NodeLostError, say): the cluster is gone either way
+            if cluster is not None:
+                session = os.path.basename(cluster.session_dir)
+                if cluster.killed:
+                    killed = ", ".join(cluster.killed)
+                    console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {killed}[/]")
+                else:
+                    console.print(
+                        f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
+                    )
     from rlplace.ray.cluster import join
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
+    for flag in ("spare", "kill_node"):
+        if getattr(args, flag, None) is not None:
+            raise RlplaceError(f"--{flag.replace('_', '-')} works only on an embedded cluster (--simulate NODES)")
     # --address, else the config's ray_address (RLightning's key), else "auto": $RAY_ADDRESS, else the cluster
     # started on this machine.
     join(address or spec.ray_address or "auto")
     return _train(spec, console, args, picture_stem)
 
 
-def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str) -> int:
-    """Place and run the pipeline on the cluster this process is connected to."""
+def _spares(args: argparse.Namespace, nodes: Any) -> tuple:
+    """The embedded cluster's spares from --spare / --kill-node (checked before anything starts)."""
+    from rlplace.examples.local_cluster import simulated_spares
+
+    kill = getattr(args, "kill_node", None)
+    if kill is not None and not 0 < kill < len(nodes):
+        raise RlplaceError(
+            f"--kill-node {kill}: the embedded cluster's nodes that can be lost are 1-{len(nodes) - 1} "
+            "(node 0 is the head: losing it ends the cluster)"
+        )
+    text = getattr(args, "spare", None)
+    return simulated_spares("1" if text is None and kill is not None else text, nodes, like=kill)
+
+
+def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str, cluster: Any | None = None) -> int:
+    """Place and run the pipeline on the cluster this process is connected to (`cluster`: the embedded one)."""
     import rlplace
     from rlplace.examples.cartpole_ppo.budget import Budget
     from rlplace.examples.cartpole_ppo.pipeline import run_pipeline
     from rlplace.examples.cartpole_ppo.report import summary
 
     export = args.out / "resource_pool_auto.yaml"
-    job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export)
-    with job:
+    window = getattr(args, "replace_within", None)
+    window = window if window is not None else (10.0 if cluster is not None else 60.0)
+    job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export, replace_within_s=window)
+    kill = _NodeKiller(cluster, getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0))
+    with job, kill:
         _show_plan(job, console, args.out / picture_stem)
         budget = Budget(iterations=args.iterations, seed=args.seed)
         with _progress(console, budget.iterations) as advance:
-            result = run_pipeline(job, budget, progress=advance)
+            checkpoints = getattr(args, "checkpoint_dir", None)
+            result = run_pipeline(
+                job, budget, progress=kill.counting(advance), checkpoint_dir=checkpoints, on_start=kill.start
+            )
+        if job.events:  # the picture as it ends: lost nodes, ranks served by spares
+            _write_picture(job, args.out / picture_stem, job.node_health())
+            console.print(f"Topology picture after the node loss: {(args.out / picture_stem).with_suffix('.svg')}")
+    if kill.rank is not None and kill.cluster is not None:
+        result.failover.insert(0, kill.describe(job.events))
     console.print(summary(result))
     wrong = [p.mismatch for p in result.placed if p.mismatch]
     if wrong:
@@ -130,15 +205,67 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str)
     return 0
 
 
-def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
+class _NodeKiller:
+    """`--kill-node RANK --kill-after S`: removes the embedded cluster's node RANK abruptly S seconds after
+    training starts (`start`), from a timer thread; cancelled when the run ends first."""
+
+    def __init__(self, cluster: Any | None, rank: int | None, after_s: float):
+        self.cluster, self.rank, self.after_s = cluster, rank, after_s
+        self.at: float | None = None  # when the node was removed (time.time())
+        self.done = 0  # iterations finished when it was removed
+        self._finished = 0
+        self._timer: threading.Timer | None = None
+
+    def counting(self, progress: Any) -> Any:
+        """`progress`, also counting the iterations finished (to say when the node went)."""
+
+        def advance(iteration: int, curve: Any) -> None:
+            self._finished = iteration
+            progress(iteration, curve)
+
+        return advance
+
+    def start(self) -> None:
+        if self.cluster is not None and self.rank is not None:
+            self._timer = threading.Timer(self.after_s, self._kill)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _kill(self) -> None:
+        self.done = self._finished
+        self.at = self.cluster.lose_node(self.rank)
+
+    def describe(self, events: list) -> str:
+        if self.at is None:
+            return f"node {self.rank} was not removed: training ended within --kill-after {self.after_s:g} s"
+        said = f"node {self.rank} removed abruptly {self.after_s:g} s into training, during iteration {self.done + 1}"
+        lost = next((e for e in events if e.kind == "lost" and e.node_rank == self.rank and e.at >= self.at), None)
+        if lost is not None:
+            said += f"; the job declared it lost {lost.at - self.at:.1f} s later"
+        return said
+
+    def __enter__(self) -> _NodeKiller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _write_picture(job: Any, stem: pathlib.Path, health: Any = None) -> None:
     from rlplace.viz.picture import write_html, write_svg
+
+    write_svg(job.plan, stem.with_suffix(".svg"), job.live, health=health)
+    write_html(job.plan, stem.with_suffix(".html"), job.live, health=health)
+
+
+def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
     from rlplace.viz.table import render
 
     console.print(render(job.plan))
     for warning in job.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-    write_svg(job.plan, stem.with_suffix(".svg"), job.live)
-    write_html(job.plan, stem.with_suffix(".html"), job.live)
+    _write_picture(job, stem)
     console.print(f"Topology picture: {stem.with_suffix('.svg')} and {stem.with_suffix('.html')}")
 
 
@@ -206,3 +333,9 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value
+
+
+def _non_negative_float(text: str) -> float:
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return _positive_float(text)

@@ -27,6 +27,7 @@ from rlplace.ray.labels import (
     HIDE_GPUS_ENV,
     NODE_RANK_ENV_VARS,
     NODE_RANK_LABEL,
+    SPARE_LABEL,
     is_label_value,
     label_value,
 )
@@ -53,12 +54,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="TYPE:INDEX",
         help="exclusive hardware attached here, as ranked in its node group (e.g. franka:0); repeatable",
     )
+    # -- hot spares (issue 11) --
+    p.add_argument(
+        "--spare",
+        action="store_true",
+        help="join as a hot spare: no rank and no work until a ranked node with the same GPUs is lost, then its "
+        "workers move here (see docs/ray.md)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the ray start command instead of running it")
     p.add_argument("ray_args", nargs=argparse.REMAINDER, help="after `--`: further `ray start` options, passed through")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.spare:
+        check_spare(args.node_rank, os.environ, args.head)
     rank = resolve_node_rank(args.node_rank, os.environ)
     accelerator = args.accelerator or detect_accelerator()
     ray = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
@@ -70,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         hardware=args.hardware,
         ray_args=args.ray_args,
         ray=ray,
+        spare=args.spare,
     )
     env = start_environment(os.environ)
     if args.dry_run:
@@ -129,6 +140,23 @@ def resolve_node_rank(cli_value: str | None, environ: Mapping[str, str]) -> int 
     return int(value)
 
 
+def check_spare(cli_rank: str | None, environ: Mapping[str, str], head: bool) -> None:
+    """A spare has no rank (it takes the rank of the node it replaces) and is never the head (the head holds the
+    cluster's state; losing it ends the cluster, so there is nothing to take over)."""
+    if head:
+        raise ConfigError(Problem(path="--spare", value=True, message="the head node cannot be a spare; use --address"))
+    given = [("--node-rank", cli_rank)] + [(f"${k}", environ.get(k)) for k in NODE_RANK_ENV_VARS]
+    for where, value in given:
+        if value is not None and value.strip():
+            raise ConfigError(
+                Problem(
+                    path=where,
+                    value=value,
+                    message="a spare carries no node rank (it takes over a lost node's rank); drop the rank or --spare",
+                )
+            )
+
+
 def detect_accelerator(run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> str | None:
     """The first GPU's model from nvidia-smi ('NVIDIA A800-SXM4-80GB' -> 'A800-SXM4-80GB'), or None."""
     try:
@@ -153,6 +181,7 @@ def ray_start_command(
     hardware: Sequence[str] = (),
     ray_args: Sequence[str] = (),
     ray: str = "ray",
+    spare: bool = False,
 ) -> list[str]:
     """The `ray start` command line: role, merged `--labels` and `--resources`, then the user's options."""
     rest = [a for a in ray_args if a != "--"]
@@ -160,6 +189,8 @@ def ray_start_command(
     user_resources, rest = _take_option(rest, "--resources")
     labels = _parse_labels(user_labels)
     ours = {NODE_RANK_LABEL: None if node_rank is None else str(node_rank), ACCELERATOR_LABEL: accelerator}
+    if spare:
+        ours[SPARE_LABEL] = "true"
     for key, value in ours.items():
         if value is None:
             continue

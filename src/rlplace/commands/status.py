@@ -6,16 +6,25 @@ of jobs whose driver is still running; a worker that died in a live job is liste
 user runs `status` for). The GPUs a worker holds are asked from the worker itself (Ray's built-in
 `__ray_call__`, no method of the user's class), with a short timeout: a worker busy in a long call
 shows `?` rather than hang the command.
+
+During node failures it reads each job's health record (`rlplace.ray.failover`): a lost node is shown
+LOST with how long ago and what the job waits for, workers that are not running (restarting, pending,
+dead) are shown on their planned node with no PID (the actor table keeps the dead process's), and
+workers on a spare are shown on it. A node whose raylet refuses connections is shown LOST before Ray's
+health checks declare it dead, and its workers are not shown ALIVE.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 PROBE_TIMEOUT_S = 2.0
+_RUNNING = "ALIVE"
 
 
 @dataclass(frozen=True)
@@ -23,11 +32,22 @@ class WorkerRow:
     name: str
     component: str
     rank: int
-    node: str  # "node 2" when the node carries an rlplace rank label, else its IP
+    node: str  # "node 2" (rank label), "node 2 (spare 10.0.0.7)", else the IP; planned node unless running
     gpus: str  # "0,1", "-" for none, "?" when the worker did not answer in time
-    state: str  # ALIVE | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY
+    state: str  # ALIVE | LOST | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY
     restarts: int
-    pid: int
+    pid: int | None  # None unless the worker's process is running
+    job: str
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node of a live job that is not plainly healthy: lost, failed, or served by a spare."""
+
+    node: str  # "node 1"
+    state: str  # LOST | FAILED | SPARE | REPLACED
+    since: float  # wall-clock time of the loss or takeover
+    detail: str
     job: str
 
 
@@ -40,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the Ray cluster's head (default: auto: $RAY_ADDRESS, else the cluster started on this machine)",
     )
     p.add_argument("--format", choices=("table", "json"), default="table", help="how the workers are printed")
+    # -- following a failure (issue 11) --
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (see --interval)")
+    p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="--watch refresh period")
+    p.add_argument("--count", type=int, default=0, metavar="N", help="--watch: stop after N refreshes (0: never)")
     p.set_defaults(func=run)
 
 
@@ -51,23 +75,45 @@ def run(args: argparse.Namespace) -> int:
     connected_here = not ray.is_initialized()
     if connected_here:
         join(args.address)
+    shown = 0
     try:
-        rows = collect()
+        while True:
+            nodes, rows = collect_all()
+            if args.watch and args.format == "table" and sys.stdout.isatty():
+                print("\033[H\033[2J", end="")  # clear the terminal between refreshes
+            if args.format == "json":
+                print(json.dumps({"nodes": [asdict(n) for n in nodes], "workers": [asdict(r) for r in rows]}, indent=2))
+            else:
+                print(render(rows, nodes))
+            shown += 1
+            if not args.watch or (args.count and shown >= args.count):
+                break
+            if args.format == "table":
+                print(f"\n(every {args.interval:g} s, {time.strftime('%H:%M:%S')}; Ctrl-C to stop)", flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
     finally:
         if connected_here:
             ray.shutdown()
-    if args.format == "json":
-        print(json.dumps([asdict(r) for r in rows], indent=2))
-    else:
-        print(render(rows))
     return 0
 
 
 def collect() -> list[WorkerRow]:
     """Rows for every rlplace worker of every live job on the connected cluster, by job, component, rank."""
+    return collect_all()[1]
+
+
+def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
+    """The troubled nodes of live jobs, and every rlplace worker of every live job (by job, component, rank)."""
+    import ray
     from ray._private import state
 
+    from rlplace.ray.failover import read_records
+
     live_jobs = {j["JobID"] for j in state.jobs() if not j["IsDead"]}
+    records = [r for r in read_records() if r.get("ray_job") in live_jobs]
+    raw_nodes = ray.nodes()
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
     for a in state.actors().values():
         if a.get("Name", "").startswith("rlplace:") and a.get("JobID") in live_jobs and _parse(a["Name"]):
@@ -75,26 +121,88 @@ def collect() -> list[WorkerRow]:
             if key not in latest or _started(a) >= _started(latest[key]):
                 latest[key] = a
     actors = list(latest.values())
-    nodes = _node_names()
-    gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == "ALIVE"})
+    names = _node_names(raw_nodes, records)
+    down = _down_nodes(raw_nodes, {a.get("Address", {}).get("NodeID", "") for a in actors if a["State"] == _RUNNING})
+    gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == _RUNNING and _node_id(a) not in down})
     rows = []
     for a in actors:
         component, rank = _parse(a["Name"])
-        node_id = a.get("Address", {}).get("NodeID", "")
+        running = a["State"] == _RUNNING and _node_id(a) not in down
+        planned = _planned_node(records, a["JobID"], a["Name"])
+        if running or a["State"] == _RUNNING:
+            node = names.get(_node_id(a), "-")
+        else:  # not running: the actor table still holds the dead process's node and PID
+            node = f"node {planned}" if planned is not None else "-"
         rows.append(
             WorkerRow(
                 name=a["Name"],
                 component=component,
                 rank=rank,
-                node=nodes.get(node_id, "-"),
-                gpus=gpus.get(a["ActorID"], "-" if a["State"] != "ALIVE" else "?"),
-                state=a["State"],
+                node=node,
+                gpus=gpus.get(a["ActorID"], "?" if running else "-"),
+                state=a["State"] if running or a["State"] != _RUNNING else "LOST",
                 restarts=int(a.get("NumRestarts", 0)),
-                pid=int(a.get("Pid", 0)),
+                pid=int(a.get("Pid", 0)) if running else None,
                 job=a["JobID"],
             )
         )
-    return sorted(rows, key=lambda r: (r.job, r.component, r.rank))
+    workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
+    return _node_rows(records, down, names), workers
+
+
+def _node_id(actor: dict) -> str:
+    return (actor.get("Address") or {}).get("NodeID", "")
+
+
+def _planned_node(records: list[dict], job: str, name: str) -> int | None:
+    """The node rank the plan gave worker `name` of Ray job `job` (the newest rlplace job of that driver)."""
+    mine = [r for r in records if r["ray_job"] == job and name in r["workers"]]
+    return max(mine, key=lambda r: r.get("written_at", 0))["workers"][name] if mine else None
+
+
+def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
+    """Node id -> why, for nodes hosting running workers that are gone: Ray declared them dead, or their
+    raylet refuses connections (Ray's health checks have not noticed yet)."""
+    from rlplace.ray.failover import raylet_refuses
+
+    by_id = {n["NodeID"]: n for n in raw_nodes}
+    down = {}
+    for node_id in hosting:
+        n = by_id.get(node_id)
+        if n is None or not n.get("Alive"):
+            down[node_id] = "Ray declared it dead"
+        elif n.get("NodeManagerPort") and raylet_refuses(n["NodeManagerAddress"], int(n["NodeManagerPort"])):
+            down[node_id] = "its raylet refuses connections; Ray has not declared it dead yet"
+    return down
+
+
+def _node_rows(records: list[dict], down: dict[str, str], names: dict[str, str]) -> list[NodeRow]:
+    now = time.time()
+    rows: list[NodeRow] = []
+    for r in records:
+        lost, failed = r.get("lost", {}), set(r.get("failed", []))
+        latest: dict[int, dict] = {}
+        for e in r.get("events", []):
+            latest[e["node_rank"]] = e
+        for rank, e in sorted(latest.items()):
+            since = e["at"]
+            if rank in failed:
+                rows.append(NodeRow(f"node {rank}", "FAILED", since, e["detail"], r["ray_job"]))
+            elif str(rank) in lost:
+                left = max(0.0, lost[str(rank)]["until"] - now)
+                detail = f"waiting for a hot spare or a replacement node ({left:.0f} s left); workers: "
+                detail += ", ".join(e["workers"]) or "none launched"
+                rows.append(NodeRow(f"node {rank}", "LOST", lost[str(rank)]["since"], detail, r["ray_job"]))
+            elif e["kind"] in ("spare", "replacement"):
+                state = "SPARE" if e["kind"] == "spare" else "REPLACED"
+                detail = f"{e['detail']}, {e['seconds']:.1f} s after the loss was declared"
+                rows.append(NodeRow(f"node {rank}", state, since, detail, r["ray_job"]))
+    known = {row.node for row in rows}
+    for node_id, why in down.items():
+        name = names.get(node_id, node_id[:8])
+        if name not in known:
+            rows.append(NodeRow(name, "LOST", now, why, "-"))
+    return rows
 
 
 def _started(actor: dict) -> float:
@@ -102,13 +210,34 @@ def _started(actor: dict) -> float:
     return actor.get("StartTime") or float("inf")
 
 
-def render(rows: list[WorkerRow]) -> str:
-    if not rows:
+def render(rows: list[WorkerRow], nodes: list[NodeRow] = ()) -> str:
+    if not rows and not nodes:
         return "no rlplace workers on this cluster (no live job has launched any)"
+    parts = []
+    if nodes:
+        now = time.time()
+        parts.append(
+            _table(
+                ("NODE", "STATE", "SINCE", "DETAIL"), [(n.node, n.state, _ago(now - n.since), n.detail) for n in nodes]
+            )
+        )
     header = ("WORKER", "NODE", "GPUS", "STATE", "RESTARTS", "PID")
-    table = [header, *((r.name, r.node, r.gpus, r.state, str(r.restarts), str(r.pid)) for r in rows)]
+    table = [(r.name, r.node, r.gpus, r.state, str(r.restarts), "-" if r.pid is None else str(r.pid)) for r in rows]
+    parts.append(_table(header, table) if rows else "no rlplace workers running")
+    return "\n\n".join(parts)
+
+
+def _table(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+    table = [header, *body]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table)
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    return f"{seconds / 60:.0f} min ago"
 
 
 def _parse(name: str) -> tuple[str, int] | None:
@@ -119,14 +248,22 @@ def _parse(name: str) -> tuple[str, int] | None:
     return parts[1], int(parts[2])
 
 
-def _node_names() -> dict[str, str]:
-    """Ray node id -> "node <rank>" from the rlplace rank label, else the node's IP."""
-    import ray
+def _node_names(raw_nodes: list[dict], records: list[dict]) -> dict[str, str]:
+    """Ray node id -> "node <rank>" from the rlplace rank label, "node <rank> (spare IP)" for a spare serving a
+    job's rank, "spare IP" for an idle spare, else the node's IP."""
+    from rlplace.ray.cluster import is_spare
 
+    serving = {n["node_id"]: rank for r in records for rank, n in r.get("nodes", {}).items() if n.get("spare")}
     names = {}
-    for n in ray.nodes():
+    for n in raw_nodes:
+        ip = n.get("NodeManagerAddress", "?")
         rank = next((v for k, v in n.get("Labels", {}).items() if k.replace("_", "-").endswith("node-rank")), None)
-        names[n["NodeID"]] = f"node {rank}" if rank is not None else n.get("NodeManagerAddress", "?")
+        if is_spare(n):
+            names[n["NodeID"]] = (
+                f"node {serving[n['NodeID']]} (spare {ip})" if n["NodeID"] in serving else f"spare {ip}"
+            )
+        else:
+            names[n["NodeID"]] = f"node {rank}" if rank is not None else ip
     return names
 
 

@@ -4,19 +4,26 @@
 a laptop. Each simulated node is a real raylet (`ray.cluster_utils.Cluster`) with logical GPUs and the
 node-rank label `rlplace start` would set, so the planner, placement groups and workers behave exactly
 as on a real cluster. Everything started here is stopped on exit, also after an error or Ctrl-C.
+
+Hot spares (`spares=`) join as `rlplace start --spare` would: no rank, the `rlplace/spare` label. A node
+can be lost abruptly (`lose_node`: its raylet and workers are killed, as when a machine goes), to watch a
+job move its workers to a spare. Ray's health checks run every second here, three misses declaring a node
+dead, so a loss is noticed in a few seconds rather than Ray's default of about 15 to 30.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
-from rlplace.errors import PlacementError
+from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node, parse_nodes
-from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
+from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL, SPARE_LABEL
 
 #: Logical CPUs per simulated node. Logical CPUs cost nothing (Ray does not start a process per CPU); 32 lets
 #: `--simulate` hold configs that put many workers on one node (each worker reserves 1 CPU).
@@ -24,6 +31,8 @@ CPUS_PER_NODE = 32
 SIMULATED_GPU = "simulated"  # the accelerator label of nodes declared without a model ("2x4")
 #: How long Ray's processes get to exit by themselves after shutdown before they are killed.
 EXIT_GRACE_S = 10.0
+#: Ray's node health checks on the embedded cluster (see the module docstring and docs/ray.md).
+HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 
 
 @dataclass
@@ -33,6 +42,16 @@ class SimulatedCluster:
     inventory: Inventory
     session_dir: str
     killed: list[str] = field(default_factory=list)  # "pid name" of processes that outlived the shutdown
+    spares: tuple[Node, ...] = ()
+    nodes: dict[int, Any] = field(default_factory=dict, repr=False)  # rank -> ray.cluster_utils node handle
+    cluster: Any = field(default=None, repr=False)
+
+    def lose_node(self, rank: int) -> float:
+        """Remove node `rank` abruptly (raylet and workers killed, no goodbye to Ray); returns when (time.time())."""
+        if rank not in self.nodes:
+            raise PlacementError(f"node {rank} is not a node that can be lost here (ranks {sorted(self.nodes)})")
+        self.cluster.remove_node(self.nodes.pop(rank), allow_graceful=False)
+        return time.time()
 
 
 def simulated_inventory(nodes: str) -> Inventory:
@@ -40,9 +59,30 @@ def simulated_inventory(nodes: str) -> Inventory:
     return parse_nodes(nodes, num_cpus=CPUS_PER_NODE)
 
 
+def simulated_spares(text: str | None, inventory: Inventory, like: int | None = None) -> tuple[Node, ...]:
+    """`--spare`: a count ("1": each shaped like node `like`, else like the node with the most GPUs) or node
+    shapes in `--nodes` syntax ("1x4:A800"). Spares have rank -1 (none)."""
+    if text is None or text.strip() in ("", "0"):
+        return ()
+    text = text.strip()
+    if text.isdigit():
+        model = inventory.node(like) if like is not None else max(inventory.nodes, key=lambda n: n.num_gpus)
+        shapes = [model] * int(text)
+    else:
+        try:
+            shapes = list(parse_nodes(text, num_cpus=CPUS_PER_NODE).nodes)
+        except ConfigError as e:
+            message = f"{text!r} is neither a count (1) nor node shapes COUNTxGPUS[:MODEL] (1x4:A800): {e.problems[0]}"
+            raise ConfigError(Problem(path="--spare", value=text, message=message)) from e
+    return tuple(
+        Node(rank=-1, num_gpus=n.num_gpus, gpu_model=n.gpu_model, num_cpus=n.num_cpus, resources=dict(n.resources))
+        for n in shapes
+    )
+
+
 @contextmanager
-def simulated_cluster(inventory: Inventory) -> Iterator[SimulatedCluster]:
-    """Start the nodes of `inventory` (see `simulated_inventory`), connect this process, yield the cluster.
+def simulated_cluster(inventory: Inventory, spares: tuple[Node, ...] = ()) -> Iterator[SimulatedCluster]:
+    """Start the nodes of `inventory` (see `simulated_inventory`) and `spares`, connect, yield the cluster.
 
     Node rank 0 is the head (this process's node). On exit Ray is shut down, every node stopped, and
     every process of this Ray session checked gone (`ps`); one that outlives the grace period is killed.
@@ -56,11 +96,14 @@ def simulated_cluster(inventory: Inventory) -> Iterator[SimulatedCluster]:
     for key, value in HIDE_GPUS_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the raylets started below
     args = [_node_args(n) for n in inventory.nodes]
-    cluster = Cluster(initialize_head=True, head_node_args={**args[0], "include_dashboard": False})
-    handle = SimulatedCluster(inventory, cluster.head_node.get_session_dir_path())
+    head = {**args[0], "include_dashboard": False, "_system_config": HEALTH_CHECKS}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    handle = SimulatedCluster(inventory, cluster.head_node.get_session_dir_path(), spares=spares, cluster=cluster)
     try:
-        for node_args in args[1:]:
-            cluster.add_node(**node_args)
+        for node, node_args in zip(inventory.nodes[1:], args[1:], strict=True):
+            handle.nodes[node.rank] = cluster.add_node(**node_args)
+        for spare in spares:
+            cluster.add_node(**_node_args(spare))
         ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
         yield handle
     finally:
@@ -94,7 +137,7 @@ def _stop_stragglers(session_name: str) -> list[str]:
 
 
 def _node_args(node: Node) -> dict[str, object]:
-    labels = {NODE_RANK_LABEL: str(node.rank)}
+    labels = {SPARE_LABEL: "true"} if node.rank < 0 else {NODE_RANK_LABEL: str(node.rank)}
     if node.num_gpus:
         labels[ACCELERATOR_LABEL] = node.gpu_model or SIMULATED_GPU
     return {"num_cpus": node.num_cpus, "num_gpus": node.num_gpus, "labels": labels}

@@ -16,7 +16,7 @@ from typing import Any
 
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
-from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
+from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
 _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
@@ -92,13 +92,35 @@ def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> None:
 
 
 def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:
-    """Build the Inventory from `ray.nodes()` records (dead nodes are left out)."""
-    alive = [n for n in raw_nodes if n.get("Alive", True)]
+    """Build the Inventory from `ray.nodes()` records (dead nodes and spares are left out)."""
+    alive = [n for n in raw_nodes if n.get("Alive", True) and not is_spare(n)]
     if not alive:
         raise PlacementError("the Ray cluster has no live node")
     ranked = [n for n in alive if NODE_RANK_LABEL in (n.get("Labels") or {})]
     ordered = _by_rank_label(alive, ranked) if ranked else sorted(alive, key=_default_order)
     return Inventory(tuple(_node(rank, raw) for rank, raw in enumerate(ordered)))
+
+
+# -- hot spares (`rlplace start --spare`): alive, unranked, outside the rank rules -------------------------
+
+
+def is_spare(raw: Mapping[str, Any]) -> bool:
+    return (raw.get("Labels") or {}).get(SPARE_LABEL) == "true"
+
+
+def spare_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> list[Node]:
+    """The live spares, as Nodes of rank -1 (a spare has no rank until it takes over one), by IP then id."""
+    spares = sorted((n for n in raw_nodes if n.get("Alive", True) and is_spare(n)), key=_spare_order)
+    return [_node(-1, n) for n in spares]
+
+
+def node_of(raw: Mapping[str, Any], rank: int) -> Node:
+    """One `ray.nodes()` record as the Node serving `rank` (a replacement node, or a spare taking a rank over)."""
+    return _node(rank, raw)
+
+
+def _spare_order(n: Mapping[str, Any]) -> tuple:
+    return (_ip_key(n.get("NodeManagerAddress", "")), n.get("NodeID", ""))
 
 
 def _by_rank_label(alive: list[Mapping[str, Any]], ranked: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -1,22 +1,37 @@
 """A WorkerGroup: the actors of one component, called together or by rank.
 
 A dead worker surfaces as a PlacementError naming the worker and its node (not a bare Ray
-traceback), so a job stops with a message a user can act on.
+traceback), so a job stops with a message a user can act on. A worker whose node is lost is different:
+calls on it wait (at most until the job's replacement window ends) while the job moves it to a spare or a
+replacement node (`rlplace.ray.failover`), and are then re-run on the new worker, or raise NodeLostError.
+To re-run a call the group remembers what it sent (method and arguments) until the result is fetched
+through `get()`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.actor import ActorHandle
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError
 
-from rlplace.errors import PlacementError
+from rlplace.errors import NodeLostError, PlacementError
 from rlplace.plan import Worker
 from rlplace.ray.worker import WorkerPlacement, placement
+
+if TYPE_CHECKING:
+    from rlplace.ray.failover import Failover
+
+#: How long one wait on a result lasts before the group looks whether the worker's node was lost meanwhile.
+_SLICE_S = 0.25
+#: Calls remembered per group for re-running after a node loss (those fetched with `get()` are forgotten at
+#: once; this bounds what refs fetched some other way can hold).
+_REMEMBERED = 4096
 
 
 def _own_placement(_instance: object) -> WorkerPlacement:
@@ -24,25 +39,70 @@ def _own_placement(_instance: object) -> WorkerPlacement:
     return placement()
 
 
-class WorkerGroup:
-    """All workers of one component; `actors[i]` and `workers[i]` are rank i."""
+@dataclass
+class _Call:
+    rank: int
+    method: str
+    args: tuple
+    kwargs: dict
+    generation: int  # which incarnation of the rank's worker it was sent to (see `replace`)
 
-    def __init__(self, component: str, workers: Sequence[Worker], actors: Sequence[ActorHandle]):
+
+class _NodeDown(Exception):
+    """The node of the worker being waited on was declared lost while waiting."""
+
+
+class WorkerGroup:
+    """All workers of one component; `actors[i]` and `workers[i]` are rank i.
+
+    `failover` is the job's node-loss watcher (None: calls on a lost node fail like any dead worker);
+    `relaunch` starts one worker again (the job passes it; used when a node is lost).
+    """
+
+    def __init__(
+        self,
+        component: str,
+        workers: Sequence[Worker],
+        actors: Sequence[ActorHandle],
+        *,
+        failover: Failover | None = None,
+        relaunch: Callable[[Worker], ActorHandle] | None = None,
+    ):
         self.component = component
         self.workers: tuple[Worker, ...] = tuple(workers)
         self.actors: list[ActorHandle] = list(actors)
+        self.relaunch = relaunch
+        self._failover = failover
+        self._calls: OrderedDict[bytes, _Call] = OrderedDict()
+        self._generation = [0] * len(self.actors)
 
     def __len__(self) -> int:
         return len(self.actors)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
+        return {**self.__dict__, "_failover": None, "relaunch": None, "_calls": OrderedDict()}
+
+    def replace(self, rank: int, actor: ActorHandle) -> None:
+        """Worker `rank` runs as `actor` from now on (it was relaunched after its node was lost)."""
+        self.actors[rank] = actor
+        self._generation[rank] += 1
 
     def __repr__(self) -> str:
         return f"WorkerGroup({self.component!r}, {len(self)} workers)"
 
     def call_async(self, method: str, *args: Any, rank: int | None = None, **kwargs: Any) -> Any:
-        """Start `method` on every worker (list of refs, rank order) or on worker `rank` (one ref)."""
+        """Start `method` on every worker (list of refs, rank order) or on worker `rank` (one ref).
+
+        A worker whose node is lost gets its call once a spare or replacement took over (this waits, at
+        most until the replacement window ends); workers on healthy nodes get theirs first.
+        """
         if rank is not None:
-            return getattr(self._actor(rank), method).remote(*args, **kwargs)
-        return [getattr(a, method).remote(*args, **kwargs) for a in self.actors]
+            self._actor(rank)
+            return self._submit(rank, method, args, kwargs)
+        order = sorted(range(len(self)), key=lambda r: self._state(r) != "ok")
+        refs = {r: self._submit(r, method, args, kwargs) for r in order}
+        return [refs[r] for r in range(len(self))]
 
     def call(
         self, method: str, *args: Any, rank: int | None = None, timeout_s: float | None = None, **kwargs: Any
@@ -60,29 +120,101 @@ class WorkerGroup:
         for name, value in [*((f"argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]:
             if len(value) != len(self):
                 raise ValueError(f"{name} has {len(value)} shards for {len(self)} {self.component} workers")
-        refs = [
-            getattr(actor, method).remote(*(a[i] for a in args), **{k: v[i] for k, v in kwargs.items()})
-            for i, actor in enumerate(self.actors)
-        ]
-        return self.get(refs, method, timeout_s)
+        order = sorted(range(len(self)), key=lambda r: self._state(r) != "ok")
+        refs = {
+            i: self._submit(i, method, tuple(a[i] for a in args), {k: v[i] for k, v in kwargs.items()}) for i in order
+        }
+        return self.get([refs[i] for i in range(len(self))], method, timeout_s)
 
     def get(self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()) -> list:
         """`ray.get` of one ref per rank (`ranks`, default all in order); a dead or silent worker becomes a
-        PlacementError that names it. Refs are awaited one by one so the failing rank is known."""
+        PlacementError that names it. Refs are awaited one by one so the failing rank is known. A call whose
+        worker's node was lost is re-run on the worker that took over (or raises NodeLostError)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        results = []
-        for rank, ref in zip(ranks or range(len(refs)), refs, strict=True):
-            worker = self.workers[rank]
+        return [
+            self._get_one(rank, ref, method, timeout_s, deadline)
+            for rank, ref in zip(ranks or range(len(refs)), refs, strict=True)
+        ]
+
+    # -- one call, through node losses ----------------------------------------------------------------------
+
+    def _submit(self, rank: int, method: str, args: tuple, kwargs: dict) -> Any:
+        self._usable(rank, None)
+        ref = getattr(self.actors[rank], method).remote(*args, **kwargs)
+        self._calls[ref.binary()] = _Call(rank, method, args, kwargs, self._generation[rank])
+        while len(self._calls) > _REMEMBERED:
+            self._calls.popitem(last=False)
+        return ref
+
+    def _get_one(self, rank: int, ref: Any, method: str, timeout_s: float | None, deadline: float | None) -> Any:
+        worker = self.workers[rank]
+        while True:
+            try:
+                value = self._wait(ref, rank, method, timeout_s, deadline)
+            except _NodeDown:
+                pass
+            except (RayActorError, ObjectLostError) as e:
+                if not self._replaced(ref, rank) and not self._node_lost(rank):
+                    self._calls.pop(ref.binary(), None)
+                    raise PlacementError(
+                        f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
+                    ) from e
+            else:
+                self._calls.pop(ref.binary(), None)
+                return value
+            if not self._usable(rank, deadline):
+                raise PlacementError(
+                    f"worker {worker.name} did not finish {method}() within {timeout_s:g} s (its node "
+                    f"{worker.node_rank} was lost and no spare or replacement took over yet)"
+                )
+            ref = self._rerun(ref, rank, method)
+
+    def _wait(self, ref: Any, rank: int, method: str, timeout_s: float | None, deadline: float | None) -> Any:
+        """`ray.get(ref)` in slices, so a loss of the worker's node is noticed while waiting."""
+        while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                results.append(ray.get(ref, timeout=left))
-            except RayActorError as e:
-                raise PlacementError(
-                    f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
-                ) from e
+                return ray.get(ref, timeout=_SLICE_S if left is None else min(_SLICE_S, left))
             except GetTimeoutError as e:
-                raise PlacementError(f"worker {worker.name} did not finish {method}() within {timeout_s:g} s") from e
-        return results
+                if self._state(rank) != "ok":
+                    raise _NodeDown from e
+                if left is not None and left <= _SLICE_S:
+                    raise PlacementError(
+                        f"worker {self.workers[rank].name} did not finish {method}() within {timeout_s:g} s"
+                    ) from e
+
+    def _rerun(self, ref: Any, rank: int, method: str) -> Any:
+        """The worker of `rank` was replaced: send the call that `ref` stood for to the new worker."""
+        call = self._calls.pop(ref.binary(), None)
+        if call is None:
+            worker = self.workers[rank]
+            raise NodeLostError(
+                f"worker {worker.name} was moved off lost node {worker.node_rank}, but its call {method}() was not "
+                "made through this WorkerGroup, so it cannot be re-run: call it again",
+                node_rank=worker.node_rank if worker.node_rank is not None else -1,
+                workers=(worker.name,),
+            )
+        return self._submit(call.rank, call.method, call.args, call.kwargs)
+
+    def _state(self, rank: int) -> str:
+        if self._failover is None:
+            return "ok"
+        return self._failover.state(self.workers[rank].node_rank)
+
+    def _replaced(self, ref: Any, rank: int) -> bool:
+        """Was `ref` sent to an earlier incarnation of worker `rank` (since moved off a lost node)?"""
+        call = self._calls.get(ref.binary())
+        return call is not None and call.generation != self._generation[rank]
+
+    def _node_lost(self, rank: int) -> bool:
+        node_rank = self.workers[rank].node_rank
+        return self._failover is not None and node_rank is not None and self._failover.check(node_rank)
+
+    def _usable(self, rank: int, deadline: float | None) -> bool:
+        """Wait while the worker's node is lost; False if `deadline` came first (NodeLostError past the window)."""
+        if self._failover is None or self._state(rank) == "ok":
+            return True
+        return self._failover.wait_usable(self.workers[rank].node_rank, deadline)
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""

@@ -3,7 +3,9 @@
 `connect()` plans (unless handed a Plan), reserves every bundle, and returns a started Job, or raises
 after removing whatever it had created. The Job launches components as WorkerGroups and, on
 `shutdown()` or leaving its `with` block, kills every actor and removes every placement group it made
-and waits until Ray reports them gone, so a test or a retry never trips over leftovers.
+and waits until Ray reports them gone, so a test or a retry never trips over leftovers. While it runs, a
+watcher (`rlplace.ray.failover`) moves the workers of a lost node to a spare or a replacement node, or
+makes calls on them raise NodeLostError once the replacement window has passed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 import uuid
 from contextlib import AbstractContextManager
 from typing import Any
@@ -25,6 +28,7 @@ from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
 from rlplace.ray import worker as worker_record
 from rlplace.ray.cluster import join, live_inventory
+from rlplace.ray.failover import Failover, NodeEvent, replace_node
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.launch import launch_ray_actor
@@ -36,12 +40,22 @@ log = logging.getLogger(__name__)
 
 AUTO_EXPORT = "resource_pool_auto.yaml"
 _DEATH_WAIT_S = 10.0
+#: How long a job waits for a spare or a replacement after Ray declares one of its nodes dead.
+REPLACE_WITHIN_S = 60.0
 
 
 class Job:
     """A plan with its placement groups reserved; launch components with `launch()`."""
 
-    def __init__(self, plan: Plan, live: Inventory, *, timeout_s: float = 30.0, name: str | None = None):
+    def __init__(
+        self,
+        plan: Plan,
+        live: Inventory,
+        *,
+        timeout_s: float = 30.0,
+        name: str | None = None,
+        replace_within_s: float = REPLACE_WITHIN_S,
+    ):
         self.plan = plan
         self.live = live
         self.timeout_s = timeout_s
@@ -54,6 +68,7 @@ class Job:
         self._workers = {(w.component, w.rank): w for w in plan.workers}
         self._checked: set[tuple[int, str]] = set()
         self._closed = False
+        self.failover = Failover(self, replace_within_s=replace_within_s)
 
     # -- life cycle --------------------------------------------------------------------------------
 
@@ -63,6 +78,7 @@ class Job:
             if self.plan.uses_placement_groups:
                 self._reservation.reserve()
                 self.warnings.extend(self._reservation.warnings)
+            self.failover.start()
         except BaseException:
             self.shutdown()
             raise
@@ -75,14 +91,21 @@ class Job:
         self._closed = True
         if not ray.is_initialized():
             return
-        for _, handle in self._actors:
+        # Removing the groups and killing the actors first also ends any wait of a takeover in progress, so
+        # the watcher stops at once; anything it created meanwhile goes in the second pass.
+        for _ in range(2):
+            self._reservation.remove()
+            self._kill_all()
+            self.failover.stop()
+        worker_record.forget(self.namespace, [w.name for w, _ in self._actors])
+        self._wait_dead()
+
+    def _kill_all(self) -> None:
+        for _, handle in list(self._actors):
             try:
                 ray.kill(handle, no_restart=True)
             except Exception as e:  # already dead: nothing to kill
                 log.debug("kill %s: %s", handle, e)
-        self._reservation.remove()
-        worker_record.forget(self.namespace, [w.name for w, _ in self._actors])
-        self._wait_dead()
 
     def __enter__(self) -> Job:
         return self
@@ -93,6 +116,27 @@ class Job:
     @property
     def placement_groups(self) -> list:
         return self._reservation.placement_groups
+
+    @property
+    def events(self) -> list[NodeEvent]:
+        """What happened to the job's nodes, in order: `lost`, then `spare` / `replacement`, or `failed`."""
+        return self.failover.events
+
+    @property
+    def replace_within_s(self) -> float:
+        return self.failover.replace_within_s
+
+    def check_nodes(self) -> bool:
+        """A call failed somewhere (inside a worker, say): is any node of the job lost? Probes each node's
+        raylet (a loss is declared at once where it refuses connections) and reads the GCS node table."""
+        return any([self.failover.check(rank) for rank in self.failover.watched_ranks()])
+
+    def wait_for_takeovers(self) -> None:
+        """Block while a node of the job is lost, until a spare or replacement has taken it over; raise its
+        NodeLostError when none did within `replace_within_s`. For code that saw a call fail inside a worker
+        (a worker calling a lost worker) and wants to know whether to retry."""
+        for rank in self.failover.watched_ranks():
+            self.failover.wait_usable(rank)
 
     # -- launching ---------------------------------------------------------------------------------
 
@@ -126,10 +170,13 @@ class Job:
 
             group = self.groups[component] = launch_local(component, workers, cls, args, kwargs, self.live)
             return group
+        for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
+            self.failover.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
         self._check_names_free(workers)
         self.check_interpreters(workers)
-        actors = [
-            launch_ray_actor(
+
+        def start(w: Worker) -> ActorHandle:
+            return launch_ray_actor(
                 cls,
                 component,
                 w.rank,
@@ -140,9 +187,9 @@ class Job:
                 options=options,
                 **kwargs,
             )
-            for w in workers
-        ]
-        group = self.groups[component] = WorkerGroup(component, workers, actors)
+
+        group = WorkerGroup(component, workers, [start(w) for w in workers], failover=self.failover, relaunch=start)
+        self.groups[component] = group
         return group
 
     # -- phases (rlplace.runtime) ----------------------------------------------------------------
@@ -209,10 +256,92 @@ class Job:
     def track(self, worker: Worker, handle: ActorHandle) -> None:
         self._actors.append((worker, handle))
 
+    # -- what the failover watcher needs (rlplace.ray.failover) --------------------------------------------
+
+    @property
+    def reservation_ranks(self) -> list[int]:
+        return self._reservation.ranks
+
+    def reservation_demand(self, rank: int) -> dict[str, float]:
+        return self._reservation.demand(rank)
+
+    def launched_workers(self, rank: int) -> list[Worker]:
+        """The workers of launched components planned on node `rank`."""
+        return [w for g in self.groups.values() for w in g.workers if w.node_rank == rank]
+
+    def node_health(self) -> dict[int, tuple[str, str]]:
+        """rank -> (state, note) for nodes that were lost: `lost`, `failed`, `spare`, `replaced` (the picture
+        and `rlplace status` show them)."""
+        return self.failover.health()
+
+    def drop_rank(self, rank: int) -> None:
+        """Node `rank` is lost: kill its workers (so no call waits on them) and release its placement group."""
+        ids = []
+        for group in self.groups.values():
+            for i, w in enumerate(group.workers):
+                if w.node_rank == rank:
+                    ids.append(group.actors[i]._actor_id.hex())
+                    try:
+                        ray.kill(group.actors[i], no_restart=True)
+                    except Exception as e:  # already dead
+                        log.debug("kill %s: %s", w.name, e)
+        self._reservation.release(rank)
+        if wait_dead(ids, _DEATH_WAIT_S):
+            log.warning(
+                "job %s: workers of lost node %d not reported dead after %.0f s", self.name, rank, _DEATH_WAIT_S
+            )
+
+    def move_rank(self, rank: int, node: Node, event: NodeEvent) -> float:
+        """Serve node `rank` from `node` (a spare or replacement): reserve its bundles there, relaunch its
+        workers, run `on_replaced(event)` where defined, and return once every one answers (seconds taken).
+        Raises PlacementError with nothing of the attempt left behind."""
+        started = time.monotonic()
+        self._check_open()
+        self._reservation.reserve_on(rank, node)
+        previous = self.live
+        self.live = self._reservation.live = replace_node(self.live, rank, node)
+        self._checked = {c for c in self._checked if c[0] != rank}  # interpreters are probed on the new node
+        relaunched: list[tuple[WorkerGroup, int, ActorHandle]] = []
+        try:
+            for group in list(self.groups.values()):
+                for i, w in enumerate(group.workers):
+                    if w.node_rank == rank and group.relaunch is not None:
+                        self._check_open()
+                        relaunched.append((group, i, group.relaunch(w)))
+            ray.get([_first_call(handle, event) for _, _, handle in relaunched], timeout=self.timeout_s)
+            self._check_open()
+        except BaseException as e:
+            for _, _, handle in relaunched:
+                ray.kill(handle, no_restart=True)
+            self._reservation.release(rank)
+            self.live = self._reservation.live = previous
+            if isinstance(e, PlacementError):
+                raise
+            raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
+        for group, i, handle in relaunched:
+            group.replace(i, handle)
+        return time.monotonic() - started
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PlacementError(f"job {self.name} is shut down")
+
     def _wait_dead(self) -> None:
         ids = wait_dead([h._actor_id.hex() for _, h in self._actors], _DEATH_WAIT_S)
         if ids:
             log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), _DEATH_WAIT_S)
+
+
+def _noop(_instance: object) -> None:
+    return None
+
+
+def _first_call(handle: ActorHandle, event: NodeEvent) -> Any:
+    """The first call a relaunched worker gets: `on_replaced(event)` if its class defines it (to reload a
+    checkpoint), else a no-op that returns once the worker is up."""
+    if hasattr(handle, "on_replaced"):
+        return handle.on_replaced.remote(event)
+    return handle.__ray_call__.remote(_noop)
 
 
 def connect(
@@ -223,13 +352,16 @@ def connect(
     name: str | None = None,
     address: str | None = None,
     export_path: str | os.PathLike | None = AUTO_EXPORT,
+    replace_within_s: float = REPLACE_WITHIN_S,
 ) -> Job:
     """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray.
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
     the plan). Without `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running
     cluster, or HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
-    after a successful start, as the spec's Tip says (None: don't).
+    after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
+    lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
+    replacement node to take over, then raise NodeLostError (0: at once).
     """
     spec = _spec(config)
     if not ray.is_initialized():
@@ -238,7 +370,7 @@ def connect(
         _join(address or configured or ("auto" if os.environ.get("RAY_ADDRESS") else None))
     live = live_inventory()
     plan = config if spec is None else planner.plan(spec, inventory or live)
-    job = Job(plan, live, timeout_s=timeout_s, name=name).start()
+    job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s).start()
     if export_path is not None:
         _export(plan, export_path)
     return job

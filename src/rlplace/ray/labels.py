@@ -11,6 +11,9 @@ import re
 
 NODE_RANK_LABEL = "rlplace/node-rank"
 ACCELERATOR_LABEL = "rlplace/accelerator"
+#: A hot spare (`rlplace start --spare`): no rank, no work, until a ranked node is lost and the job moves that
+#: node's workers onto it. Value "true".
+SPARE_LABEL = "rlplace/spare"
 #: Ray sets this label on every node itself; used to pin bundles when the nodes carry no rank labels.
 RAY_NODE_ID_LABEL = "ray.io/node-id"
 

@@ -101,19 +101,55 @@ class Reservation:
         """Create and wait for every group; raise PlacementError (the caller removes what exists)."""
         self._group_by_node()
         self._check_feasible()
-        deadline = time.monotonic() + self.timeout_s
-        holed = self._fillable([r for r in self._by_rank.values() if self._holes(r)])
+        self._reserve_nodes(list(self._by_rank.values()), time.monotonic() + self.timeout_s)
+
+    def _reserve_nodes(self, nodes: list[_NodeReservation], deadline: float) -> None:
+        holed = self._fillable([r for r in nodes if self._holes(r)])
         for r in holed:
             r.filler = self._create([{r.node.accelerator_resource: 1.0}] * len(self._holes(r)), r.node, "filler")
         self._wait_fillers(holed, min(deadline, time.monotonic() + _FILLER_WAIT_S))
-        for r in self._by_rank.values():
+        for r in nodes:
             r.pg = self._create([r.resources(b) for b in r.bundles], r.node, "node")
             for index, b in enumerate(r.bundles):
                 self._slot[b.index] = (r.pg, index)
-        self._wait({r.pg: (r, r.demand) for r in self._by_rank.values() if r.pg is not None}, deadline)
+        self._wait({r.pg: (r, r.demand) for r in nodes if r.pg is not None}, deadline)
         for r in holed:
             self._remove(r.filler)
             r.filler = None
+
+    # -- node loss (rlplace.ray.failover): a rank's bundles released, then reserved on another node --------
+
+    @property
+    def ranks(self) -> list[int]:
+        """The node ranks holding bundles of this reservation."""
+        return sorted(self._by_rank)
+
+    def demand(self, rank: int) -> dict[str, float]:
+        """Everything reserved on node `rank` (hardware included, also where the node does not advertise it)."""
+        total: dict[str, float] = {}
+        for b in self._by_rank[rank].bundles if rank in self._by_rank else ():
+            diagnose.add(total, bundle_resources(b))
+        return total
+
+    def release(self, rank: int) -> None:
+        """Remove the group holding node `rank`'s bundles (the node is lost; its actors die with the group)."""
+        r = self._by_rank.get(rank)
+        if r is not None:
+            self._remove(r.pg)
+            self._remove(r.filler)
+            r.pg = r.filler = None
+
+    def reserve_on(self, rank: int, node: Node) -> None:
+        """Reserve node `rank`'s bundles on `node` (a spare or a replacement), pinned by its Ray node id, within
+        `timeout_s`; workers launched afterwards land there. Raises PlacementError (nothing left reserved)."""
+        old = self._by_rank[rank]
+        moved = _NodeReservation(node, old.bundles)
+        self._by_rank[rank] = moved
+        try:
+            self._reserve_nodes([moved], time.monotonic() + self.timeout_s)
+        except BaseException:
+            self.release(rank)
+            raise
 
     def scheduling_strategy(
         self, worker: Worker
@@ -198,9 +234,9 @@ class Reservation:
         return [g for g in range(max(used, default=-1) + 1) if g not in used]
 
     def _selector(self, node: Node) -> dict[str, str]:
-        if self._by_label:
+        if self._by_label and NODE_RANK_LABEL in node.labels:
             return {NODE_RANK_LABEL: str(node.rank)}
-        return {RAY_NODE_ID_LABEL: str(node.node_id)}
+        return {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
 
     def _create(self, bundles: list[dict[str, float]], node: Node, kind: str) -> PlacementGroup:
         try:
@@ -252,6 +288,8 @@ class Reservation:
                 state, scheduling = _state(pg)
                 if state == "CREATED":
                     del pending[pg]
+                elif state == "REMOVED":  # the job was shut down meanwhile (or a node loss released it)
+                    raise PlacementError(f"the placement group for node {r.node.rank} was removed while waiting")
                 elif scheduling == "INFEASIBLE":
                     raise PlacementError(self._infeasible(r))
             if pending and time.monotonic() >= deadline:

@@ -14,7 +14,8 @@ from rlplace.plan import Worker
 
 
 class Group(Protocol):
-    """The slice of a WorkerGroup the runtime needs: actor handles and plan rows in rank order, and `get`."""
+    """The slice of a WorkerGroup the runtime needs: actor handles and plan rows in rank order, `call_async`
+    (calls through it are re-run on a worker moved off a lost node) and `get`."""
 
     component: str
 
@@ -23,6 +24,8 @@ class Group(Protocol):
 
     @property
     def workers(self) -> Sequence[Worker]: ...
+
+    def call_async(self, method: str, *args: Any, rank: int | None = None, **kwargs: Any) -> Any: ...
 
     def get(
         self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()
@@ -35,7 +38,6 @@ def call_defined(group: Group, method: str, **kwargs: Any) -> tuple[list[int], l
     Workers whose class lacks the method are skipped, not failed: hooks are optional (spec "Offload
     Support"). The calls run in parallel.
     """
-    called = [(w.rank, a) for w, a in zip(group.workers, group.actors, strict=True) if hasattr(a, method)]
-    refs = [getattr(a, method).remote(**kwargs) for _, a in called]
-    ranks = [rank for rank, _ in called]
+    ranks = [i for i, a in enumerate(group.actors) if hasattr(a, method)]
+    refs = [group.call_async(method, rank=rank, **kwargs) for rank in ranks]
     return ranks, group.get(refs, method, ranks=ranks)

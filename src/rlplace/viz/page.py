@@ -20,6 +20,8 @@ th { background: #f2f4f7; }
 code { font-family: ui-monospace, Menlo, Consolas, monospace; }
 .warnings li { color: #8a5a00; }
 .idle { color: #999; }
+.node-lost, .node-failed { background: #fde7e7; color: #b71c1c; font-weight: bold; }
+.node-spare, .node-replaced { background: #e3f4e5; color: #1b5e20; font-weight: bold; }
 """
 
 
@@ -96,8 +98,10 @@ def _nodes_table(nodes: tuple[NodeView, ...]) -> str:
         if n.cpu:
             other.append(_entries(n.cpu, f"node {n.rank} · CPU only"))
         span = max(len(n.devices), 1)
+        state = f'<br><span class="node-{n.state}">{escape(n.state.upper())}: {escape(n.note)}</span>'
         head = (
-            f'<tr id="node-{n.rank}-row"><td rowspan="{span}">{n.rank}</td><td rowspan="{span}">{gpus}</td>'
+            f'<tr id="node-{n.rank}-row"><td rowspan="{span}">{n.rank}{state if n.state != "ok" else ""}</td>'
+            f'<td rowspan="{span}">{gpus}</td>'
             f'<td rowspan="{span}">{escape(", ".join(n.groups)) or "-"}</td>'
         )
         tail = f'<td rowspan="{span}">{"<br>".join(other) or "-"}</td>'

@@ -39,7 +39,7 @@ from rlplace.viz.layout import (
     wrap_rows,
 )
 from rlplace.viz.routes import Router, label_point
-from rlplace.viz.scene import Device, Entry, NodeView, Scene, build_scene, counted, entries_of
+from rlplace.viz.scene import Device, Entry, NodeHealth, NodeView, Scene, build_scene, counted, entries_of
 from rlplace.viz.svgkit import Svg, fit, num, text_width
 
 MAX_NODES = 64
@@ -66,6 +66,14 @@ ROLE_COLOUR = {
 }
 GROUP_COLOURS = ("#1f4e79", "#8e24aa", "#2e7d32", "#c62828", "#8d6e00", "#00838f", "#5d4037", "#ad1457")
 FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100"}
+#: Node states after a failure: (box fill, box stroke, dash, header word). Lost and failed nodes are red and
+#: dashed (nothing runs there), a rank served by a spare is green: told apart at a glance, also in grey.
+STATE_STYLE = {
+    "lost": ("#fde7e7", "#b71c1c", "6 3", "LOST"),
+    "failed": ("#fde7e7", "#b71c1c", "6 3", "LOST"),
+    "spare": ("#e3f4e5", "#1b5e20", None, "SPARE"),
+    "replaced": ("#fff", "#1b5e20", None, "REPLACED"),
+}
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
 STYLE = f"""
@@ -81,33 +89,46 @@ text {{ font-family: {FONT}; }}
 """
 
 
-def svg(plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES) -> str:
-    """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes.
+def svg(
+    plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES, health: NodeHealth | None = None
+) -> str:
+    """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
+    (a running job's `node_health()`) marks lost nodes and ranks served by a spare.
 
     Nodes past the first `max_nodes` are not drawn as boxes; their workers are listed, as rank ranges,
     in one area below (a 4,096-node picture would be 200,000 px tall and tell nobody anything).
     """
-    return _Drawing(build_scene(plan, inventory), max_nodes).render()
+    return _Drawing(build_scene(plan, inventory, health), max_nodes).render()
 
 
 def write_svg(
-    plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None, max_nodes: int = MAX_NODES
+    plan: Plan,
+    path: str | pathlib.Path,
+    inventory: Inventory | None = None,
+    max_nodes: int = MAX_NODES,
+    health: NodeHealth | None = None,
 ) -> None:
-    pathlib.Path(path).write_text(svg(plan, inventory, max_nodes), encoding="utf-8")
+    pathlib.Path(path).write_text(svg(plan, inventory, max_nodes, health), encoding="utf-8")
 
 
-def html(plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES) -> str:
+def html(
+    plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES, health: NodeHealth | None = None
+) -> str:
     """A self-contained page: the picture, a table of every node, flows and warnings (no external files)."""
     from rlplace.viz.page import render_page
 
-    scene = build_scene(plan, inventory)
+    scene = build_scene(plan, inventory, health)
     return render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False))
 
 
 def write_html(
-    plan: Plan, path: str | pathlib.Path, inventory: Inventory | None = None, max_nodes: int = MAX_NODES
+    plan: Plan,
+    path: str | pathlib.Path,
+    inventory: Inventory | None = None,
+    max_nodes: int = MAX_NODES,
+    health: NodeHealth | None = None,
 ) -> None:
-    pathlib.Path(path).write_text(html(plan, inventory, max_nodes), encoding="utf-8")
+    pathlib.Path(path).write_text(html(plan, inventory, max_nodes, health), encoding="utf-8")
 
 
 def component_colours(components: tuple[str, ...]) -> dict[str, tuple[str, str]]:
@@ -205,7 +226,11 @@ class _Drawing:
             flows = [(k, _FLOW_LEGEND[k], "flow") for k in kinds]
         else:
             flows = [("", "none: weight sync and experience stay on their nodes", "text")]
-        return self._legend_row(y, "cross-node flows", [*flows, ("", "idle GPU", "idle")])
+        y = self._legend_row(y, "cross-node flows", [*flows, ("", "idle GPU", "idle")])
+        states = sorted({n.state for n in self.scene.nodes if n.state != "ok"}, key=list(STATE_STYLE).index)
+        if states:
+            y = self._legend_row(y, "node failures", [(s, _STATE_LEGEND[s], "state") for s in states])
+        return y
 
     def _legend_row(self, y: float, heading: str, items: list[tuple[str, str, str]]) -> float:
         x0 = MARGIN + 150
@@ -225,6 +250,9 @@ class _Drawing:
                 self.out.empty("path", d=f"M{num(x)} {num(y + 8)} h14", **_flow_style(key))
             elif kind == "idle":
                 self.out.rect(x, y + 2, 14, 12, rx=2, fill="#fafafa", stroke="#aaa", stroke_dasharray="3 2")
+            elif kind == "state":
+                fill, stroke, dash, _ = STATE_STYLE[key]
+                self.out.rect(x, y + 1, 16, 14, rx=3, fill=fill, stroke=stroke, stroke_width=2, stroke_dasharray=dash)
             self.out.text(x + (0 if kind == "text" else 22), y + 12, label, class_="legend")
             self.out.close("g")
             x += w
@@ -308,20 +336,29 @@ class _Drawing:
         hw = f"{gpus}x {node.gpu_model}" if gpus and node.gpu_model else f"{gpus} GPU{'s' if gpus != 1 else ''}"
         hw = hw if gpus else "CPU only"
         stroke = self.group_colour[node.groups[0]] if node.groups else "#888"
+        fill, dash, word = "#fff" if node.used else "#f4f4f4", None, ""
+        if node.state in STATE_STYLE:
+            fill, stroke, dash, word = STATE_STYLE[node.state]
         self.out.open(
-            "g", class_="node", id=f"node-{node.rank}", data_node=node.rank, data_groups=" ".join(node.groups)
+            "g",
+            class_="node",
+            id=f"node-{node.rank}",
+            data_node=node.rank,
+            data_groups=" ".join(node.groups),
+            data_state=None if node.state == "ok" else node.state,
         )
-        self.out.title(f"node {node.rank} · {hw}" + (f" · groups {', '.join(node.groups)}" if node.groups else ""))
-        self.out.rect(x, y, NODE_W, box.h, rx=6, fill="#fff" if node.used else "#f4f4f4", stroke=stroke, stroke_width=2)
-        self.out.text(x + NODE_PAD, y + 17, f"node {node.rank}", class_="body bold")
+        extra = f" · {word}: {node.note}" if word else ""
+        self.out.title(
+            f"node {node.rank} · {hw}" + (f" · groups {', '.join(node.groups)}" if node.groups else "") + extra
+        )
+        self.out.rect(x, y, NODE_W, box.h, rx=6, fill=fill, stroke=stroke, stroke_width=2, stroke_dasharray=dash)
+        title = f"node {node.rank}" + (f" {word}" if word else "")
+        self.out.text(x + NODE_PAD, y + 17, title, class_="body bold", fill=stroke if word else None)
+        detail = node.note if word and node.note else hw + ("" if node.used else " · unused")
         self.out.text(
             x + NODE_W - NODE_PAD,
             y + 17,
-            fit(
-                hw + ("" if node.used else " · unused"),
-                NODE_W - 2 * NODE_PAD - text_width(f"node {node.rank} ", BODY),
-                BODY,
-            ),
+            fit(detail, NODE_W - 2 * NODE_PAD - text_width(title + " ", BODY), BODY),
             class_="body muted",
             text_anchor="end",
         )
@@ -456,6 +493,12 @@ class _Drawing:
 
 
 _FLOW_LEGEND = {WEIGHTS: "weight sync (train -> eval)", EXPERIENCE: "experience (env/eval -> buffer)"}
+_STATE_LEGEND = {
+    "lost": "lost: waiting for a spare or replacement",
+    "failed": "lost: no spare or replacement in time",
+    "spare": "served by a hot spare",
+    "replaced": "served by a replacement node",
+}
 
 
 def _flow_style(kind: str) -> dict[str, object]:

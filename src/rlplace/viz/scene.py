@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rlplace.config.ranges import format_ranks
@@ -19,6 +19,12 @@ from rlplace.viz.flows import Flow, cross_node_flows
 
 #: More workers of one component at one place than this are drawn as one "x N (ranks)" entry.
 LIST_LIMIT = 3
+
+#: A node's state after a failure, as `Job.node_health()` gives it: rank -> (state, note), state one of
+#: `lost` (waiting for a spare or replacement), `failed` (none came in time), `spare` (a hot spare serves
+#: the rank), `replaced` (a node started again with the rank serves it). Ranks not listed are healthy.
+NodeHealth = Mapping[int, tuple[str, str]]
+NODE_STATES = ("ok", "lost", "failed", "spare", "replaced")
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,8 @@ class NodeView:
     hardware: tuple[Hardware, ...]
     cpu: tuple[Entry, ...]  # pinned workers with neither GPUs nor hardware
     groups: tuple[str, ...]  # pools / node groups containing this node, in plan order
+    state: str = "ok"  # see NodeHealth
+    note: str = ""  # e.g. "on spare 10.0.0.7"
 
     @property
     def used(self) -> bool:
@@ -101,8 +109,9 @@ class Scene:
     driver: tuple[Entry, ...] = ()  # workers run in the driver process (remote: false), nothing reserved
 
 
-def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
-    """Arrange `plan` by node and device. `inventory` adds GPU models, idle GPUs and unused nodes.
+def build_scene(plan: Plan, inventory: Inventory | None = None, health: NodeHealth | None = None) -> Scene:
+    """Arrange `plan` by node and device. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
+    marks nodes lost, failed, or served by a spare or replacement (a running job's `node_health()`).
 
     Linear in the plan's size: a 4,096-node plan must not take minutes to draw.
     """
@@ -134,6 +143,7 @@ def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
             hardware=_hardware([w for w in by_node[rank] if w.hardware], order),
             cpu=entries_of((w for w in by_node[rank] if not w.gpus and not w.hardware), order, share=_no_share),
             groups=tuple(groups_of[rank]),
+            **_health(health, rank),
         )
         for rank in sorted(gpus)
     )
@@ -146,6 +156,15 @@ def build_scene(plan: Plan, inventory: Inventory | None = None) -> Scene:
         flows=cross_node_flows(plan.workers),
         driver=entries_of((w for w in plan.workers if w.in_driver), order, share=_no_share),
     )
+
+
+def _health(health: NodeHealth | None, rank: int) -> dict[str, str]:
+    if not health or rank not in health:
+        return {}
+    state, note = health[rank]
+    if state not in NODE_STATES:
+        raise ValueError(f"node {rank}: unknown state {state!r}; one of {', '.join(NODE_STATES)}")
+    return {"state": state, "note": note}
 
 
 def fraction_label(fraction: float) -> str:

@@ -9,13 +9,22 @@ is in the cluster YAML, so the loop below never mentions a node or a GPU. Per it
    its node's shard; gradients are averaged over train workers for every minibatch step;
 3. sync (phase "sync": train offloads its optimizer before, its parameters after): train rank 0's
    weights go to every eval worker as one object-store object.
+
+Node loss: train rank 0 checkpoints after every iteration. When a node is lost and a hot spare or a
+replacement node takes over (rlplace relaunches the node's workers there; the train worker reloads the
+checkpoint in `on_replaced`), the interrupted iteration is redone from that checkpoint on every train
+worker, after a fresh weight sync; `RunResult.failover` says what happened and how many seconds it cost.
+Without a spare the job's NodeLostError ends the run.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,6 +76,8 @@ class RunResult:
     hook_calls: int = 0  # offload hook calls the phase engine made (0 with offload disabled)
     buffer_local_fraction: float = 1.0
     seconds: float = 0.0
+    failover: list[str] = field(default_factory=list)  # what the job's node events meant for training
+    seconds_lost: float = 0.0  # wall time of iterations thrown away by node losses, recovery included
 
     @property
     def iterations(self) -> int:
@@ -76,23 +87,48 @@ class RunResult:
 Progress = Callable[[int, RewardCurve], None]
 
 
-def run_pipeline(job: Any, budget: Budget, progress: Progress | None = None) -> RunResult:
+def run_pipeline(
+    job: Any,
+    budget: Budget,
+    progress: Progress | None = None,
+    checkpoint_dir: str | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> RunResult:
     """Train PPO on CartPole with the components of `job` (an `rlplace.connect` Job); returns the result.
 
-    The job's plan must have the components train, eval, env and buffer.
+    The job's plan must have the components train, eval, env and buffer. `checkpoint_dir` must be readable
+    from every train node (shared storage on a real cluster; default: a temporary directory, enough for a
+    single machine). `on_start` is called when the first iteration starts.
     """
+    _require_components(job.plan.components)
+    start = time.perf_counter()
+    scratch = None if checkpoint_dir else tempfile.mkdtemp(prefix="rlplace-ckpt-")
+    checkpoint = str(Path(checkpoint_dir or scratch) / "train.npz")
+    try:
+        return _run(job, budget, progress, checkpoint, on_start, start)
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(
+    job: Any,
+    budget: Budget,
+    progress: Progress | None,
+    checkpoint: str,
+    on_start: Callable[[], None] | None,
+    start: float,
+) -> RunResult:
     from rlplace.runtime.buffer import BufferShard, ShardRouter
     from rlplace.runtime.phases import Phases
     from rlplace.runtime.sync import sync_weights
 
-    _require_components(job.plan.components)
-    start = time.perf_counter()
     ppo = PPOConfig()
     ppo_args = asdict(ppo)
     n_env = len(job.plan.by_component("env"))
     envs_each = max(1, budget.total_envs // max(1, n_env))
     rows = n_env * envs_each * budget.steps  # experience per iteration
-    train = job.launch("train", TrainWorker, ppo_args, budget.seed)
+    train = job.launch("train", TrainWorker, ppo_args, budget.seed, checkpoint)
     evals = job.launch("eval", EvalWorker, ppo_args, budget.seed)
     envs = job.launch("env", EnvWorker, envs_each, budget.seed)
     n_shards = len(job.plan.by_component("buffer"))
@@ -106,24 +142,48 @@ def run_pipeline(job: Any, budget: Budget, progress: Progress | None = None) -> 
     result.placed = [p for group in (train, evals, envs, shards) for p in group.placements()]
     with phases.phase("sync"):
         sync_weights(train, [evals])
-    for it in range(budget.iterations):
+    train.call("save_checkpoint", rank=0)
+    if on_start:
+        on_start()
+    it = reported = 0
+    while it < budget.iterations:
         t0 = time.perf_counter()
-        with phases.phase("rollout"):
-            finished = envs.call("rollout", evals.actors, router, budget.steps, ppo.gamma, ppo.gae_lambda)
-        t1 = time.perf_counter()
-        with phases.phase("train"):
-            _train_step(train, router, per_train)
-        t2 = time.perf_counter()
-        with phases.phase("sync"):
-            sync_weights(train, [evals])
+        seen = len(job.events)
+        try:
+            with phases.phase("rollout"):
+                finished = envs.call("rollout", evals.actors, router, budget.steps, ppo.gamma, ppo.gae_lambda)
+            t1 = time.perf_counter()
+            with phases.phase("train"):
+                _train_step(train, router, per_train)
+            t2 = time.perf_counter()
+            with phases.phase("sync"):
+                sync_weights(train, [evals])
+        except Exception:
+            if len(job.events) == seen and not job.check_nodes():
+                raise  # nothing happened to the job's nodes: a real error
+            job.wait_for_takeovers()  # a worker called a lost worker: NodeLostError unless one was replaced
+            if not _taken_over(job, seen):
+                raise
+        if _taken_over(job, seen):  # a worker restarted mid-iteration: redo it from the checkpoint
+            router = _recover(train, evals, shards, phases)
+            lost = time.perf_counter() - t0
+            result.seconds_lost += lost
+            result.failover += [str(e) for e in job.events[reported:]]
+            reported = len(job.events)
+            result.failover.append(f"iteration {it + 1} redone from the last checkpoint: {lost:.1f} s of training lost")
+            continue
         t3 = time.perf_counter()
+        train.call("save_checkpoint", rank=0)
         for phase, seconds in zip(("rollout", "train", "sync"), (t1 - t0, t2 - t1, t3 - t2), strict=True):
             result.phase_seconds[phase] += seconds
         result.curve.add_iteration([r for returns in finished for r in returns])
+        it += 1
         if progress:
-            progress(it + 1, result.curve)
+            progress(it, result.curve)
         if budget.stop_when_solved and result.curve.solved:
             break
+    if result.failover:  # workers moved: where they run now
+        result.placed = [p for group in (train, evals, envs, shards) for p in group.placements()]
     for group in (train, evals):
         for w, counts in zip(group.workers, group.call("offload_stats"), strict=True):
             result.offload[f"{w.component}:{w.rank}"] = counts
@@ -131,6 +191,23 @@ def run_pipeline(job: Any, budget: Budget, progress: Progress | None = None) -> 
     result.buffer_local_fraction = router.stats().local_fraction
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _taken_over(job: Any, seen: int) -> bool:
+    """Did a spare or replacement node take over one of the job's nodes since event number `seen`?"""
+    return any(e.kind in ("spare", "replacement") for e in job.events[seen:])
+
+
+def _recover(train: Any, evals: Any, shards: Any, phases: Any) -> Any:
+    """After a takeover: every train worker back to the last checkpoint, eval workers re-synced, and a new
+    router (a shard may now live on the spare). Returns the router."""
+    from rlplace.runtime.buffer import ShardRouter
+    from rlplace.runtime.sync import sync_weights
+
+    train.call("restore")
+    with phases.phase("sync"):
+        sync_weights(train, [evals])
+    return ShardRouter.from_group(shards)
 
 
 def _train_step(train: Any, router: Any, per_train: int) -> None:

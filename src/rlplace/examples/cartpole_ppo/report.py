@@ -86,8 +86,20 @@ def counters(result: RunResult) -> Text:
     return Text("\n".join(lines))
 
 
+def failover_text(result: RunResult) -> Text:
+    """What node losses did to the run: each loss and takeover, the iterations redone, the seconds lost."""
+    if not result.failover:
+        return Text("")
+    text = Text("Node loss:\n", style="bold")
+    text.append("\n".join(f"  {line}" for line in result.failover))
+    if result.seconds_lost:
+        text.append(f"\n  training time lost to node losses: {result.seconds_lost:.1f} s in all")
+    return text
+
+
 def summary(result: RunResult) -> Group:
     style = "bold green" if result.curve.solved else "bold yellow"
-    return Group(
-        curve_text(result), Text(outcome(result), style=style), placement_table(result.placed), counters(result)
-    )
+    parts = [curve_text(result), Text(outcome(result), style=style)]
+    if result.failover:
+        parts.append(failover_text(result))
+    return Group(*parts, placement_table(result.placed), counters(result))

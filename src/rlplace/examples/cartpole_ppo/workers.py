@@ -11,10 +11,15 @@ moves a worker's arrays out of its process into Ray's object store and drops the
 back. A worker that touches offloaded state fails loudly, so a missing or misordered hook cannot go
 unnoticed, and every move is counted (`offload_stats`). On a GPU the same hooks would move tensors to
 pinned host memory (`rlplace.runtime.offload.Offloader`).
+
+Node loss: train rank 0 writes a checkpoint (weights and Adam state) after every iteration; a TrainWorker
+that rlplace relaunches on a hot spare reloads it in `on_replaced`, before its first call, and the pipeline
+restores every train worker from it to redo the interrupted iteration (`restore`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -65,6 +70,10 @@ class Stash:
         else:
             setattr(self._owner, name, array)
 
+    def value(self, name: str) -> np.ndarray:
+        """The array, resident or offloaded (a checkpoint reads it without moving it)."""
+        return ray.get(self._refs[name]) if name in self._refs else self.resident(name)
+
     def resident(self, name: str) -> np.ndarray:
         array = getattr(self._owner, name)
         if array is None:
@@ -82,12 +91,38 @@ def _my_rank() -> int:
 class TrainWorker:
     """PPO learner replica. Every replica starts from the same seed, so replicas stay identical."""
 
-    def __init__(self, ppo: dict[str, Any], seed: int):
+    def __init__(self, ppo: dict[str, Any], seed: int, checkpoint: str | None = None):
         self.learner = Learner(PPOConfig(**ppo), seed)
         self.params: np.ndarray | None = self.learner.agent.params
         self.adam_m: np.ndarray | None = self.learner.optim.m
         self.adam_v: np.ndarray | None = self.learner.optim.v
         self.stash = Stash(self)
+        self.checkpoint = checkpoint  # a file every train worker can read (shared storage on a real cluster)
+        self.replaced_by: str | None = None
+
+    # Node loss (rlplace.ray.failover): checkpoint after each iteration, reload it when relaunched elsewhere.
+    def save_checkpoint(self) -> None:
+        if self.checkpoint is None:
+            return
+        tmp = f"{self.checkpoint}.tmp.npz"
+        arrays = {name: self.stash.value(name) for name in ("params", "adam_m", "adam_v")}
+        np.savez(tmp, step=np.array(self.learner.optim.t), **arrays)
+        os.replace(tmp, self.checkpoint)
+
+    def restore(self) -> bool:
+        """Load the last checkpoint (False when there is none yet: the worker keeps its initial weights)."""
+        if self.checkpoint is None or not os.path.exists(self.checkpoint):
+            return False
+        with np.load(self.checkpoint) as saved:
+            for name in ("params", "adam_m", "adam_v"):
+                self.stash.replace(name, saved[name].copy())
+            self.learner.optim.t = int(saved["step"])
+        return True
+
+    def on_replaced(self, event: Any) -> None:
+        """rlplace relaunched this worker after its node was lost: carry on from the last checkpoint."""
+        self.restore()
+        self.replaced_by = f"{event.kind} {event.address}"
 
     def prepare(self, router: Any, n: int) -> int:
         """Sample `n` rows from this node's shard; returns the number of minibatch steps (0: no data yet)."""

@@ -1,0 +1,82 @@
+"""`rlplace demo --kill-node`: a node lost mid-training, a hot spare takes over and training goes on; without a
+spare the run stops with the NodeLostError message. Bad node-loss options fail before any cluster starts."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rlplace.cli import main
+from rlplace.examples.local_cluster import session_processes
+
+
+def demo(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rlplace.cli", "demo", "--out", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def assert_stopped_clean(out: str) -> None:
+    session = re.search(r"Embedded cluster (session_\S+) stopped", out).group(1)
+    assert session_processes(session) == []
+
+
+@pytest.mark.slow
+def test_demo_survives_losing_a_node_to_a_hot_spare(tmp_path):
+    """About 45 s: node 1 (train rank 1, buffer shard 1) goes 3 s into training; the spare takes over, and the
+    run still solves CartPole (in about 30 iterations; the budget is 60)."""
+    proc = demo(tmp_path, "--kill-node", "1", "--kill-after", "3")
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "and 1 hot spare" in out
+    report = " ".join(out[out.index("Node loss:") :].split())  # rich wraps lines at the terminal width
+    assert re.search(
+        r"node 1 removed abruptly 3 s into training, during iteration \d+; the job declared it lost", report
+    )
+    assert re.search(r"node 1 spare after \d+\.\d s: hot spare \S+ \(id \w+\) took over node 1", report)
+    assert re.search(r"iteration \d+ redone from the last checkpoint", report)
+    assert re.search(r"training time lost to node losses: \d+\.\d s in all", report)
+    assert "Solved CartPole-v1" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo_topology.html", "demo_topology.svg"]
+    picture = (tmp_path / "demo_topology.svg").read_text()
+    assert 'data-state="spare"' in picture and "node 1 SPARE" in picture
+    assert_stopped_clean(out)
+
+
+@pytest.mark.slow
+def test_demo_without_a_spare_stops_with_the_node_lost_error(tmp_path):
+    """About 25 s: no spare and replace_within 0: the run ends with the NodeLostError message, no traceback."""
+    proc = demo(tmp_path, "--kill-node", "1", "--kill-after", "3", "--spare", "0", "--replace-within", "0")
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert re.search(r"placement: node 1 \(4x A800, \S+\) was lost and its workers \(rlplace:\w+:1", proc.stderr)
+    assert "replace_within_s=0" in proc.stderr and "rlplace start --spare" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert_stopped_clean(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--kill-node", "0"], "--kill-node 0: the embedded cluster's nodes that can be lost are 1-3"),
+        (["demo", "--kill-node", "4"], "--kill-node 4: the embedded cluster's nodes that can be lost are 1-3"),
+        (["demo", "--spare", "2x"], "--spare: '2x' is neither a count (1) nor node shapes"),
+    ],
+)
+def test_bad_node_loss_options_fail_before_a_cluster_starts(argv, message, tmp_path, capsys):
+    assert main([*argv, "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_kill_node_needs_the_embedded_cluster(tmp_path, capsys):
+    from rlplace.examples.cartpole_ppo import CONFIGS
+
+    argv = ["run", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:1", "--kill-node", "1"]
+    assert main([*argv, "--out", str(tmp_path)]) == 1
+    assert "--kill-node works only on an embedded cluster (--simulate NODES)" in capsys.readouterr().err

@@ -1,0 +1,81 @@
+"""The node-loss rules on plain data: which spare may take a lost node over, what counts as attached hardware,
+spares left out of the rank rules, the raylet probe, the embedded cluster's --spare shapes."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from test_ray_inventory import raw
+
+from rlplace.errors import ConfigError
+from rlplace.examples.local_cluster import simulated_inventory, simulated_spares
+from rlplace.inventory import Node
+from rlplace.ray.cluster import inventory_from_nodes, spare_nodes
+from rlplace.ray.failover import hardware_of, raylet_refuses, spare_refusal
+
+LOST = Node(rank=1, num_gpus=4, gpu_model="A800", num_cpus=8.0, node_id="lost", address="10.0.0.2")
+DEMAND = {"GPU": 2.0, "CPU": 6.0}
+
+
+def spare(gpus=4, model="A800", cpus=8.0, node_id="s1"):
+    return Node(
+        rank=-1, num_gpus=gpus, gpu_model=model if gpus else None, num_cpus=cpus, node_id=node_id, address="10.0.0.9"
+    )
+
+
+def test_a_spare_of_the_same_shape_may_take_over():
+    assert spare_refusal(LOST, DEMAND, spare(), {"GPU": 4.0, "CPU": 8.0}) is None
+
+
+@pytest.mark.parametrize(
+    ("candidate", "free", "why"),
+    [
+        (spare(gpus=2), None, "spare 10.0.0.9 (id s1) has 2x A800, node 1 had 4x A800"),
+        (spare(model="RTX4090"), None, "has 4x RTX4090, node 1 had 4x A800"),
+        (spare(gpus=0), None, "has no GPU, node 1 had 4x A800"),
+        (spare(cpus=4.0), None, "lacks 2 CPU of the 2 GPU, 6 CPU node 1 reserved"),
+        (spare(), {"GPU": 1.0, "CPU": 8.0}, "is busy: 1 GPU of what node 1 reserved is held by others"),
+    ],
+)
+def test_a_spare_that_does_not_match_is_refused_saying_what_it_lacks(candidate, free, why):
+    assert why in spare_refusal(LOST, DEMAND, candidate, free)
+
+
+def test_robots_and_other_attached_hardware_cannot_move():
+    assert hardware_of({"GPU": 1.0, "CPU": 1.0, "rlplace/robot/franka/0": 1.0}, LOST) == ["rlplace/robot/franka/0"]
+    assert hardware_of(DEMAND, LOST) == []
+
+
+def test_spares_are_left_out_of_the_rank_rules_and_listed_apart():
+    nodes = [raw("a", rank=0, gpus=4, model="A800", head=True), raw("b", rank=1, gpus=4, model="A800")]
+    sp = raw("s", ip="10.0.0.9", gpus=4, model="A800")
+    sp["Labels"]["rlplace/spare"] = "true"
+    dead = raw("s0", ip="10.0.0.8", gpus=4, alive=False)
+    dead["Labels"]["rlplace/spare"] = "true"
+    assert [n.node_id for n in inventory_from_nodes([*nodes, sp, dead]).nodes] == ["a", "b"]
+    assert [(n.node_id, n.rank, n.num_gpus, n.gpu_model) for n in spare_nodes([*nodes, sp, dead])] == [
+        ("s", -1, 4, "A800")
+    ]
+
+
+def test_the_raylet_probe_tells_refused_from_listening():
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert raylet_refuses("127.0.0.1", port) is False
+    assert raylet_refuses("127.0.0.1", port) is True  # nothing listens there any more
+
+
+def test_embedded_cluster_spares_by_count_or_shape():
+    nodes = simulated_inventory("2x4:A800,1x2:RTX4090,1x0")
+    assert [(n.num_gpus, n.gpu_model) for n in simulated_spares("2", nodes, like=2)] == [(2, "RTX4090")] * 2
+    assert [(n.num_gpus, n.gpu_model) for n in simulated_spares("1", nodes)] == [(4, "A800")]
+    assert [(n.num_gpus, n.gpu_model) for n in simulated_spares("1x2:RTX4090,1x0", nodes)] == [
+        (2, "RTX4090"),
+        (0, None),
+    ]
+    assert simulated_spares("0", nodes) == () and simulated_spares(None, nodes) == ()
+    with pytest.raises(ConfigError, match="--spare: 'two' is neither a count"):
+        simulated_spares("two", nodes)

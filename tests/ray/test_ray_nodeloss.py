@@ -1,0 +1,307 @@
+"""Node loss on the session cluster: a spare takes over, a replacement takes over, or NodeLostError in time.
+
+The session cluster's four ranked nodes stay as they are: each test adds what it needs (a node of rank
+4, spares, which carry no rank) and the `extra` fixture removes whatever is still alive at the end and
+waits until Ray agrees, so the live inventory is the four nodes again for the next test. Nodes are lost
+abruptly (`remove_node(allow_graceful=False)`: the raylet and its workers are killed); the session
+cluster's health checks notice within about 2-5 s.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from ray.util.placement_group import placement_group_table
+from ray_plans import Row, pinned_plan
+from ray_workers import Stepper
+
+import rlplace
+from conftest import leftovers
+from rlplace.commands.status import collect_all, render
+from rlplace.errors import NodeLostError, PlacementError
+from rlplace.ray.cluster import live_inventory
+from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
+
+pytestmark = pytest.mark.ray
+
+ROBOT = "rlplace/robot/ur5/0"
+#: Ray declares an abruptly removed node dead within this on the session cluster (fast health checks);
+#: a loss must be over (taken over or failed) this long after the node was removed, plus the window.
+DETECT_S = 10.0
+
+
+class Extra:
+    """Nodes added to the session cluster for one test; removed again (and seen dead) at its end."""
+
+    def __init__(self, cluster: Any):
+        self.cluster = cluster
+        self.nodes: list[Any] = []
+        self.ids: list[str] = []  # every node added, lost ones included
+
+    def ranked(self, rank: int = 4, gpus: int = 1, model: str = "A800", **resources: float) -> Any:
+        return self._add({NODE_RANK_LABEL: str(rank), ACCELERATOR_LABEL: model}, gpus, resources)
+
+    def spare(self, gpus: int = 1, model: str = "A800", cpus: int = 2) -> Any:
+        labels = {SPARE_LABEL: "true", **({ACCELERATOR_LABEL: model} if gpus else {})}
+        return self._add(labels, gpus, {}, cpus)
+
+    def lose(self, node: Any) -> float:
+        """Remove `node` abruptly; returns the moment (monotonic) it went."""
+        self.nodes.remove(node)
+        self.cluster.remove_node(node, allow_graceful=False)
+        return time.monotonic()
+
+    def _add(self, labels: dict[str, str], gpus: int, resources: dict[str, float], cpus: int = 2) -> Any:
+        node = self.cluster.add_node(
+            num_cpus=cpus, num_gpus=gpus, resources=resources, labels=labels, object_store_memory=80 << 20
+        )
+        self.nodes.append(node)
+        self.ids.append(node.node_id)
+        self.cluster.wait_for_nodes()
+        return node
+
+    def remove_all(self) -> None:
+        """Remove what is left and wait until Ray reports every added node dead (lost ones too)."""
+        for node in self.nodes:
+            self.cluster.remove_node(node)
+        self.nodes.clear()
+        deadline = time.monotonic() + 30
+        while any(n["Alive"] for n in ray.nodes() if n["NodeID"] in self.ids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def extra(ray_cluster: Any) -> Iterator[Extra]:
+    nodes = Extra(ray_cluster.cluster)
+    try:
+        yield nodes
+    finally:
+        nodes.remove_all()
+        assert len(live_inventory()) == 4, "the session cluster must be its four ranked nodes again"
+
+
+def on_node_4(**row: Any) -> Any:
+    """train rank 0 on node 0 GPU 1 (stays healthy), train rank 1 on node 4 GPU 0 (the one lost)."""
+    return pinned_plan([Row("train", 0, (1,)), Row("train", 4, (0,), **row)])
+
+
+def events(job: Any) -> list[tuple[str, int]]:
+    return [(e.kind, e.node_rank) for e in job.events]
+
+
+def status(job: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """What `rlplace status` shows of this driver's job: node rows (node -> state) and worker rows by name."""
+    me = ray.get_runtime_context().get_job_id()
+    nodes, workers = collect_all()
+    return {n.node: n.state for n in nodes if n.job in (me, "-")}, {w.name: w for w in workers if w.job == me}
+
+
+def wait_declared(job: Any, rank: int = 4) -> None:
+    """Until the job knows node `rank` is lost. A call made right after `remove_node` may still run: the
+    raylet dies at once, its worker processes a moment later."""
+    deadline = time.monotonic() + DETECT_S
+    while job.failover.state(rank) == "ok" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.failover.state(rank) != "ok", f"node {rank} not declared lost within {DETECT_S} s"
+
+
+@pytest.mark.slow
+def test_a_spare_takes_over_a_lost_node_and_training_state_continues(extra, tmp_path):
+    """About 12 s: two raylets start, one is lost, its worker comes back on the spare from its checkpoint."""
+    lost = extra.ranked(4)
+    spare = extra.spare()
+    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        assert train.call("step") == [1, 1] and train.call("step") == [2, 2]
+        in_flight = train.call_async("step", 3.0, rank=1)  # running on node 4 when it goes
+        gone = extra.lose(lost)
+        start = time.monotonic()
+        assert train.call("step", rank=0) == 3  # the healthy node's worker is not held up
+        assert time.monotonic() - start < 2
+        assert train.get([in_flight], "step", ranks=[1]) == [3]  # re-run on the spare, from the checkpoint
+        back = time.monotonic() - gone
+        assert back < DETECT_S + 5
+        state = train.call("state", rank=1)
+        assert state["node_id"] == spare.node_id and state["replaced"] == ["spare 4"] and state["steps"] == 3
+        p = state["placement"]
+        assert (p.rank, p.node_rank, p.gpus, p.planned_gpus, p.mismatch) == (1, 4, (0,), (0,), None)
+        assert state["cuda_visible_devices"] == "0"
+        assert job.live.node(4).node_id == spare.node_id and job.node(4).address == job.live.node(4).address
+        assert train.call("step") == [4, 4]
+        nodes, workers = status(job)
+        ip = spare.address.split(":")[0]
+        assert nodes == {"node 4": "SPARE"}
+        moved = workers["rlplace:train:1"]
+        assert (moved.node, moved.state, moved.gpus) == (f"node 4 (spare {ip})", "ALIVE", "0") and moved.pid
+        assert events(job) == [("lost", 4), ("spare", 4)]
+        takeover = job.events[1]
+        assert takeover.workers == ("rlplace:train:1",) and 0 < takeover.seconds < 10
+        job.verify()
+        live_groups = [pg for pg in placement_group_table().values() if pg["state"] != "REMOVED"]
+        mine = [pg for pg in live_groups if pg["name"].startswith(f"rlplace:{job.name}:")]
+        assert sorted(set(pg["bundles_to_node_id"].values()).pop() for pg in mine) == sorted(
+            [job.live.node(0).node_id, spare.node_id]
+        ), "the lost node's old group is removed; one on node 0, one on the spare"
+    assert leftovers() == ([], [])
+
+
+@pytest.mark.slow
+def test_a_replacement_node_with_the_lost_rank_takes_over(extra, tmp_path):
+    """About 12 s: the node is lost, a node started again with rank 4 restores its worker, waiting calls complete."""
+    lost = extra.ranked(4)
+    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20, replace_within_s=60) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        assert train.call("step") == [1, 1]
+        extra.lose(lost)
+        wait_declared(job)
+        assert events(job) == [("lost", 4)]
+        waiting: list[int] = []
+        caller = threading.Thread(target=lambda: waiting.append(train.call("step", rank=1)), daemon=True)
+        caller.start()  # a call made while the node is lost waits for it to come back
+        replacement = extra.ranked(4)
+        caller.join(timeout=20)
+        assert waiting == [2]
+        assert events(job) == [("lost", 4), ("replacement", 4)]
+        assert job.live.node(4).node_id == replacement.node_id
+        state = train.call("state", rank=1)
+        assert state["node_id"] == replacement.node_id and state["replaced"] == ["replacement 4"]
+        assert state["placement"].mismatch is None
+    assert leftovers() == ([], [])
+
+
+def test_without_spare_or_replacement_calls_fail_with_node_lost_error_within_the_window(extra, tmp_path):
+    lost = extra.ranked(4)
+    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20, replace_within_s=1) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        train.call("step")
+        gone = extra.lose(lost)
+        wait_declared(job)
+        with pytest.raises(NodeLostError) as err:
+            train.call("step", rank=1)
+        assert time.monotonic() - gone < DETECT_S + 1 + 2
+        e = err.value
+        assert isinstance(e, PlacementError) and e.node_rank == 4 and e.workers == ("rlplace:train:1",)
+        message = str(e)
+        assert "node 4 (1x A800" in message and "rlplace:train:1" in message
+        assert "a hot spare with 1x A800 or a replacement node with rank 4 for 1 s" in message
+        assert "rlplace start --spare" in message and "--node-rank 4" in message
+        assert events(job) == [("lost", 4), ("failed", 4)] and 1 <= job.events[1].seconds < 3
+        with pytest.raises(NodeLostError):  # and every later call, at once
+            train.call("step")
+        assert train.call("step", rank=0) == 3  # the other node's worker goes on
+        nodes, workers = status(job)
+        assert nodes == {"node 4": "FAILED"}
+        gone_worker = workers["rlplace:train:1"]
+        assert (gone_worker.node, gone_worker.state, gone_worker.pid) == ("node 4", "DEAD", None)
+        groups, actors = leftovers()
+        assert actors == ["rlplace:train:0 (ALIVE)"] and len(groups) == 1, "the lost node's group is removed"
+    assert leftovers() == ([], [])
+
+
+def test_replace_within_zero_fails_as_soon_as_the_loss_is_known(extra, tmp_path):
+    lost = extra.ranked(4)
+    extra.spare()  # a spare is there, but the job asked not to wait for anything
+    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20, replace_within_s=0) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        train.call("step")
+        gone = extra.lose(lost)
+        wait_declared(job)
+        with pytest.raises(NodeLostError, match=r"node 4 .*waited for .*for no time \(replace_within_s=0\)"):
+            train.call("step", rank=1)
+        assert time.monotonic() - gone < DETECT_S
+        assert events(job) == [("lost", 4), ("failed", 4)] and job.events[1].seconds < 0.5
+    assert leftovers() == ([], [])
+
+
+def lost_call(extra: Extra, lost: Any, plan: Any, tmp_path: Any) -> tuple[NodeLostError, list[tuple[str, int]]]:
+    """Start the plan (replace_within_s=1), lose `lost`, return the NodeLostError of a call there and the events."""
+    with rlplace.connect(plan, export_path=None, timeout_s=20, replace_within_s=1) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        train.call("step")
+        extra.lose(lost)
+        wait_declared(job)
+        with pytest.raises(NodeLostError) as err:
+            train.call("step", rank=1)
+        return err.value, events(job)
+
+
+def test_a_robot_node_is_not_moved_to_a_spare_hardware_cannot_move(extra, tmp_path):
+    lost = extra.ranked(4, **{ROBOT: 1.0})
+    extra.spare()  # same GPUs, but the robot is attached to node 4
+    plan = on_node_4(resources={ROBOT: 1.0}, hardware={"type": "UR5", "robot_ip": "10.0.0.9"})
+    error, happened = lost_call(extra, lost, plan, tmp_path)
+    assert f"it holds {ROBOT}: attached hardware cannot move to a spare" in str(error)
+    assert "a replacement node with rank 4 for 1 s" in str(error)
+    assert happened == [("lost", 4), ("failed", 4)]
+    assert leftovers() == ([], [])
+
+
+def test_a_spare_too_small_is_refused_naming_what_it_lacks(extra, tmp_path):
+    lost = extra.ranked(4)
+    small = extra.spare(gpus=0)
+    error, _ = lost_call(extra, lost, on_node_4(), tmp_path)
+    ip = small.address.split(":")[0]
+    assert f"not taken: spare {ip} (id {small.node_id[:8]}) has no GPU, node 4 had 1x A800" in str(error)
+    assert leftovers() == ([], [])
+
+
+@pytest.mark.slow
+def test_two_losses_in_a_row_each_taken_over_by_a_spare(extra, tmp_path):
+    """About 18 s: node 4 is lost, spare A takes over; spare A is lost, spare B takes over."""
+    lost = extra.ranked(4)
+    first, second = extra.spare(), extra.spare()
+    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        assert train.call("step", rank=1) == 1
+        extra.lose(lost)
+        wait_declared(job)
+        assert train.call("step", rank=1) == 2
+        taker = job.live.node(4).node_id
+        assert taker in (first.node_id, second.node_id)
+        extra.lose(first if taker == first.node_id else second)
+        wait_declared(job)
+        assert train.call("step", rank=1) == 3
+        assert job.live.node(4).node_id not in (taker, lost.node_id)
+        assert events(job) == [("lost", 4), ("spare", 4), ("lost", 4), ("spare", 4)]
+        assert train.call("state", rank=1)["replaced"] == ["spare 4"]  # the latest incarnation, once
+        job.verify()
+    assert leftovers() == ([], [])
+
+
+def test_shutdown_during_a_loss_is_prompt_wakes_waiting_calls_and_leaves_nothing(extra, tmp_path):
+    lost = extra.ranked(4)
+    job = rlplace.connect(on_node_4(), export_path=None, timeout_s=20, replace_within_s=60)
+    train = job.launch("train", Stepper, str(tmp_path))
+    train.call("step")
+    outcome: list[BaseException] = []
+
+    def waiting_call() -> None:
+        try:
+            train.call("step", 2.0, rank=1)
+        except BaseException as e:
+            outcome.append(e)
+
+    caller = threading.Thread(target=waiting_call, daemon=True)
+    caller.start()
+    extra.lose(lost)
+    nodes, workers = status(job)  # before Ray declares the node dead: its raylet refuses connections
+    assert workers["rlplace:train:1"].state in ("LOST", "DEAD") and workers["rlplace:train:1"].pid is None
+    assert nodes == {"node 4": "LOST"}
+    wait_declared(job)
+    nodes, workers = status(job)
+    assert nodes == {"node 4": "LOST"} and workers["rlplace:train:1"].node == "node 4"
+    shown = render(list(workers.values()), collect_all()[0])
+    assert re.search(r"node 4  LOST .* waiting for a hot spare or a replacement node \((59|60) s left\)", shown)
+    start = time.monotonic()
+    job.shutdown()
+    caller.join(timeout=5)
+    assert time.monotonic() - start < 5 and not caller.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], PlacementError)
+    assert "shut down while node 4 was lost" in str(outcome[0])
+    assert leftovers() == ([], [])
