@@ -122,7 +122,11 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
                 latest[key] = a
     actors = list(latest.values())
     names = _node_names(raw_nodes, records)
-    down = _down_nodes(raw_nodes, {a.get("Address", {}).get("NodeID", "") for a in actors if a["State"] == _RUNNING})
+    # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
+    # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
+    hosting = {_node_id(a) for a in actors if a["State"] == _RUNNING}
+    hosting |= {n["node_id"] for r in records for n in r.get("nodes", {}).values() if n.get("node_id")}
+    down = _down_nodes(raw_nodes, hosting)
     gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == _RUNNING and _node_id(a) not in down})
     rows = []
     for a in actors:
