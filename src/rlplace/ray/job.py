@@ -22,11 +22,11 @@ from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
-from rlplace.ray import worker as worker_record
 from rlplace.ray.cluster import live_inventory
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.launch import launch_ray_actor
+from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.worker import WorkerPlacement
 from rlplace.runtime.phases import Phases
@@ -49,6 +49,7 @@ class Job:
         self.groups: dict[str, WorkerGroup] = {}
         self.warnings: list[str] = list(plan.warnings)
         self._reservation = Reservation(plan, live, timeout_s=timeout_s, name=self.name)
+        self.rendezvous = Rendezvous(self)  # workers' torch.distributed env and the job record (ray/records.py)
         self._actors: list[tuple[Worker, ActorHandle]] = []
         self._workers = {(w.component, w.rank): w for w in plan.workers}
         self._checked: set[tuple[int, str]] = set()
@@ -80,7 +81,7 @@ class Job:
             except Exception as e:  # already dead: nothing to kill
                 log.debug("kill %s: %s", handle, e)
         self._reservation.remove()
-        worker_record.forget(self.namespace, [w.name for w, _ in self._actors])
+        self.rendezvous.forget()
         self._wait_dead()
 
     def __enter__(self) -> Job:

@@ -1,30 +1,60 @@
-"""Weight sync from train workers to eval workers through Ray's object store.
+"""Weight sync from train workers to eval workers: through Ray's object store, or a torch.distributed broadcast.
 
-One object per source rank per sync, whatever the number of eval workers: the train worker's return
-value is stored once in its node's object store and every eval worker receives a reference to that
-same object, so Ray moves it at most once per node (peers that `ray.put` per target, or send through
-the driver, copy it once per worker). The driver never fetches the weights.
+`transport="object_store"`: one object per source rank per sync, whatever the number of eval workers:
+the train worker's return value is stored once in its node's object store and every eval worker
+receives a reference to that same object, so Ray moves it at most once per node (peers that `ray.put`
+per target, or send through the driver, copy it once per worker). The driver never fetches the weights.
+Works with any picklable weights (`get_weights()` -> `set_weights(weights)`).
+
+`transport="collective"`: every source rank broadcasts its `weight_tensors()` over a process group of
+its own that joins it with every target (`rlplace.runtime.collective`: Gloo, or NCCL where every member
+has its tensors on a GPU), in flat buckets per device and dtype, straight into the targets' tensors.
+The groups are built on the first sync and kept; a member that restarted since is noticed before the
+next broadcast (it is no longer in the group) and the groups are rebuilt. The layouts (dtype and shape
+of every tensor, in bucket order) are compared before any byte moves, so a mismatch is an error naming
+the worker, not corrupted weights.
+
+`transport="auto"` (the default): collective when torch is installed and the train and eval classes
+define `weight_tensors()`, else the object store.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
+import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from rlplace.errors import ConfigError, Problem
+import ray
+
+from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.runtime.calls import Group
+
+Transport = Literal["auto", "object_store", "collective"]
 
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What one sync did: which train ranks were read, how many objects and eval workers, how long."""
+    """What one sync did: which train ranks were read, how many objects and eval workers, how long.
+
+    `bytes` is one copy of the weights (what the sources sent; every target received as much), `transport`
+    the path that ran ("object_store" or "collective"), `backend` the collective's ("gloo", "nccl", "")."""
 
     sources: tuple[int, ...]
     objects: int
     targets: int
     seconds: float
+    transport: str = "object_store"
+    bytes: int = 0
+    backend: str = ""
+
+    @property
+    def gb_per_s(self) -> float:
+        """Weight bytes per second until every target had them (1 GB = 10**9 bytes)."""
+        return self.bytes / 1e9 / self.seconds if self.seconds > 0 else 0.0
 
 
 def sync_weights(
@@ -32,26 +62,174 @@ def sync_weights(
     targets: Sequence[Group],
     *,
     source: Literal["rank0", "all"] = "rank0",
+    transport: Transport = "auto",
     get_method: str = "get_weights",
     set_method: str = "set_weights",
+    tensors_method: str = "weight_tensors",
+    done_method: str = "weights_updated",
+    backend: str | None = None,
+    bucket_mb: float = 256.0,
+    timeout_s: float = 300.0,
 ) -> SyncReport:
-    """Call `get_method()` on train rank 0 (or every rank) once, then `set_method(*weights)` on all targets.
+    """Send train rank 0's weights (or every rank's, `source="all"`) to every worker of `targets`.
 
-    With `source="all"` (sharded weights, FSDP-style) each target receives one positional argument per
-    train rank, in rank order. Returns when every target has applied the weights.
+    Object store: `get_method()` once per source, then `set_method(*weights)` on every target (one
+    positional argument per source rank). Collective: `tensors_method()` on both sides returns the
+    tensors (a list, a dict or an nn.Module); the targets' are overwritten in place, then their
+    `done_method()` runs if defined. With `source="all"` a target's tensors are every train rank's, in
+    rank order. `backend` ("gloo"/"nccl") overrides the collective's choice; `timeout_s` bounds building
+    the groups and each broadcast. Returns when every target has the weights.
     """
     if source not in ("rank0", "all"):
         raise ConfigError(Problem(path="source", value=source, message="must be 'rank0' or 'all'"))
+    if transport not in ("auto", "object_store", "collective"):
+        raise ConfigError(
+            Problem(path="transport", value=transport, message="must be 'auto', 'object_store' or 'collective'")
+        )
+    sources = list(train.actors[:1] if source == "rank0" else train.actors)
+    if transport == "auto":
+        transport = "collective" if _collective_possible(sources, targets, tensors_method) else "object_store"
     start = time.perf_counter()
-    sources = train.actors[:1] if source == "rank0" else train.actors
+    if transport == "collective":
+        nbytes, used = _collective(train, sources, targets, tensors_method, done_method, backend, bucket_mb, timeout_s)
+    else:
+        nbytes, used = _object_store(train, sources, targets, get_method, set_method), ""
+    return SyncReport(
+        sources=tuple(w.rank for w in train.workers[: len(sources)]),
+        objects=len(sources) if transport == "object_store" else 0,
+        targets=sum(len(g.actors) for g in targets),
+        seconds=time.perf_counter() - start,
+        transport=transport,
+        bytes=nbytes,
+        backend=used,
+    )
+
+
+def _collective_possible(sources: list[Any], targets: Sequence[Group], method: str) -> bool:
+    actors = [*sources, *(a for g in targets for a in g.actors)]
+    return importlib.util.find_spec("torch") is not None and all(hasattr(a, method) for a in actors)
+
+
+def _object_store(train: Group, sources: list[Any], targets: Sequence[Group], get_method: str, set_method: str) -> int:
     weights = [getattr(actor, get_method).remote() for actor in sources]
     applied = [[getattr(actor, set_method).remote(*weights) for actor in group.actors] for group in targets]
     train.get(weights, get_method)  # first, so a train-side failure is reported under the train worker's name
     for group, refs in zip(targets, applied, strict=True):
         group.get(refs, set_method)
-    return SyncReport(
-        sources=tuple(w.rank for w in train.workers[: len(sources)]),
-        objects=len(weights),
-        targets=sum(len(g.actors) for g in targets),
-        seconds=time.perf_counter() - start,
+    sizes = ray.experimental.get_object_locations(weights)
+    return sum(int(sizes.get(ref, {}).get("object_size") or 0) for ref in weights)
+
+
+# -- collective -----------------------------------------------------------------------------------------
+
+
+def _call(instance: object, function: str, *args: Any) -> Any:
+    """Runs in the worker (`__ray_call__`): the driver never imports torch."""
+    from rlplace.runtime import collective
+
+    return getattr(collective, function)(instance, *args)
+
+
+@dataclass
+class _SyncGroups:
+    """The sync groups built for one train group and one list of targets: the name and backend in use."""
+
+    name: str
+    backend: str
+    members: list[Any]
+
+
+_built: weakref.WeakKeyDictionary[Any, dict[tuple, _SyncGroups]] = weakref.WeakKeyDictionary()
+
+
+def _collective(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    method: str,
+    done_method: str,
+    backend: str | None,
+    bucket_mb: float,
+    timeout_s: float,
+) -> tuple[int, str]:
+    key = (len(sources), tuple(a._actor_id.hex() for g in targets for a in g.actors))
+    built = _built.setdefault(train, {}).get(key)
+    name = built.name if built else ""
+
+    source_ranks = list(range(len(sources)))
+    src_refs = [a.__ray_call__.remote(_call, "sync_describe", name, method, bucket_mb) for a in sources]
+    described = train.get(src_refs, "sync_describe", timeout_s, ranks=source_ranks)
+    counts = [d["tensors"] for d in described] if len(sources) > 1 else None
+    tgt_described = _gather(
+        targets, lambda a: a.__ray_call__.remote(_call, "sync_describe", name, method, bucket_mb, counts), timeout_s
     )
+    _check_layouts(train, described, targets, tgt_described)
+
+    everyone = [*described, *(d for ds in tgt_described for d in ds)]
+    if built is None or not all(d["joined"] for d in everyone) or (backend and backend != built.backend):
+        chosen = backend or ("nccl" if all(d["cuda"] for d in everyone) else "gloo")
+        built = _build(train, sources, targets, chosen, timeout_s, stale=built)
+        _built[train][key] = built
+
+    sends = [a.__ray_call__.remote(_call, "sync_send", built.name, i, method, bucket_mb) for i, a in enumerate(sources)]
+    counts_all = counts or [described[0]["tensors"]]
+    _gather(
+        targets,
+        lambda a: a.__ray_call__.remote(_call, "sync_receive", built.name, counts_all, method, bucket_mb, done_method),
+        None,
+    )
+    sent = train.get(sends, "sync_send", None, ranks=source_ranks)
+    return int(sum(s["bytes"] for s in sent)), built.backend
+
+
+def _gather(groups: Sequence[Group], call: Any, timeout_s: float | None) -> list[list[Any]]:
+    """Start `call(actor)` on every worker of every group, then collect per group (errors name the worker)."""
+    refs = [[call(a) for a in g.actors] for g in groups]
+    return [g.get(r, "weight sync", timeout_s) for g, r in zip(groups, refs, strict=True)]
+
+
+def _check_layouts(train: Group, sources: list[dict], targets: Sequence[Group], described: list[list[dict]]) -> None:
+    """Every target's tensors must match the sources' dtype for dtype and shape for shape."""
+    want = [d["layouts"][0] for d in sources]
+    for group, ds in zip(targets, described, strict=True):
+        for worker, d in zip(group.workers, ds, strict=True):
+            if d["layouts"] != want:
+                src = train.workers[0].name
+                raise PlacementError(
+                    f"weight sync: {worker.name}'s weight tensors ({d['tensors']} tensors, {d['bytes']:,} bytes) do "
+                    f"not match {src}'s ({sources[0]['tensors']} tensors, {sources[0]['bytes']:,} bytes) in dtype "
+                    "and shape, in order; both classes' weight_tensors() must return the same tensors in the same "
+                    "order (the object store transport, get_weights/set_weights, has no such constraint)"
+                )
+
+
+def _build(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    backend: str,
+    timeout_s: float,
+    stale: _SyncGroups | None,
+) -> _SyncGroups:
+    """Host the store on the first source, then have every member join its groups, all at once."""
+    if stale is not None:  # drop the old groups where they still exist (fire and forget)
+        for actor in stale.members:
+            actor.__ray_call__.remote(_call, "sync_leave", stale.name)
+    name = uuid.uuid4().hex[:12]
+    host = sources[0].__ray_call__.remote(_call, "sync_host", name, timeout_s)
+    address, port = train.get([host], "sync_host", timeout_s, ranks=[0])[0]
+    size = 1 + sum(len(g.actors) for g in targets)
+
+    def join(actor: Any, memberships: list[tuple[int, int, int]]) -> Any:
+        return actor.__ray_call__.remote(_call, "sync_join", name, address, port, memberships, backend, timeout_s)
+
+    source_joins = [join(a, [(i, 0, size)]) for i, a in enumerate(sources)]
+    ranks = iter(range(1, size))  # a target's rank, the same in every source's group
+
+    def join_target(actor: Any) -> Any:
+        rank = next(ranks)
+        return join(actor, [(i, rank, size) for i in range(len(sources))])
+
+    _gather(targets, join_target, timeout_s)
+    train.get(source_joins, "sync_join", timeout_s, ranks=list(range(len(sources))))
+    return _SyncGroups(name, backend, [*sources, *(a for g in targets for a in g.actors)])
