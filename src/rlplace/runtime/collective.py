@@ -45,6 +45,7 @@ from rlplace.runtime.offload import flat_views, group_buckets, unique_tensors
 
 DEFAULT_RENDEZVOUS_TIMEOUT_S = 120.0
 DEFAULT_BUCKET_MB = 256.0
+_MASTER_GRACE_S = 1.0
 
 __all__ = [
     "ComponentGroup",
@@ -112,8 +113,7 @@ def init_component_group(
         device = torch.device("cuda", 0)
     wait_s = _rendezvous_timeout(rendezvous_timeout_s)
     who = f"component {p.component!r}"
-    store = _open_store(addr, port, rank, world, wait_s, who)
-    _await_all(store, "arrived", rank, world, wait_s, who, _where(p))
+    store = _rendezvous(addr, port, rank, world, wait_s, who, _where(p))
     kwargs = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
     dist.init_process_group(backend, store=dist.PrefixStore("rlplace/pg", store), rank=rank, world_size=world, **kwargs)
     _component_store = store
@@ -143,13 +143,50 @@ def _where(p: Any) -> str:
     return f"node {p.node_rank} ({ray.util.get_node_ip_address()})"
 
 
-def _open_store(addr: str, port: int, rank: int, world: int, wait_s: float, who: str) -> Any:
-    """Rank 0 hosts the TCPStore; the others connect to it, or say that rank 0 never listened."""
+def _rendezvous(addr: str, port: int, rank: int, world: int, wait_s: float, who: str, where: str) -> Any:
+    """Rank 0 hosts a fresh TCPStore; every rank draws a ticket, checks in (`arrived/<rank>` = its node) and
+    waits until all `world` have. A ticket above `world` means the store is an earlier generation's (a
+    rank rejoining before rank 0 re-created it): let go and connect again. Rank 0 waits a little longer
+    than the others, so that they name the missing ranks themselves before its store goes away."""
     if not addr or not port:
         raise RendezvousError(
             f"{who} rank {rank}: no MASTER_ADDR/MASTER_PORT in the environment; init_component_group() works in "
             "workers launched by rlplace (job.launch), or pass master_addr= and master_port="
         )
+    deadline = time.monotonic() + wait_s
+    while True:
+        store = _open_store(addr, port, rank, world, max(0.1, deadline - time.monotonic()), who)
+        if store.add("arrived", 1) <= world:
+            break
+        del store
+        if time.monotonic() >= deadline:
+            raise RendezvousError(
+                f"{who} rank {rank}: rank 0 at {addr}:{port} did not open a new rendezvous within {wait_s:g} s "
+                "(its store still holds the last one): every rank must call destroy_component_group() and then "
+                "init_component_group() to rejoin"
+            )
+        time.sleep(0.1)
+    store.set(f"arrived/{rank}", where)
+    deadline += _MASTER_GRACE_S if rank == 0 else 0.0
+    pause = 0.005
+    try:
+        while store.add("arrived", 0) < world:
+            if time.monotonic() >= deadline:
+                missing = [r for r in range(world) if not store.check([f"arrived/{r}"])]
+                del store  # rank 0 stops listening now, not when the traceback is collected
+                raise RendezvousError(_missing_message(who, missing, world, wait_s))
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+    except dist.DistError as e:
+        raise RendezvousError(
+            f"{who} rank {rank}: rank 0 at {addr}:{port} closed the rendezvous before every rank arrived "
+            f"({_first_line(e)}): it gave up waiting (its own error names who is missing) or died"
+        ) from e
+    return store
+
+
+def _open_store(addr: str, port: int, rank: int, world: int, wait_s: float, who: str) -> Any:
+    """Rank 0 hosts the TCPStore; the others connect to it, or say that rank 0 never listened."""
     timeout = datetime.timedelta(seconds=wait_s)
     try:
         return dist.TCPStore(addr, port, world, rank == 0, timeout=timeout, wait_for_workers=False)
@@ -165,21 +202,6 @@ def _open_store(addr: str, port: int, rank: int, world: int, wait_s: float, who:
             f"constructor it never does: check `rlplace status`. Wait longer with "
             f"init_component_group(rendezvous_timeout_s=...) or {EXCHANGE_TIMEOUT_ENV}"
         ) from e
-
-
-def _await_all(store: Any, key: str, rank: int, world: int, wait_s: float, who: str, where: str) -> None:
-    """Every rank checks in (`key/<rank>` = its node) and waits for the count to reach `world`; on timeout
-    the ranks missing are named with the nodes the job record gives them."""
-    store.set(f"{key}/{rank}", where)
-    store.add(key, 1)
-    deadline = time.monotonic() + wait_s
-    pause = 0.005
-    while store.add(key, 0) < world:
-        if time.monotonic() >= deadline:
-            missing = [r for r in range(world) if not store.check([f"{key}/{r}"])]
-            raise RendezvousError(_missing_message(who, missing, world, wait_s))
-        time.sleep(pause)
-        pause = min(pause * 2, 0.2)
 
 
 def _missing_message(who: str, missing: list[int], world: int, wait_s: float) -> str:
