@@ -242,10 +242,10 @@ class _SyncMember:
 
     store: Any
     groups: dict[int, tuple[Any, int]] = field(default_factory=dict)
-    staging: dict[tuple[str, torch.dtype], torch.Tensor] = field(default_factory=dict)
 
 
 _sync: dict[str, _SyncMember] = {}
+_staging: dict[tuple[str, torch.dtype], torch.Tensor] = {}  # one per device and dtype, whatever the groups
 
 
 def sync_group(name: str, source: int = 0) -> Any:
@@ -330,22 +330,20 @@ def _transfer(instance: object, name: str, parts: dict[int, list[torch.Tensor]],
         for source, tensors in parts.items():
             group, rank = member.groups[source]
             for device, bucket in group_buckets(tensors, int(bucket_mb * 2**20)):
-                moved += _broadcast_bucket(member, group, device, bucket, is_root=rank == 0)
+                moved += _broadcast_bucket(group, device, bucket, is_root=rank == 0)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return {"bytes": moved, "seconds": time.perf_counter() - start}
 
 
-def _broadcast_bucket(
-    member: _SyncMember, group: Any, device: torch.device, tensors: list[torch.Tensor], *, is_root: bool
-) -> int:
+def _broadcast_bucket(group: Any, device: torch.device, tensors: list[torch.Tensor], *, is_root: bool) -> int:
     """One broadcast per bucket: in place for a lone contiguous tensor, else through the staging buffer."""
     if len(tensors) == 1 and tensors[0].is_contiguous():
         flat = tensors[0].detach().view(-1)
         group.broadcast([flat], _root0()).wait()
         return flat.numel() * flat.element_size()
     numel = sum(t.numel() for t in tensors)
-    flat = _staging(member, device, tensors[0].dtype, numel)
+    flat = _staging_buffer(device, tensors[0].dtype, numel)
     if is_root:
         torch.cat([t.detach().reshape(-1) for t in tensors], out=flat)
     group.broadcast([flat], _root0()).wait()
@@ -361,12 +359,13 @@ def _root0() -> Any:
     return opts
 
 
-def _staging(member: _SyncMember, device: torch.device, dtype: torch.dtype, numel: int) -> torch.Tensor:
-    """One reusable buffer per device and dtype, grown to the largest bucket seen."""
+def _staging_buffer(device: torch.device, dtype: torch.dtype, numel: int) -> torch.Tensor:
+    """One reusable buffer per device and dtype in this process, grown to the largest bucket seen."""
     key = (str(device), dtype)
-    buf = member.staging.get(key)
+    buf = _staging.get(key)
     if buf is None or buf.numel() < numel:
-        buf = member.staging[key] = torch.empty(numel, dtype=dtype, device=device)
+        _staging.pop(key, None)  # free the smaller one before allocating
+        buf = _staging[key] = torch.empty(numel, dtype=dtype, device=device)
     return buf[:numel]
 
 
