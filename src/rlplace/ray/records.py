@@ -8,8 +8,8 @@ worker needs travels with the actor as constructor arguments (`rlplace.ray.rende
 
 Cost: one write per job, at its first launch, whatever the number of workers (the value is compressed
 JSON: 48 KB for 4,096 nodes and two components of 32,768 workers); rewritten only when a component's
-rank 0 moves to another node (a spare took over its node). Deleted at shutdown. A record whose driver died stays until the key is
-deleted, and `read_all(live_only=True)` leaves it out.
+rank 0 moves to another node (a spare took over its node). Deleted at shutdown. A record whose driver
+died stays until the key is deleted, and `read_all(live_only=True)` leaves it out.
 """
 
 from __future__ import annotations

@@ -185,9 +185,7 @@ def unique_tensors(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-def group_buckets(
-    tensors: list[torch.Tensor], bucket_bytes: int
-) -> Iterator[tuple[torch.device, list[torch.Tensor]]]:
+def group_buckets(tensors: list[torch.Tensor], bucket_bytes: int) -> Iterator[tuple[torch.device, list[torch.Tensor]]]:
     """Split tensors into (device, dtype) groups in first-seen order, each cut at `bucket_bytes`.
 
     The one bucketing of rlplace: offload copies and collective weight sync (`rlplace.runtime.collective`)
