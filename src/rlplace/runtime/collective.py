@@ -16,9 +16,9 @@ Weight sync (`rlplace.runtime.sync.sync_weights(..., transport="collective")`) u
 functions below through Ray's `__ray_call__`, so worker classes need only a `weight_tensors()`
 method. One group per source rank (source -> every target), built on one TCPStore that the first source
 hosts on a port the OS gives it (no port to choose, none to collide); each group is a
-`ProcessGroupGloo`/`ProcessGroupNCCL` object of its own, outside torch's default world. Tensors are sent
-in flat buckets per device and dtype (`rlplace.runtime.offload.group_buckets`, the offload layout);
-a bucket holding one contiguous tensor is broadcast in place, others through one staging buffer.
+`ProcessGroupGloo`/`ProcessGroupNCCL` object of its own, outside torch's default world. Tensors of at
+least 1/16 of a bucket are broadcast alone and in place, smaller ones in flat buckets per device and
+dtype (`rlplace.runtime.offload.group_buckets`, the offload layout) through one staging buffer.
 
 Needs torch (`pip install rlplace[torch]`); `rlplace.runtime` itself does not import this module.
 """
@@ -329,7 +329,7 @@ def _transfer(instance: object, name: str, parts: dict[int, list[torch.Tensor]],
     with torch.no_grad():
         for source, tensors in parts.items():
             group, rank = member.groups[source]
-            for device, bucket in group_buckets(tensors, int(bucket_mb * 2**20)):
+            for device, bucket in _operations(tensors, bucket_mb):
                 moved += _broadcast_bucket(group, device, bucket, is_root=rank == 0)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
@@ -404,9 +404,19 @@ def _parts(tensors: list[torch.Tensor], counts: list[int] | None) -> list[list[t
     return out
 
 
+def _operations(tensors: list[torch.Tensor], bucket_mb: float) -> list[tuple[torch.device, list[torch.Tensor]]]:
+    """The broadcasts, in order: every tensor of at least 1/16 of a bucket (16 MB at 256 MB) alone, straight
+    into the targets' tensor (copying it into and out of a bucket would cost more than one more operation
+    saves), then the smaller ones in flat buckets per device and dtype (the offload layout)."""
+    bucket_bytes = int(bucket_mb * 2**20)
+    alone = [t for t in tensors if t.numel() * t.element_size() * 16 >= bucket_bytes]
+    packed = [t for t in tensors if t.numel() * t.element_size() * 16 < bucket_bytes]
+    return [(t.device, [t]) for t in alone] + list(group_buckets(packed, bucket_bytes))
+
+
 def _layout_hash(tensors: list[torch.Tensor], bucket_mb: float) -> str:
-    """Dtype and shape of every tensor in bucket order: equal on both sides or the bytes would land wrong."""
-    shapes = [(str(t.dtype), tuple(t.shape)) for _, ts in group_buckets(tensors, int(bucket_mb * 2**20)) for t in ts]
+    """Dtype and shape of every tensor in broadcast order: equal on both sides or the bytes would land wrong."""
+    shapes = [(str(t.dtype), tuple(t.shape), len(ts)) for _, ts in _operations(tensors, bucket_mb) for t in ts]
     return hashlib.sha1(repr(shapes).encode()).hexdigest()
 
 

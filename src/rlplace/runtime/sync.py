@@ -154,38 +154,55 @@ def _collective(
 ) -> tuple[int, str]:
     key = (len(sources), tuple(a._actor_id.hex() for g in targets for a in g.actors))
     built = _built.setdefault(train, {}).get(key)
-    name = built.name if built else ""
-
-    source_ranks = list(range(len(sources)))
-    src_refs = [a.__ray_call__.remote(_call, "sync_describe", name, method, bucket_mb) for a in sources]
-    described = train.get(src_refs, "sync_describe", timeout_s, ranks=source_ranks)
-    counts = [d["tensors"] for d in described] if len(sources) > 1 else None
-    tgt_described = _gather(
-        targets, lambda a: a.__ray_call__.remote(_call, "sync_describe", name, method, bucket_mb, counts), timeout_s
+    described, target_described = _describe(
+        train, sources, targets, built.name if built else "", method, bucket_mb, timeout_s
     )
-    _check_layouts(train, described, targets, tgt_described)
+    _check_layouts(train, described, targets, target_described)
 
-    everyone = [*described, *(d for ds in tgt_described for d in ds)]
+    everyone = [*described, *(d for ds in target_described for d in ds)]
     if built is None or not all(d["joined"] for d in everyone) or (backend and backend != built.backend):
         chosen = backend or ("nccl" if all(d["cuda"] for d in everyone) else "gloo")
         built = _build(train, sources, targets, chosen, timeout_s, stale=built)
         _built[train][key] = built
 
-    sends = [a.__ray_call__.remote(_call, "sync_send", built.name, i, method, bucket_mb) for i, a in enumerate(sources)]
-    counts_all = counts or [described[0]["tensors"]]
-    _gather(
-        targets,
-        lambda a: a.__ray_call__.remote(_call, "sync_receive", built.name, counts_all, method, bucket_mb, done_method),
-        None,
-    )
-    sent = train.get(sends, "sync_send", None, ranks=source_ranks)
+    name, counts = built.name, [d["tensors"] for d in described]
+    sends = [a.__ray_call__.remote(_call, "sync_send", name, i, method, bucket_mb) for i, a in enumerate(sources)]
+    receives = _start(targets, "sync_receive", name, counts, method, bucket_mb, done_method)
+    _collect(targets, receives, "sync_receive", None)  # each broadcast is bounded by the groups' own timeout
+    sent = train.get(sends, "sync_send", None, ranks=list(range(len(sources))))
     return int(sum(s["bytes"] for s in sent)), built.backend
 
 
-def _gather(groups: Sequence[Group], call: Any, timeout_s: float | None) -> list[list[Any]]:
-    """Start `call(actor)` on every worker of every group, then collect per group (errors name the worker)."""
-    refs = [[call(a) for a in g.actors] for g in groups]
-    return [g.get(r, "weight sync", timeout_s) for g, r in zip(groups, refs, strict=True)]
+def _describe(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    name: str,
+    method: str,
+    bucket_mb: float,
+    timeout_s: float,
+) -> tuple[list[dict], list[list[dict]]]:
+    """Every member's layout and whether it is in group `name`. With one source the targets are asked at the
+    same time; with several, after the sources (a target splits its tensors by the sources' counts)."""
+    refs = [a.__ray_call__.remote(_call, "sync_describe", name, method, bucket_mb) for a in sources]
+    ranks = list(range(len(sources)))
+    if len(sources) == 1:
+        target_refs = _start(targets, "sync_describe", name, method, bucket_mb, None)
+        described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
+    else:
+        described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
+        target_refs = _start(targets, "sync_describe", name, method, bucket_mb, [d["tensors"] for d in described])
+    return described, _collect(targets, target_refs, "sync_describe", timeout_s)
+
+
+def _start(groups: Sequence[Group], function: str, *args: Any) -> list[list[Any]]:
+    """Run `collective.<function>(*args)` in every worker of every group; refs per group."""
+    return [[a.__ray_call__.remote(_call, function, *args) for a in g.actors] for g in groups]
+
+
+def _collect(groups: Sequence[Group], refs: list[list[Any]], what: str, timeout_s: float | None) -> list[list[Any]]:
+    """Results per group; a dead or silent worker becomes a PlacementError naming it."""
+    return [g.get(r, what, timeout_s) for g, r in zip(groups, refs, strict=True)]
 
 
 def _check_layouts(train: Group, sources: list[dict], targets: Sequence[Group], described: list[list[dict]]) -> None:
@@ -224,12 +241,14 @@ def _build(
         return actor.__ray_call__.remote(_call, "sync_join", name, address, port, memberships, backend, timeout_s)
 
     source_joins = [join(a, [(i, 0, size)]) for i, a in enumerate(sources)]
-    ranks = iter(range(1, size))  # a target's rank, the same in every source's group
-
-    def join_target(actor: Any) -> Any:
-        rank = next(ranks)
-        return join(actor, [(i, rank, size) for i in range(len(sources))])
-
-    _gather(targets, join_target, timeout_s)
+    # A target's rank is the same in every source's group: 1 + its position among all targets.
+    target_joins, rank = [], 1
+    for g in targets:
+        refs = []
+        for actor in g.actors:
+            refs.append(join(actor, [(i, rank, size) for i in range(len(sources))]))
+            rank += 1
+        target_joins.append(refs)
+    _collect(targets, target_joins, "sync_join", timeout_s)
     train.get(source_joins, "sync_join", timeout_s, ranks=list(range(len(sources))))
     return _SyncGroups(name, backend, [*sources, *(a for g in targets for a in g.actors)])
