@@ -16,9 +16,11 @@ Weight sync (`rlplace.runtime.sync.sync_weights(..., transport="collective")`) u
 functions below through Ray's `__ray_call__`, so worker classes need only a `weight_tensors()`
 method. One group per source rank (source -> every target), built on one TCPStore that the first source
 hosts on a port the OS gives it (no port to choose, none to collide); each group is a
-`ProcessGroupGloo`/`ProcessGroupNCCL` object of its own, outside torch's default world. Tensors of at
-least 1/16 of a bucket are broadcast alone and in place, smaller ones in flat buckets per device and
-dtype (`rlplace.runtime.offload.group_buckets`, the offload layout) through one staging buffer.
+`ProcessGroupGloo`/`ProcessGroupNCCL` object of its own, outside torch's default world. Tensors go in
+flat buckets per device and dtype (`rlplace.runtime.offload.group_buckets`, the offload layout), one
+broadcast per bucket (per operation Gloo costs milliseconds, far more than copying into and out of a
+staging buffer), double-buffered so that the copies overlap the transfer. A bucket holding one
+contiguous tensor is broadcast in place.
 
 Needs torch (`pip install rlplace[torch]`); `rlplace.runtime` itself does not import this module.
 """
@@ -29,6 +31,7 @@ import datetime
 import hashlib
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,7 +248,7 @@ class _SyncMember:
 
 
 _sync: dict[str, _SyncMember] = {}
-_staging: dict[tuple[str, torch.dtype], torch.Tensor] = {}  # one per device and dtype, whatever the groups
+_staging: dict[tuple[str, torch.dtype, int], torch.Tensor] = {}  # two per device and dtype, whatever the groups
 
 
 def sync_group(name: str, source: int = 0) -> Any:
@@ -329,28 +332,42 @@ def _transfer(instance: object, name: str, parts: dict[int, list[torch.Tensor]],
     with torch.no_grad():
         for source, tensors in parts.items():
             group, rank = member.groups[source]
-            for device, bucket in _operations(tensors, bucket_mb):
-                moved += _broadcast_bucket(group, device, bucket, is_root=rank == 0)
+            moved += _broadcast_buckets(group, group_buckets(tensors, int(bucket_mb * 2**20)), is_root=rank == 0)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return {"bytes": moved, "seconds": time.perf_counter() - start}
 
 
-def _broadcast_bucket(group: Any, device: torch.device, tensors: list[torch.Tensor], *, is_root: bool) -> int:
-    """One broadcast per bucket: in place for a lone contiguous tensor, else through the staging buffer."""
-    if len(tensors) == 1 and tensors[0].is_contiguous():
-        flat = tensors[0].detach().view(-1)
-        group.broadcast([flat], _root0()).wait()
-        return flat.numel() * flat.element_size()
-    numel = sum(t.numel() for t in tensors)
-    flat = _staging_buffer(device, tensors[0].dtype, numel)
-    if is_root:
-        torch.cat([t.detach().reshape(-1) for t in tensors], out=flat)
-    group.broadcast([flat], _root0()).wait()
-    if not is_root:
-        for t, view in flat_views(tensors, flat):
+def _broadcast_buckets(group: Any, buckets: Iterable[tuple[torch.device, list[torch.Tensor]]], *, is_root: bool) -> int:
+    """One broadcast per bucket, double-buffered: while bucket k is on the wire, the root gathers bucket k+1
+    into the other staging buffer and a target copies bucket k-1 out into its tensors. A bucket holding
+    one contiguous tensor is broadcast in place, without staging."""
+    moved = 0
+    in_flight: tuple[Any, list[torch.Tensor], torch.Tensor | None] | None = None
+    for slot, (device, tensors) in enumerate(buckets):
+        numel = sum(t.numel() for t in tensors)
+        staged = None
+        if len(tensors) == 1 and tensors[0].is_contiguous():
+            flat = tensors[0].detach().view(-1)
+        else:
+            flat = staged = _staging_buffer(device, tensors[0].dtype, numel, slot % 2)
+            if is_root:
+                torch.cat([t.detach().reshape(-1) for t in tensors], out=flat)
+        work = group.broadcast([flat], _root0())
+        if in_flight is not None:
+            _finish(*in_flight, is_root=is_root)
+        in_flight = (work, tensors, staged)
+        moved += numel * flat.element_size()
+    if in_flight is not None:
+        _finish(*in_flight, is_root=is_root)
+    return moved
+
+
+def _finish(work: Any, tensors: list[torch.Tensor], staged: torch.Tensor | None, *, is_root: bool) -> None:
+    work.wait()
+    if staged is not None and not is_root:
+        for t, view in flat_views(tensors, staged):
             t.detach().copy_(view)
-    return numel * flat.element_size()
 
 
 def _root0() -> Any:
@@ -359,9 +376,9 @@ def _root0() -> Any:
     return opts
 
 
-def _staging_buffer(device: torch.device, dtype: torch.dtype, numel: int) -> torch.Tensor:
-    """One reusable buffer per device and dtype in this process, grown to the largest bucket seen."""
-    key = (str(device), dtype)
+def _staging_buffer(device: torch.device, dtype: torch.dtype, numel: int, slot: int) -> torch.Tensor:
+    """Two reusable buffers (slots) per device and dtype in this process, grown to the largest bucket seen."""
+    key = (str(device), dtype, slot)
     buf = _staging.get(key)
     if buf is None or buf.numel() < numel:
         _staging.pop(key, None)  # free the smaller one before allocating
@@ -404,19 +421,10 @@ def _parts(tensors: list[torch.Tensor], counts: list[int] | None) -> list[list[t
     return out
 
 
-def _operations(tensors: list[torch.Tensor], bucket_mb: float) -> list[tuple[torch.device, list[torch.Tensor]]]:
-    """The broadcasts, in order: every tensor of at least 1/16 of a bucket (16 MB at 256 MB) alone, straight
-    into the targets' tensor (copying it into and out of a bucket would cost more than one more operation
-    saves), then the smaller ones in flat buckets per device and dtype (the offload layout)."""
-    bucket_bytes = int(bucket_mb * 2**20)
-    alone = [t for t in tensors if t.numel() * t.element_size() * 16 >= bucket_bytes]
-    packed = [t for t in tensors if t.numel() * t.element_size() * 16 < bucket_bytes]
-    return [(t.device, [t]) for t in alone] + list(group_buckets(packed, bucket_bytes))
-
-
 def _layout_hash(tensors: list[torch.Tensor], bucket_mb: float) -> str:
-    """Dtype and shape of every tensor in broadcast order: equal on both sides or the bytes would land wrong."""
-    shapes = [(str(t.dtype), tuple(t.shape), len(ts)) for _, ts in _operations(tensors, bucket_mb) for t in ts]
+    """Dtype and shape of every tensor in bucket order: equal on both sides or the bytes would land wrong."""
+    buckets = group_buckets(tensors, int(bucket_mb * 2**20))
+    shapes = [(str(t.dtype), tuple(t.shape), len(ts)) for _, ts in buckets for t in ts]
     return hashlib.sha1(repr(shapes).encode()).hexdigest()
 
 
