@@ -6,8 +6,8 @@ weight size (float32 tensors of at most 16 MB each, like a model's layers) and t
 `rlplace.runtime.sync_weights` with transport="object_store" and transport="collective" (groups built
 by an untimed first sync), and, as the yardstick, a plain `torch.distributed.broadcast` of one flat
 tensor of the same size over a default group of the same actors. Each figure is the median of
-`--repeats` syncs, timed on the driver until every target has the weights; GB/s = weight bytes
-(one copy) / that time.
+`--repeats` rounds (the three methods interleaved), timed on the driver until every target has the
+weights; GB/s = weight bytes (one copy) / that time.
 
 GPU (`--gpu`, needs 1 + max(targets) GPUs on the machine): the same on one real node, every actor owning
 one GPU, tensors on the GPU, NCCL; the yardstick is the plain NCCL broadcast (goal: collective sync >= 90%).
@@ -135,27 +135,41 @@ def launch(nbytes: int, targets: int, gpu: bool) -> tuple[Any, list[Any]]:
     return source, sinks
 
 
-def time_sync(src: Any, dst: Any, transport: str, repeats: int, bucket_mb: float) -> list[float]:
-    from rlplace.runtime.sync import sync_weights
-
-    sync_weights(src, [dst], transport=transport, bucket_mb=bucket_mb)  # warm-up (the collective builds its groups)
-    return [sync_weights(src, [dst], transport=transport, bucket_mb=bucket_mb).seconds for _ in range(repeats)]
-
-
-def time_yardstick(source: Any, sinks: list[Any], nbytes: int, repeats: int, backend: str) -> list[float]:
+def measure(source: Any, sinks: list[Any], nbytes: int, repeats: int, bucket_mb: float, backend: str) -> dict:
+    """Median seconds of each method from `source` to `sinks`. Rounds interleave the three methods (rotating
+    who goes first), so that load from elsewhere on the machine hits them alike; one warm-up each first
+    (the collective builds its groups in it)."""
     import ray
 
+    from rlplace.runtime.sync import sync_weights
+
+    src, dst = group("source", [source]), group(f"targets{len(sinks)}", sinks)
     members = [source, *sinks]
     address, port = ray.get(source.free_port.remote())
     ray.get([a.yard_init.remote(address, port, r, len(members), backend) for r, a in enumerate(members)])
-    ray.get([a.yard_broadcast.remote(nbytes) for a in members])  # warm-up
-    times = []
-    for _ in range(repeats):
+
+    def sync(transport: str) -> float:
+        return sync_weights(src, [dst], transport=transport, bucket_mb=bucket_mb).seconds
+
+    def yardstick() -> float:
         t0 = time.perf_counter()
         ray.get([a.yard_broadcast.remote(nbytes) for a in members])
-        times.append(time.perf_counter() - t0)
+        return time.perf_counter() - t0
+
+    methods = {
+        "object_store": lambda: sync("object_store"),
+        "collective": lambda: sync("collective"),
+        "yardstick": yardstick,
+    }
+    for run in methods.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    names = list(methods)
+    for r in range(repeats):
+        for name in names[r % 3 :] + names[: r % 3]:
+            times[name].append(methods[name]())
     ray.get([a.yard_done.remote() for a in members])
-    return times
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def available_bytes() -> int:
@@ -168,7 +182,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000", help="weight sizes in MB (10**6 bytes)")
     parser.add_argument("--targets", default="1,2,4", help="target counts")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bucket-mb", type=float, default=256.0)
     parser.add_argument("--gpu", action="store_true", help="NCCL on this machine's GPUs instead of Gloo on CPU")
     args = parser.parse_args()
@@ -199,13 +213,12 @@ def main() -> int:
                 )
                 continue
             source, sinks = launch(nbytes, target_counts[-1], args.gpu)
-            src = group("source", [source])
             for k in target_counts:
-                dst = group(f"targets{k}", sinks[:k])
-                row = {"MB": size, "targets": k}
-                for transport in ("object_store", "collective"):
-                    row[transport] = statistics.median(time_sync(src, dst, transport, args.repeats, args.bucket_mb))
-                row["yardstick"] = statistics.median(time_yardstick(source, sinks[:k], nbytes, args.repeats, backend))
+                row = {
+                    "MB": size,
+                    "targets": k,
+                    **measure(source, sinks[:k], nbytes, args.repeats, args.bucket_mb, backend),
+                }
                 want = ray.get(source.checksum.remote())
                 assert all(ray.get(s.checksum.remote()) == want for s in sinks[:k]), "a target got other weights"
                 rows.append(row)

@@ -173,6 +173,11 @@ def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
         want, _ = train.call("digest", rank=0)
         assert [d for d, _ in evals.call("digest")] == [want, want]
 
+        # A target whose tensors changed after the groups were built: nobody broadcasts, the error names it.
+        evals.call("__ray_call__", lambda self: self.weights.__setitem__(0, torch.zeros(3)), rank=1)
+        with pytest.raises(PlacementError, match=r"rlplace:eval:1's weight tensors \(4 tensors"):
+            sync_weights(train, [evals], transport="collective")
+
 
 @pytest.mark.slow
 def test_every_train_rank_sends_its_shard_and_a_mismatch_is_named(ray_cluster):

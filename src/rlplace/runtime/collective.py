@@ -289,45 +289,53 @@ def sync_leave(_instance: object, name: str) -> None:
     _sync.pop(name, None)
 
 
-def sync_describe(
-    instance: object, name: str, method: str, bucket_mb: float, counts: list[int] | None = None
-) -> dict[str, Any]:
-    """Whether this process is in the group (a restarted one is not) and its tensors' layout: one hash per
-    part (`counts`: tensors per source, for a target fed by several sources; None: one part)."""
+def sync_describe(instance: object, method: str, bucket_mb: float, counts: list[int] | None = None) -> dict[str, Any]:
+    """This worker's tensors' layout (one hash per part: `counts` tensors per source, for a target fed by
+    several sources; None: one part) and device, asked when the groups are built."""
     tensors = _tensors(instance, method)
-    parts = _parts(tensors, counts)
     return {
-        "joined": name in _sync,
-        "layouts": [_layout_hash(part, bucket_mb) for part in parts],
+        "layouts": [_layout_hash(part, bucket_mb) for part in _parts(tensors, counts)],
         "tensors": len(tensors),
         "bytes": sum(t.numel() * t.element_size() for t in tensors),
         "cuda": torch.cuda.is_available() and all(t.is_cuda for t in tensors),
+        "gpu": f"{ray.get_runtime_context().get_node_id()}:{ray.get_gpu_ids()}",  # NCCL needs one rank per GPU
     }
 
 
-def sync_send(instance: object, name: str, source: int, method: str, bucket_mb: float) -> dict[str, float]:
-    """Broadcast this source's tensors, bucket by bucket, to its group."""
-    return _transfer(instance, name, {source: _tensors(instance, method)}, bucket_mb)
+def sync_send(instance: object, name: str, source: int, method: str, bucket_mb: float, ticket: dict) -> dict:
+    """Broadcast this source's tensors, bucket by bucket, to its group (after the readiness check)."""
+    tensors = _tensors(instance, method)
+    return _transfer(name, {source: tensors}, [_layout_hash(tensors, bucket_mb)], bucket_mb, ticket)
 
 
 def sync_receive(
-    instance: object, name: str, counts: list[int], method: str, bucket_mb: float, done_method: str
-) -> dict[str, float]:
+    instance: object, name: str, counts: list[int], method: str, bucket_mb: float, done_method: str, ticket: dict
+) -> dict:
     """Receive every source's tensors in place, in source order (`counts`: tensors per source), then call
     `done_method()` if the class defines it."""
     parts = _parts(_tensors(instance, method), counts)
-    stats = _transfer(instance, name, dict(enumerate(parts)), bucket_mb)
+    layouts = [_layout_hash(part, bucket_mb) for part in parts]
+    stats = _transfer(name, dict(enumerate(parts)), layouts, bucket_mb, ticket)
     done = getattr(instance, done_method, None)
-    if callable(done):
+    if callable(done) and "aborted" not in stats:
         done()
     return stats
 
 
-def _transfer(instance: object, name: str, parts: dict[int, list[torch.Tensor]], bucket_mb: float) -> dict[str, float]:
+def _transfer(
+    name: str, parts: dict[int, list[torch.Tensor]], layouts: list[str], bucket_mb: float, ticket: dict
+) -> dict:
+    """Check readiness with every member of the sync, then broadcast; `{"aborted": why}` if any member
+    cannot take part (not in the groups any more, or its tensors changed), so that nobody broadcasts."""
+    start = time.perf_counter()
     member = _sync.get(name)
     if member is None:
-        raise RlplaceError(f"this worker is not in weight-sync group {name} (restarted since it was built?)")
-    start = time.perf_counter()
+        return _abort(ticket, name, "restarted since the groups were built")
+    if layouts != [ticket["layouts"][s] for s in parts]:
+        return _abort(ticket, name, "weight tensors changed since the groups were built", member.store)
+    verdict = _ready(member.store, name, ticket)
+    if verdict != "ok":
+        return {"aborted": verdict}
     moved = 0
     with torch.no_grad():
         for source, tensors in parts.items():
@@ -336,6 +344,41 @@ def _transfer(instance: object, name: str, parts: dict[int, list[torch.Tensor]],
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return {"bytes": moved, "seconds": time.perf_counter() - start}
+
+
+def _ready(store: Any, name: str, ticket: dict) -> str:
+    """All members of sync `seq` check in on the group's store; the last one says "ok". A member that cannot
+    take part says "abort: ..." instead, and never checks in, so nobody starts a broadcast that would wait
+    for it. One store round trip each instead of a Ray round trip per sync from the driver."""
+    seq = ticket["seq"]
+    verdict_key = f"{name}/sync/{seq}"
+    try:
+        if store.add(f"{name}/ready/{seq}", 1) == ticket["members"]:
+            store.compare_set(verdict_key, "", "ok")
+            store.delete_key(f"{name}/ready/{seq - 1}")
+            store.delete_key(f"{name}/sync/{seq - 1}")
+        store.wait([verdict_key])
+        verdict = store.get(verdict_key).decode()
+    except dist.DistStoreError:
+        return f"not every member was ready within {ticket['timeout_s']:g} s (one is busy in a long call, or hung)"
+    except dist.DistError:
+        return "the groups' store is gone (its host, train rank 0, restarted?)"
+    return "ok" if verdict == "ok" else verdict.removeprefix("abort: ")
+
+
+def _abort(ticket: dict, name: str, why: str, store: Any = None) -> dict:
+    """Tell the others through the group's store (connecting to it when this process is not in the group;
+    when the store itself is gone, the others find out on their own)."""
+    try:
+        if store is None:
+            timeout = datetime.timedelta(seconds=min(5.0, ticket["timeout_s"]))
+            store = dist.TCPStore(
+                ticket["address"], ticket["port"], None, False, timeout=timeout, wait_for_workers=False
+            )
+        store.compare_set(f"{name}/sync/{ticket['seq']}", "", f"abort: {why}")
+    except dist.DistError:
+        pass
+    return {"aborted": why}
 
 
 def _broadcast_buckets(group: Any, buckets: Iterable[tuple[torch.device, list[torch.Tensor]]], *, is_root: bool) -> int:

@@ -132,11 +132,17 @@ def _call(instance: object, function: str, *args: Any) -> Any:
 
 @dataclass
 class _SyncGroups:
-    """The sync groups built for one train group and one list of targets: the name and backend in use."""
+    """The sync groups built for one train group and one list of targets, and what every sync checks."""
 
     name: str
     backend: str
     members: list[Any]
+    address: str  # the groups' TCPStore, hosted by the first source
+    port: int
+    layouts: list[str]  # per source: the layout hash every member must still have
+    counts: list[int]  # per source: its number of tensors
+    timeout_s: float
+    seq: int = 0
 
 
 _built: weakref.WeakKeyDictionary[Any, dict[tuple, _SyncGroups]] = weakref.WeakKeyDictionary()
@@ -152,46 +158,99 @@ def _collective(
     bucket_mb: float,
     timeout_s: float,
 ) -> tuple[int, str]:
+    """Build the groups if needed, then one round of calls per sync. If a member cannot take part (it
+    restarted, or its tensors changed), nobody broadcasts: the groups are rebuilt (a changed layout then
+    fails with the worker's name) and the sync runs again, once."""
     key = (len(sources), tuple(a._actor_id.hex() for g in targets for a in g.actors))
     built = _built.setdefault(train, {}).get(key)
-    described, target_described = _describe(
-        train, sources, targets, built.name if built else "", method, bucket_mb, timeout_s
-    )
-    _check_layouts(train, described, targets, target_described)
+    if built is not None and backend and backend != built.backend:
+        built = None
+    why = ""
+    for _ in range(2):
+        if built is None or why:
+            built = _prepare(train, sources, targets, method, backend, bucket_mb, timeout_s, stale=built)
+            _built[train][key] = built
+        results = _run(train, sources, targets, built, method, done_method, bucket_mb)
+        why = next((r["aborted"] for r in results if "aborted" in r), "")
+        if not why:
+            return int(sum(r["bytes"] for r in results[: len(sources)])), built.backend
+    raise PlacementError(f"weight sync could not run twice in a row: a member reported: {why}")
 
-    everyone = [*described, *(d for ds in target_described for d in ds)]
-    if built is None or not all(d["joined"] for d in everyone) or (backend and backend != built.backend):
-        chosen = backend or ("nccl" if all(d["cuda"] for d in everyone) else "gloo")
-        built = _build(train, sources, targets, chosen, timeout_s, stale=built)
-        _built[train][key] = built
 
-    name, counts = built.name, [d["tensors"] for d in described]
-    sends = [a.__ray_call__.remote(_call, "sync_send", name, i, method, bucket_mb) for i, a in enumerate(sources)]
-    receives = _start(targets, "sync_receive", name, counts, method, bucket_mb, done_method)
-    _collect(targets, receives, "sync_receive", None)  # each broadcast is bounded by the groups' own timeout
+def _run(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    built: _SyncGroups,
+    method: str,
+    done_method: str,
+    bucket_mb: float,
+) -> list[dict]:
+    """One sync: every source sends, every target receives; results of the sources first."""
+    built.seq += 1
+    ticket = {
+        "seq": built.seq,
+        "members": len(built.members),
+        "layouts": built.layouts,
+        "address": built.address,
+        "port": built.port,
+        "timeout_s": built.timeout_s,
+    }
+    name = built.name
+    sends = [
+        a.__ray_call__.remote(_call, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(sources)
+    ]
+    receives = _start(targets, "sync_receive", name, built.counts, method, bucket_mb, done_method, ticket)
+    received = _collect(targets, receives, "sync_receive", None)  # each wait is bounded by the groups' timeout
     sent = train.get(sends, "sync_send", None, ranks=list(range(len(sources))))
-    return int(sum(s["bytes"] for s in sent)), built.backend
+    return [*sent, *(r for rs in received for r in rs)]
+
+
+def _prepare(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    method: str,
+    backend: str | None,
+    bucket_mb: float,
+    timeout_s: float,
+    stale: _SyncGroups | None,
+) -> _SyncGroups:
+    """Ask every member for its layout (a mismatch is an error naming the worker), choose the backend, build."""
+    described, target_described = _describe(train, sources, targets, method, bucket_mb, timeout_s)
+    _check_layouts(train, described, targets, target_described)
+    chosen = backend or _backend([*described, *(d for ds in target_described for d in ds)])
+    built = _build(train, sources, targets, chosen, timeout_s, stale)
+    built.layouts = [d["layouts"][0] for d in described]
+    built.counts = [d["tensors"] for d in described]
+    return built
+
+
+def _backend(described: list[dict]) -> str:
+    """NCCL when every member's tensors are on a GPU of its own; Gloo otherwise (also when colocated workers
+    share a GPU: NCCL refuses two ranks on one device)."""
+    on_gpus = all(d["cuda"] for d in described)
+    return "nccl" if on_gpus and len({d["gpu"] for d in described}) == len(described) else "gloo"
 
 
 def _describe(
     train: Group,
     sources: list[Any],
     targets: Sequence[Group],
-    name: str,
     method: str,
     bucket_mb: float,
     timeout_s: float,
 ) -> tuple[list[dict], list[list[dict]]]:
-    """Every member's layout and whether it is in group `name`. With one source the targets are asked at the
-    same time; with several, after the sources (a target splits its tensors by the sources' counts)."""
-    refs = [a.__ray_call__.remote(_call, "sync_describe", name, method, bucket_mb) for a in sources]
+    """Every member's layout and devices. With one source the targets are asked at the same time; with
+    several, after the sources (a target splits its tensors by the sources' counts)."""
+    refs = [a.__ray_call__.remote(_call, "sync_describe", method, bucket_mb) for a in sources]
     ranks = list(range(len(sources)))
     if len(sources) == 1:
-        target_refs = _start(targets, "sync_describe", name, method, bucket_mb, None)
+        target_refs = _start(targets, "sync_describe", method, bucket_mb, None)
         described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
     else:
         described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
-        target_refs = _start(targets, "sync_describe", name, method, bucket_mb, [d["tensors"] for d in described])
+        target_refs = _start(targets, "sync_describe", method, bucket_mb, [d["tensors"] for d in described])
     return described, _collect(targets, target_refs, "sync_describe", timeout_s)
 
 
@@ -251,4 +310,5 @@ def _build(
         target_joins.append(refs)
     _collect(targets, target_joins, "sync_join", timeout_s)
     train.get(source_joins, "sync_join", timeout_s, ranks=list(range(len(sources))))
-    return _SyncGroups(name, backend, [*sources, *(a for g in targets for a in g.actors)])
+    members = [*sources, *(a for g in targets for a in g.actors)]
+    return _SyncGroups(name, backend, members, address, port, layouts=[], counts=[], timeout_s=timeout_s)
