@@ -160,6 +160,7 @@ def test_workers_ray_places_agree_on_one_rendezvous_among_themselves(ray_cluster
     for rank, e in enumerate(envs):  # LOCAL_* and GROUP_* derived from where Ray really put them
         peers = [r for r, n in enumerate(nodes) if n == nodes[rank]]
         assert (int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"])) == (peers.index(rank), len(peers))
+        assert seen[rank]["placement"].local_rank == peers.index(rank)
         assert int(e["GROUP_RANK"]) == sorted(set(nodes)).index(nodes[rank])
 
 

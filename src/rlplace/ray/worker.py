@@ -137,7 +137,7 @@ def _read() -> WorkerPlacement:
         rank=planned["rank"],
         world_size=planned["world_size"],
         node_rank=node_rank,
-        local_rank=planned["local_rank"],
+        local_rank=int(env.get("LOCAL_RANK", planned["local_rank"])),
         group=planned["group"],
         gpus=gpus,
         planned_gpus=tuple(planned["gpus"]),
