@@ -23,13 +23,13 @@ pytestmark = pytest.mark.ray
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-# train: 2 workers on node 0 (GPUs 0-1), 2 on node 1 (GPUs 0-1); critic: 2 on node 0 (GPUs 2-3);
+# learner: 2 workers on node 0 (GPUs 0-1), 2 on node 1 (GPUs 0-1); critic: 2 on node 0 (GPUs 2-3);
 # eval: both GPUs of node 2.
 GROUPS = """
 cluster:
   num_nodes: 4
   component_placement:
-    train: {node_group: a800, placement: "0-1,4-5"}
+    learner: {node_group: a800, placement: "0-1,4-5"}
     critic: {node_group: a800, placement: "2-3"}
     eval: {node_group: "4090", placement: 0-1}
   node_groups:
@@ -64,8 +64,8 @@ def _seen(group: Any) -> list[dict[str, Any]]:
 
 def test_every_worker_of_a_multi_node_component_gets_its_rendezvous_before_its_constructor(ray_cluster):
     with rlplace.connect(GROUPS, export_path=None, name="rdzv-a") as job:
-        train = job.launch("train", EnvProbe)
-        seen = _seen(train)
+        learner = job.launch("learner", EnvProbe)
+        seen = _seen(learner)
         envs = [s["env"] for s in seen]
         node_ip = {n.rank: n.address for n in ray_cluster.inventory.nodes}
 
@@ -93,19 +93,22 @@ def test_every_worker_of_a_multi_node_component_gets_its_rendezvous_before_its_c
 
         # The one job record: rank -> node map and the master, readable from outside the driver.
         record = records.read(job.namespace, job.name)
-        assert record is not None and record.components["train"].node_ranks == (0, 0, 1, 1)
-        assert (record.components["train"].master_addr, record.components["train"].master_port) == (node_ip[0], port)
+        assert record is not None and record.components["learner"].node_ranks == (0, 0, 1, 1)
+        assert (record.components["learner"].master_addr, record.components["learner"].master_port) == (
+            node_ip[0],
+            port,
+        )
         assert record.node_of("eval", 1) == 2 and record.nodes[2].address == node_ip[2]
         assert any(r.instance == record.instance for r in records.read_all(live_only=True))
     assert records.read(job.namespace, job.name) is None  # shutdown deletes it
 
 
-def _on_node0(train: str, critic_group: str, critic: str) -> str:
+def _on_node0(learner: str, critic_group: str, critic: str) -> str:
     return f"""
 cluster:
   num_nodes: 4
   component_placement:
-    train: {{node_group: a800, placement: "{train}"}}
+    learner: {{node_group: a800, placement: "{learner}"}}
     critic: {{node_group: {critic_group}, placement: "{critic}"}}
   node_groups:
     - {{label: a800, node_ranks: 0-1}}
@@ -119,10 +122,10 @@ def test_two_components_and_two_jobs_on_one_node_get_distinct_ports(ray_cluster)
     ):
         masters = {}
         for job in (job_b, job_c):
-            for component in ("train", "critic"):
+            for component in ("learner", "critic"):
                 env = job.launch(component, EnvProbe).call("seen", rank=0)["env"]
                 masters[(job.name, component)] = (env["MASTER_ADDR"], int(env["MASTER_PORT"]))
-        # Every master is node 0 (train and critic rank 0 both run there), on four distinct ports.
+        # Every master is node 0 (learner and critic rank 0 both run there), on four distinct ports.
         assert {addr for addr, _ in masters.values()} == {ray_cluster.inventory.node(0).address}
         assert len({port for _, port in masters.values()}) == 4, masters
 
@@ -138,20 +141,20 @@ def test_group_env_configs_lose_to_the_rendezvous_with_a_warning(ray_cluster):
 
 def test_a_restarted_worker_gets_the_same_values(ray_cluster):
     with rlplace.connect(GROUPS, export_path=None, name="rdzv-e") as job:
-        train = job.launch("train", EnvProbe, max_restarts=1, max_task_retries=-1)
-        before = train.call("seen", rank=3)
-        pid = train.call("pid", rank=3)
+        learner = job.launch("learner", EnvProbe, max_restarts=1, max_task_retries=-1)
+        before = learner.call("seen", rank=3)
+        pid = learner.call("pid", rank=3)
         os.kill(pid, signal.SIGKILL)  # the process dies at once; the next calls wait for its restart
-        after = train.call("seen", rank=3)
-        assert train.call("pid", rank=3) != pid and after["now"].restarted
+        after = learner.call("seen", rank=3)
+        assert learner.call("pid", rank=3) != pid and after["now"].restarted
         assert after["env"] == before["env"]
 
 
 def test_workers_ray_places_agree_on_one_rendezvous_among_themselves(ray_cluster):
-    config = {"cluster": {"train_worker_num": 3, "eval_worker_num": 1, "placement": {"strategy": "default"}}}
+    config = {"cluster": {"train_worker_num": 1, "eval_worker_num": 3, "placement": {"strategy": "default"}}}
     with rlplace.connect(config, export_path=None, name="rdzv-f") as job:
-        assert all(w.node_rank is None for w in job.plan.by_component("train"))
-        seen = _seen(job.launch("train", EnvProbe))
+        assert all(w.node_rank is None for w in job.plan.by_component("eval"))
+        seen = _seen(job.launch("eval", EnvProbe))
     envs = [s["env"] for s in seen]
     nodes = [s["placement"].node_rank for s in seen]
     assert [e["RANK"] for e in envs] == ["0", "1", "2"] and {e["WORLD_SIZE"] for e in envs} == {"3"}
