@@ -49,12 +49,12 @@ import ray
 from ray.experimental import internal_kv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rlplace.config.ranges import format_ranks
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Node
 from rlplace.plan import Worker
 from rlplace.ray import records
 from rlplace.ray.labels import NODE_RANK_LABEL
+from rlplace.ray.worker import visible_devices_var
 
 if TYPE_CHECKING:
     from rlplace.ray.job import Job
@@ -327,18 +327,6 @@ def visibility_env(worker: Worker, node: Node | None) -> dict[str, str]:
     return {visible_devices_var(node.accelerator_resource): ",".join(map(str, range(node.num_gpus)))}
 
 
-def visible_devices_var(resource: str = "GPU") -> str:
-    """The variable Ray sets to mask an accelerator resource: CUDA_VISIBLE_DEVICES for "GPU",
-    ASCEND_RT_VISIBLE_DEVICES for "NPU", HABANA_VISIBLE_MODULES for "HPU", ..."""
-    from ray._private.accelerators import get_accelerator_manager_for_resource
-
-    try:
-        manager = get_accelerator_manager_for_resource(resource)
-    except Exception:  # an accelerator Ray does not know: nothing masks it
-        manager = None
-    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
-
-
 def port_range() -> tuple[int, int]:
     raw = os.environ.get(PORT_RANGE_ENV)
     if not raw:
@@ -455,6 +443,8 @@ def _wait_for_peers(prefix: str, world: int, timeout_s: float, placement: dict[s
         if len(keys) >= world:
             break
         if time.monotonic() >= deadline:
+            from rlplace.config.ranges import format_ranks  # the config package costs ~20 ms to import
+
             arrived = sorted(int(k.decode().rsplit("/", 1)[1]) for k in keys)
             missing = [r for r in range(world) if r not in arrived]
             raise RendezvousError(

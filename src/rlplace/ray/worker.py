@@ -20,7 +20,6 @@ from typing import Any
 import ray
 
 from rlplace.errors import RlplaceError
-from rlplace.ray import rendezvous
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
 log = logging.getLogger(__name__)
@@ -93,7 +92,9 @@ def install(payload: dict[str, Any]) -> None:
     global _installed, _cached
     env = dict(payload["env"])
     if payload.get("exchange"):
-        env.update(rendezvous.exchange(payload["placement"], payload["exchange"]))
+        from rlplace.ray.rendezvous import exchange  # only components Ray places need it
+
+        env.update(exchange(payload["placement"], payload["exchange"]))
     os.environ.update(env)
     _installed = {**payload["placement"], "env": env}
     _cached = None
@@ -157,9 +158,21 @@ def _read() -> WorkerPlacement:
         group_world_size=int(env.get("GROUP_WORLD_SIZE", 1)),
         master_addr=env.get("MASTER_ADDR", ""),
         master_port=int(env.get("MASTER_PORT", 0)),
-        visible_devices=os.environ.get(rendezvous.visible_devices_var(planned.get("accelerator_resource", "GPU"))),
+        visible_devices=os.environ.get(visible_devices_var(planned["accelerator_resource"])),
         rendezvous_env=dict(env),
     )
+
+
+def visible_devices_var(resource: str = "GPU") -> str:
+    """The variable Ray sets to mask an accelerator resource: CUDA_VISIBLE_DEVICES for "GPU",
+    ASCEND_RT_VISIBLE_DEVICES for "NPU", HABANA_VISIBLE_MODULES for "HPU", ..."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    try:
+        manager = get_accelerator_manager_for_resource(resource)
+    except Exception:  # an accelerator Ray does not know: nothing masks it
+        manager = None
+    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
 
 
 def _was_restarted(ctx: Any) -> bool:
