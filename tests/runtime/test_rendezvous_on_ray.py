@@ -182,3 +182,17 @@ cluster:
         (seen,) = _seen(job.launch("agent", EnvProbe))
     assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
     assert seen["placement"].sees_node_gpus and seen["placement"].mismatch is None
+
+
+def test_a_master_on_another_machine_gets_its_port_from_a_task_on_its_node(ray_cluster):
+    """On the simulated cluster every node is the driver's machine, so ports are bound in the driver; a master
+    elsewhere gets them from this zero-CPU task on its node."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from rlplace.ray.rendezvous import _reserve_ports
+
+    node = ray_cluster.inventory.node(3)
+    strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+    ports = ray.get(_reserve_ports.options(scheduling_strategy=strategy).remote(2, [29500], 29500, 29600), timeout=60)
+    assert len(set(ports)) == 2 and 29500 not in ports and all(29500 < p <= 29600 for p in ports)

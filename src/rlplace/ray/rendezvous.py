@@ -25,8 +25,9 @@ again, so the same values. The job publishes one record (`rlplace.ray.records`) 
 Master ports come from 20000-32767 by default (`RLPLACE_MASTER_PORT_RANGE=LOW-HIGH` in the driver's
 environment changes it): below Linux's ephemeral range, where outgoing connections take their ports,
 and above Ray's worker ports. The first free one from 29500 (torchrun's default) up is taken, checked by
-binding it on the master's node (one zero-CPU task per node address, all components at once), skipping
-ports that other live jobs' records hold there.
+binding it on the master's node (in the driver itself when the master is on the driver's machine, else
+one zero-CPU task per node address; all components at once), skipping ports that other live jobs'
+records hold there.
 
 Components Ray places itself (strategy `default`: no node in the plan) cannot be told their master
 before they start: their workers publish their node in the KV store from inside the subclass's
@@ -257,27 +258,34 @@ class Rendezvous:
             self.publish()
 
     def _allocate(self, todo: dict[str, Node], taken: dict[str, set[int]]) -> None:
-        """One probe per node address (simulated nodes share one), each finding all its ports at once."""
+        """Ports for the masters in `todo`, all of one address at once: bound here when the address is this
+        driver's own (no task, no worker process to wait for), else by one zero-CPU task on the node."""
         by_address: dict[str, list[str]] = {}
         for name, node in todo.items():
             by_address.setdefault(node.address or "", []).append(name)
         low, high = port_range()
-        refs = {}
+        here = ray.util.get_node_ip_address()
+        found: dict[str, Any] = {}
         for address, names in by_address.items():
             keep = {m.port for n, m in self._masters.items() if n not in todo and m.address == address}
             avoid = sorted(taken.get(address, set()) | keep)
+            if address == here:
+                found[address] = free_ports(len(names), avoid, low, high)
+                continue
             node = todo[names[0]]
             strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False) if node.node_id else None
-            refs[address] = _reserve_ports.options(scheduling_strategy=strategy).remote(len(names), avoid, low, high)
-        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=self.job.timeout_s)
+            found[address] = _reserve_ports.options(scheduling_strategy=strategy).remote(len(names), avoid, low, high)
+        refs = [f for f in found.values() if isinstance(f, ray.ObjectRef)]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.job.timeout_s)
         for address, names in by_address.items():
-            if refs[address] not in ready:
-                raise PlacementError(
-                    f"could not reach node {todo[names[0]].rank} ({address}) within {self.job.timeout_s:g} s to "
-                    f"choose a MASTER_PORT for {', '.join(names)}; is the node alive?"
-                )
-            ports = ray.get(refs[address])
-            for name, port in zip(names, ports, strict=True):
+            if isinstance(found[address], ray.ObjectRef):
+                if found[address] not in ready:
+                    raise PlacementError(
+                        f"could not reach node {todo[names[0]].rank} ({address}) within {self.job.timeout_s:g} s to "
+                        f"choose a MASTER_PORT for {', '.join(names)}; is the node alive?"
+                    )
+                found[address] = ray.get(found[address])
+            for name, port in zip(names, found[address], strict=True):
                 node = todo[name]
                 self._masters[name] = Master(node.rank, node.node_id, address, port)
 
