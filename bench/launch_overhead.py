@@ -11,8 +11,10 @@ plus one CPU buffer shard per node: 5 workers per node) in two ways:
 With `--runtime-env-baseline` a third runner, `ray+env`, passes the rank info as runtime_env env vars
 instead of constructor arguments (what a launcher that sets RANK/MASTER_ADDR through runtime_env pays).
 "start" runs until every worker has answered its first call; "stop" is the tear-down. A warm-up pair
-is not counted. Prints the median of each, the ratio rlplace/ray (target: within 15%, <= 1.15), and per
-worker at the largest cluster: the driver-side work (submitting every worker) and the start time.
+is not counted. Prints the median of each, the ratio rlplace/ray (target: within 15%, <= 1.15), per
+worker at the largest cluster the driver-side work (submitting every worker) and the start time, and per
+cluster what handing one worker its record and rendezvous costs the driver: building its constructor
+payload, against the synchronous internal-KV write per worker that rlplace did before.
 
 Usage: .venv/bin/python bench/launch_overhead.py [--rounds 5] [--nodes 2,8] [--runtime-env-baseline]
 """
@@ -129,6 +131,31 @@ def run_ray(plan, *, via_runtime_env: bool = False) -> Timing:
     return submitted, t1 - t0, time.perf_counter() - t1
 
 
+def record_cost(plan) -> tuple[float, float]:
+    """Driver-side seconds per worker to hand each worker its record and rendezvous: rlplace's constructor
+    payload (now) against one synchronous internal-KV write of the same record per worker (before)."""
+    import json
+
+    from ray.experimental import internal_kv
+
+    import rlplace
+
+    job = rlplace.connect(plan, timeout_s=60, export_path=None)
+    try:
+        job.rendezvous.payload(plan.workers[0])  # the job's one-time port choice and record, not per worker
+        t0 = time.perf_counter()
+        payloads = [job.rendezvous.payload(w) for w in plan.workers]
+        t1 = time.perf_counter()
+        for w, payload in zip(plan.workers, payloads, strict=True):
+            internal_kv._internal_kv_put(f"bench/{w.name}", json.dumps(payload), overwrite=True, namespace="bench")
+        t2 = time.perf_counter()
+        internal_kv._internal_kv_del("bench/", del_by_prefix=True, namespace="bench")
+    finally:
+        job.shutdown()
+    n = len(plan.workers)
+    return (t1 - t0) / n, (t2 - t1) / n
+
+
 def measure(nodes: int, rounds: int, runners: dict[str, Callable]) -> tuple[int, dict[str, list[Timing]]]:
     """Alternating rounds of every runner on a fresh cluster of `nodes` nodes; returns (workers, timings)."""
     import ray
@@ -150,6 +177,11 @@ def measure(nodes: int, rounds: int, runners: dict[str, Callable]) -> tuple[int,
                     times[name].append((sub, start, stop))
                 label = f"round {i}{' (warm-up)' if not i else ''}"
                 print(f"  {label:18s} {name:8s} submitted {sub:6.3f} s  started {start:6.2f} s  stopped {stop:5.2f} s")
+        payload, kv = record_cost(plan)
+        print(
+            f"  record per worker (driver side): constructor payload {1e6 * payload:.0f} us; "
+            f"a synchronous KV write instead (before this round's change) {1e6 * kv:.0f} us"
+        )
         return len(plan.workers), times
     finally:
         ray.shutdown()
