@@ -22,15 +22,23 @@ def test_free_ports_are_distinct_bindable_and_skip_what_others_hold():
         s.bind(("", ports[0]))  # released again on return
 
 
+def _some_free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
 def test_free_ports_skip_a_port_in_use_and_wrap_around_the_range():
     with socket.socket() as held:
         held.bind(("", 0))
-        busy = held.getsockname()[1]
-        (port,) = free_ports(1, avoid=(), low=busy, high=busy + 1, first=busy)
-        assert port == busy + 1
-        assert free_ports(1, avoid={busy + 1}, low=busy - 1, high=busy + 1, first=busy + 1) == [busy - 1]
+        busy, free = held.getsockname()[1], _some_free_port()
+        low, high = min(busy, free), max(busy, free)
+        others = set(range(low, high + 1)) - {busy, free}  # only these two ports are candidates
+        assert free_ports(1, avoid=others, low=low, high=high, first=busy) == [free]
         with pytest.raises(PlacementError, match=rf"no 1 free ports in {busy}-{busy}.*{PORT_RANGE_ENV}"):
             free_ports(1, avoid=(), low=busy, high=busy, first=busy)
+    # From `first` to the top of the range, then from its bottom.
+    assert free_ports(1, avoid={free + 1, free + 2}, low=free, high=free + 2, first=free + 1) == [free]
 
 
 def test_port_range_from_the_environment(monkeypatch):
