@@ -55,7 +55,6 @@ __all__ = [
     "RendezvousError",
     "destroy_component_group",
     "init_component_group",
-    "sync_group",
 ]
 
 
@@ -249,11 +248,6 @@ class _SyncMember:
 
 _sync: dict[str, _SyncMember] = {}
 _staging: dict[tuple[str, torch.dtype, int], torch.Tensor] = {}  # two per device and dtype, whatever the groups
-
-
-def sync_group(name: str, source: int = 0) -> Any:
-    """The torch ProcessGroup of sync group `name` for source index `source` (for custom collectives)."""
-    return _sync[name].groups[source][0]
 
 
 def sync_host(_instance: object, name: str, wait_s: float) -> tuple[str, int]:
