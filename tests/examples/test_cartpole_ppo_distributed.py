@@ -20,7 +20,7 @@ def _run(distributed: bool) -> RunResult:
 
 
 def test_all_reduce_path_trains_exactly_like_the_driver_average(ray_cluster):
-    """About 25 s: the demo config twice, three iterations each."""
+    """8-25 s: the demo config twice, three iterations each."""
     pytest.importorskip("torch")
     by_torch, by_numpy = _run(distributed=True), _run(distributed=False)
 

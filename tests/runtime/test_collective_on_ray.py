@@ -111,7 +111,7 @@ def test_four_workers_on_two_nodes_all_reduce_the_exact_sum(ray_cluster):
 
 @pytest.mark.slow
 def test_a_worker_that_never_arrives_is_named_within_the_timeout(ray_cluster):
-    """About 13 s: two rendezvous that time out on purpose (3 s and 2 s) and torch imported in 5 workers."""
+    """13-16 s: two rendezvous that time out on purpose (3 s and 2 s) and torch imported in 5 workers."""
     with rlplace.connect(JOB, export_path=None, name="coll-b") as job:
         learner = job.launch("learner", Member)
         node = job.plan.by_component("learner")[3].node_rank
@@ -181,7 +181,7 @@ def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
 
 @pytest.mark.slow
 def test_every_train_rank_sends_its_shard_and_a_mismatch_is_named(ray_cluster):
-    """About 11 s: seven workers import torch and join three groups."""
+    """6-11 s: seven workers import torch and join three groups."""
 
     class Full(Member):
         """A target holding every learner rank's tensors, in rank order."""
