@@ -26,12 +26,12 @@ from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
-from rlplace.ray import worker as worker_record
 from rlplace.ray.cluster import join, live_inventory
 from rlplace.ray.failover import Failover, NodeEvent, replace_node
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.launch import launch_ray_actor
+from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.worker import WorkerPlacement
 from rlplace.runtime.phases import Phases
@@ -64,6 +64,7 @@ class Job:
         self.groups: dict[str, WorkerGroup] = {}  # LocalGroup (a WorkerGroup) for driver-local components
         self.warnings: list[str] = list(plan.warnings)
         self._reservation = Reservation(plan, live, timeout_s=timeout_s, name=self.name)
+        self.rendezvous = Rendezvous(self)  # workers' torch.distributed env and the job record (ray/records.py)
         self._actors: list[tuple[Worker, ActorHandle]] = []
         self._workers = {(w.component, w.rank): w for w in plan.workers}
         self._checked: set[tuple[int, str]] = set()
@@ -97,7 +98,7 @@ class Job:
             self._reservation.remove()
             self._kill_all()
             self.failover.stop()
-        worker_record.forget(self.namespace, [w.name for w, _ in self._actors])
+        self.rendezvous.forget()
         self._wait_dead()
 
     def _kill_all(self) -> None:
@@ -320,6 +321,8 @@ class Job:
             raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
         for group, i, handle in relaunched:
             group.replace(i, handle)
+        if self.groups:
+            self.rendezvous.publish()  # the job record's rank -> node map now names the new node
         return time.monotonic() - started
 
     def _check_open(self) -> None:

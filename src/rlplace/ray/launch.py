@@ -5,6 +5,11 @@ the scheduling strategy (its bundle, or its node), explicit `num_cpus` (Ray's de
 not fit a bundle sized for the plan), `num_gpus` = the worker's share (1/k for k workers sharing a
 GPU, so Ray's accounting stays true), the group's env vars and interpreter (`runtime_env`, only when
 there are some: a runtime_env costs a fresh worker process), and the name `rlplace:<component>:<rank>`.
+
+The worker's placement record and torch.distributed rendezvous variables (`rlplace.ray.rendezvous`)
+travel as one extra constructor argument: the actor class is a thin subclass of the user's class whose
+constructor sets them (`rlplace.ray.worker.install`) and then runs the user's own. Methods, `isinstance`
+and the class name stay the user's.
 """
 
 from __future__ import annotations
@@ -31,12 +36,31 @@ _remote_classes: weakref.WeakKeyDictionary[type, ActorClass] = weakref.WeakKeyDi
 
 
 def remote_class(cls: type | ActorClass) -> ActorClass:
-    """`ray.remote(cls)`, once per class (Ray exports a class's code once per ActorClass)."""
-    if isinstance(cls, ActorClass):
-        return cls
+    """The placed subclass of `cls` as a Ray actor class, once per class (Ray exports a class's code once per
+    ActorClass). An ActorClass (`ray.remote(C)` or `@ray.remote(...)`) is unwrapped to C, keeping its options."""
     if cls not in _remote_classes:
-        _remote_classes[cls] = ray.remote(cls)
+        if isinstance(cls, ActorClass):
+            base = cls.__ray_metadata__.modified_class.__ray_actor_class__
+            _remote_classes[cls] = ray.remote(**cls._default_options)(placed_class(base))
+        else:
+            _remote_classes[cls] = ray.remote(placed_class(cls))
     return _remote_classes[cls]
+
+
+def placed_class(cls: type) -> type:
+    """`cls` with a constructor that first takes the worker's rlplace payload and installs it."""
+
+    def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        worker_record.install(_rlplace)
+        cls.__init__(self, *args, **kwargs)
+
+    namespace = {
+        "__init__": __init__,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    return type(cls.__name__, (cls,), namespace)
 
 
 def actor_options(
@@ -90,7 +114,7 @@ def _runtime_env(worker: Worker) -> dict[str, Any]:
     if worker.python:
         env["py_executable"] = worker.python
     if worker.env_vars or env:
-        hide = HIDE_GPUS_ENV if worker.num_gpus == 0 else {}
+        hide = HIDE_GPUS_ENV if worker.num_gpus == 0 and not worker.sees_node_gpus else {}
         env["env_vars"] = {**hide, **worker.env_vars}
     return env
 
@@ -109,7 +133,7 @@ def launch_ray_actor(
     """Start worker `rank` of `component` of `job`'s plan as an actor of `cls(*args, **kwargs)`."""
     worker = job.worker(component, rank)
     job.check_interpreters([worker])
-    worker_record.store(job.namespace, worker, job.node(worker.node_rank))
+    payload = job.rendezvous.payload(worker)
     opts = actor_options(
         worker,
         namespace=job.namespace,
@@ -119,6 +143,6 @@ def launch_ray_actor(
         options=options,
         accelerator=accelerator_of(job.live, worker.node_rank),
     )
-    handle = remote_class(cls).options(**opts).remote(*args, **kwargs)
+    handle = remote_class(cls).options(**opts).remote(payload, *args, **kwargs)
     job.track(worker, handle)
     return handle

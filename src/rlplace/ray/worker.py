@@ -1,14 +1,15 @@
 """What a worker knows about its own placement, from one object (`rlplace.worker_placement()`).
 
-The driver stores each worker's planned placement in Ray's internal key-value store (GCS) under its
-namespace and actor name before starting it; the worker reads it back once and adds what Ray really
-gave it (GPU ids, node, restart flag). Passing it through the store instead of `runtime_env` env vars
-matters: any runtime_env forces a fresh worker process, which costs about half a second per actor.
+The driver hands each worker its planned placement and its rendezvous variables as a constructor
+argument (`rlplace.ray.rendezvous`); the thin subclass `rlplace.ray.launch` puts around the user's class
+calls `install()` with it before the user's constructor runs. `placement()` then adds what Ray really
+gave the process (GPU ids, node, restart flag). Constructor arguments cost nothing per worker beyond
+the actor creation itself: no KV round trip, and no runtime_env (which forces a fresh worker process,
+about half a second per actor). A restarted actor gets the same arguments, so the same values.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -17,16 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import ray
-from ray.experimental import internal_kv
 
 from rlplace.errors import RlplaceError
-from rlplace.inventory import Node
-from rlplace.plan import Worker
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
 log = logging.getLogger(__name__)
-
-_KV_NAMESPACE = "rlplace"
 
 
 @dataclass(frozen=True)
@@ -55,6 +51,15 @@ class WorkerPlacement:
     actor_name: str = ""
     restarted: bool = False
     sees_all_gpus: bool = False  # given no GPU on a GPU node, yet CUDA_VISIBLE_DEVICES is unset
+    sees_node_gpus: bool = False  # planned so: placed through a GPU-less group on a GPU node (RLinf semantics)
+    #: torch.distributed rendezvous of its component (also in os.environ: RANK, WORLD_SIZE, LOCAL_RANK, ...).
+    local_world_size: int = 1
+    group_rank: int = 0  # index of its node among its component's nodes (torchrun's GROUP_RANK)
+    group_world_size: int = 1
+    master_addr: str = ""
+    master_port: int = 0
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES (or the node's accelerator's variable) as seen
+    rendezvous_env: dict[str, str] = field(default_factory=dict, hash=False)  # every variable rlplace set
 
     @property
     def mismatch(self) -> str | None:
@@ -65,7 +70,7 @@ class WorkerPlacement:
             problems.append(f"on node {self.node_rank}, planned node {self.planned_node_rank}")
         if sorted(self.gpus) != sorted(self.planned_gpus):
             problems.append(f"got GPUs {list(self.gpus)}, planned {list(self.planned_gpus)}")
-        if self.sees_all_gpus:
+        if self.sees_all_gpus and not self.sees_node_gpus:
             problems.append(
                 "got no GPU but sees every GPU of its node (CUDA_VISIBLE_DEVICES unset): start the node with "
                 "`rlplace start`, or with RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 in the environment of `ray start`"
@@ -76,35 +81,23 @@ class WorkerPlacement:
         return asdict(self)
 
 
-def record_key(namespace: str, actor_name: str) -> str:
-    return f"{namespace}/{actor_name}"
+_installed: dict[str, Any] | None = None
 
 
-def store(namespace: str, worker: Worker, node: Node | None) -> None:
-    """Driver side: publish `worker`'s planned placement (and its node's Ray id) for the actor about to start."""
-    record = {
-        "node_id": node.node_id if node else None,
-        "node_gpus": node.num_gpus if node else 0,
-        "component": worker.component,
-        "rank": worker.rank,
-        "world_size": worker.world_size,
-        "node_rank": worker.node_rank,
-        "local_rank": worker.local_rank,
-        "group": worker.group,
-        "gpus": list(worker.gpus),
-        "gpu_fraction": worker.gpu_fraction,
-        "hardware": worker.hardware,
-        "env_vars": dict(worker.env_vars),
-    }
-    internal_kv._internal_kv_put(
-        record_key(namespace, worker.name), json.dumps(record), overwrite=True, namespace=_KV_NAMESPACE
-    )
+def install(payload: dict[str, Any]) -> None:
+    """Worker side, before the user's constructor: set the rendezvous variables and keep the record.
 
+    `payload` is what `rendezvous.Rendezvous.payload()` computed on the driver; for a component Ray
+    placed itself the variables are agreed with the peers first (`rendezvous.exchange`)."""
+    global _installed, _cached
+    env = dict(payload["env"])
+    if payload.get("exchange"):
+        from rlplace.ray.rendezvous import exchange  # only components Ray places need it
 
-def forget(namespace: str, names: list[str]) -> None:
-    """Driver side: drop the records of a job's workers at tear-down."""
-    for name in names:
-        internal_kv._internal_kv_del(record_key(namespace, name), namespace=_KV_NAMESPACE)
+        env.update(exchange(payload["placement"], payload["exchange"]))
+    os.environ.update(env)
+    _installed = {**payload["placement"], "env": env}
+    _cached = None
 
 
 _cached: WorkerPlacement | None = None
@@ -125,13 +118,14 @@ def _read() -> WorkerPlacement:
         raise RlplaceError("worker_placement() works only inside a worker started by rlplace (Ray is not running)")
     ctx = ray.get_runtime_context()
     name = ctx.get_actor_name()
-    raw = internal_kv._internal_kv_get(record_key(ctx.namespace, name), namespace=_KV_NAMESPACE) if name else None
-    if raw is None:
+    planned = _installed
+    if planned is None:
         raise RlplaceError(
             f"worker_placement() works only inside a worker started by rlplace (this process is actor {name!r} "
-            f"in namespace {ctx.namespace!r}, with no rlplace record)"
+            f"in namespace {ctx.namespace!r}, not launched by job.launch or launch_ray_actor)"
         )
-    planned = json.loads(raw)
+    env = planned["env"]
+    gpus = tuple(int(g) for g in ray.get_gpu_ids())
     labels = ctx.get_node_labels()
     rank_label = labels.get(NODE_RANK_LABEL)
     node_id = ctx.get_node_id()
@@ -144,9 +138,9 @@ def _read() -> WorkerPlacement:
         rank=planned["rank"],
         world_size=planned["world_size"],
         node_rank=node_rank,
-        local_rank=planned["local_rank"],
+        local_rank=int(env.get("LOCAL_RANK", planned["local_rank"])),
         group=planned["group"],
-        gpus=tuple(int(g) for g in ray.get_gpu_ids()),
+        gpus=gpus,
         planned_gpus=tuple(planned["gpus"]),
         gpu_fraction=planned["gpu_fraction"],
         planned_node_rank=planned["node_rank"],
@@ -158,7 +152,27 @@ def _read() -> WorkerPlacement:
         actor_name=name or "",
         restarted=_was_restarted(ctx),
         sees_all_gpus=not planned["gpus"] and planned["node_gpus"] > 0 and "CUDA_VISIBLE_DEVICES" not in os.environ,
+        sees_node_gpus=planned["sees_node_gpus"],
+        local_world_size=int(env.get("LOCAL_WORLD_SIZE", 1)),
+        group_rank=int(env.get("GROUP_RANK", 0)),
+        group_world_size=int(env.get("GROUP_WORLD_SIZE", 1)),
+        master_addr=env.get("MASTER_ADDR", ""),
+        master_port=int(env.get("MASTER_PORT", 0)),
+        visible_devices=os.environ.get(visible_devices_var(planned["accelerator_resource"])),
+        rendezvous_env=dict(env),
     )
+
+
+def visible_devices_var(resource: str = "GPU") -> str:
+    """The variable Ray sets to mask an accelerator resource: CUDA_VISIBLE_DEVICES for "GPU",
+    ASCEND_RT_VISIBLE_DEVICES for "NPU", HABANA_VISIBLE_MODULES for "HPU", ..."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    try:
+        manager = get_accelerator_manager_for_resource(resource)
+    except Exception:  # an accelerator Ray does not know: nothing masks it
+        manager = None
+    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
 
 
 def _was_restarted(ctx: Any) -> bool:

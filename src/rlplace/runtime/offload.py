@@ -64,11 +64,7 @@ class _Bucket:
 
     def views(self, flat: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """(tensor, its slice of `flat`) pairs, in layout order."""
-        offset = 0
-        for t in self.tensors:
-            n = t.numel()
-            yield t, flat[offset : offset + n].view(t.shape)
-            offset += n
+        return flat_views(self.tensors, flat)
 
 
 class Offloader:
@@ -148,7 +144,7 @@ class Offloader:
         """Buckets for the kind's current tensors, reusing last cycle's host buffers when the tensors match."""
         old = {b.ids: b for b in self._buckets.get(kind, [])}
         buckets = []
-        for device, tensors in _group(_unique(self._tensors(kind)), self.bucket_bytes):
+        for device, tensors in group_buckets(unique_tensors(self._tensors(kind)), self.bucket_bytes):
             ids = tuple((id(t), tuple(t.shape)) for t in tensors)
             bucket = old.get(ids)
             if bucket is None:
@@ -178,7 +174,7 @@ class Offloader:
         b.device_flat = flat
 
 
-def _unique(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+def unique_tensors(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
     """Drop repeats (tied weights appear once in parameters(), but optimizer state may alias)."""
     seen: set[int] = set()
     out = []
@@ -189,8 +185,11 @@ def _unique(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-def _group(tensors: list[torch.Tensor], bucket_bytes: int) -> Iterator[tuple[torch.device, list[torch.Tensor]]]:
-    """Split tensors into (device, dtype) groups in first-seen order, each cut at `bucket_bytes`."""
+def group_buckets(tensors: list[torch.Tensor], bucket_bytes: int) -> Iterator[tuple[torch.device, list[torch.Tensor]]]:
+    """Split tensors into (device, dtype) groups in first-seen order, each cut at `bucket_bytes`.
+
+    The one bucketing of rlplace: offload copies and collective weight sync (`rlplace.runtime.collective`)
+    both lay tensors out this way, so a bucket is one flat buffer and one copy or one broadcast."""
     groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
     for t in tensors:
         groups.setdefault((t.device, t.dtype), []).append(t)
@@ -206,6 +205,15 @@ def _group(tensors: list[torch.Tensor], bucket_bytes: int) -> Iterator[tuple[tor
             size += nbytes
         if chunk:
             yield device, chunk
+
+
+def flat_views(tensors: list[torch.Tensor], flat: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(tensor, its slice of the flat buffer `flat`, shaped like it) pairs, tensors laid out back to back."""
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        yield t, flat[offset : offset + n].view(t.shape)
+        offset += n
 
 
 def _is_laid_out_in(b: _Bucket) -> bool:

@@ -1,30 +1,60 @@
-"""Weight sync from train workers to eval workers through Ray's object store.
+"""Weight sync from train workers to eval workers: through Ray's object store, or a torch.distributed broadcast.
 
-One object per source rank per sync, whatever the number of eval workers: the train worker's return
-value is stored once in its node's object store and every eval worker receives a reference to that
-same object, so Ray moves it at most once per node (peers that `ray.put` per target, or send through
-the driver, copy it once per worker). The driver never fetches the weights.
+`transport="object_store"`: one object per source rank per sync, whatever the number of eval workers:
+the train worker's return value is stored once in its node's object store and every eval worker
+receives a reference to that same object, so Ray moves it at most once per node (peers that `ray.put`
+per target, or send through the driver, copy it once per worker). The driver never fetches the weights.
+Works with any picklable weights (`get_weights()` -> `set_weights(weights)`).
+
+`transport="collective"`: every source rank broadcasts its `weight_tensors()` over a process group of
+its own that joins it with every target (`rlplace.runtime.collective`: Gloo, or NCCL where every member
+has its tensors on a GPU), in flat buckets per device and dtype, straight into the targets' tensors.
+The groups are built on the first sync and kept; a member that restarted since is noticed before the
+next broadcast (it is no longer in the group) and the groups are rebuilt. The layouts (dtype and shape
+of every tensor, in bucket order) are compared before any byte moves, so a mismatch is an error naming
+the worker, not corrupted weights.
+
+`transport="auto"` (the default): collective when torch is installed and the train and eval classes
+define `weight_tensors()`, else the object store.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
+import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from rlplace.errors import ConfigError, Problem
+import ray
+
+from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.runtime.calls import Group
+
+Transport = Literal["auto", "object_store", "collective"]
 
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What one sync did: which train ranks were read, how many objects and eval workers, how long."""
+    """What one sync did: which train ranks were read, how many objects and eval workers, how long.
+
+    `bytes` is one copy of the weights (what the sources sent; every target received as much), `transport`
+    the path that ran ("object_store" or "collective"), `backend` the collective's ("gloo", "nccl", "")."""
 
     sources: tuple[int, ...]
     objects: int
     targets: int
     seconds: float
+    transport: str = "object_store"
+    bytes: int = 0
+    backend: str = ""
+
+    @property
+    def gb_per_s(self) -> float:
+        """Weight bytes per second until every target had them (1 GB = 10**9 bytes)."""
+        return self.bytes / 1e9 / self.seconds if self.seconds > 0 else 0.0
 
 
 def sync_weights(
@@ -32,26 +62,253 @@ def sync_weights(
     targets: Sequence[Group],
     *,
     source: Literal["rank0", "all"] = "rank0",
+    transport: Transport = "auto",
     get_method: str = "get_weights",
     set_method: str = "set_weights",
+    tensors_method: str = "weight_tensors",
+    done_method: str = "weights_updated",
+    backend: str | None = None,
+    bucket_mb: float = 256.0,
+    timeout_s: float = 300.0,
 ) -> SyncReport:
-    """Call `get_method()` on train rank 0 (or every rank) once, then `set_method(*weights)` on all targets.
+    """Send train rank 0's weights (or every rank's, `source="all"`) to every worker of `targets`.
 
-    With `source="all"` (sharded weights, FSDP-style) each target receives one positional argument per
-    train rank, in rank order. Returns when every target has applied the weights.
+    Object store: `get_method()` once per source, then `set_method(*weights)` on every target (one
+    positional argument per source rank). Collective: `tensors_method()` on both sides returns the
+    tensors (a list, a dict or an nn.Module); the targets' are overwritten in place, then their
+    `done_method()` runs if defined. With `source="all"` a target's tensors are every train rank's, in
+    rank order. `backend` ("gloo"/"nccl") overrides the collective's choice; `timeout_s` bounds building
+    the groups and each broadcast. Returns when every target has the weights.
     """
     if source not in ("rank0", "all"):
         raise ConfigError(Problem(path="source", value=source, message="must be 'rank0' or 'all'"))
+    if transport not in ("auto", "object_store", "collective"):
+        raise ConfigError(
+            Problem(path="transport", value=transport, message="must be 'auto', 'object_store' or 'collective'")
+        )
+    sources = list(train.actors[:1] if source == "rank0" else train.actors)
+    if transport == "auto":
+        transport = "collective" if _collective_possible(sources, targets, tensors_method) else "object_store"
     start = time.perf_counter()
-    sources = train.actors[:1] if source == "rank0" else train.actors
+    if transport == "collective":
+        nbytes, used = _collective(train, sources, targets, tensors_method, done_method, backend, bucket_mb, timeout_s)
+    else:
+        nbytes, used = _object_store(train, sources, targets, get_method, set_method), ""
+    return SyncReport(
+        sources=tuple(w.rank for w in train.workers[: len(sources)]),
+        objects=len(sources) if transport == "object_store" else 0,
+        targets=sum(len(g.actors) for g in targets),
+        seconds=time.perf_counter() - start,
+        transport=transport,
+        bytes=nbytes,
+        backend=used,
+    )
+
+
+def _collective_possible(sources: list[Any], targets: Sequence[Group], method: str) -> bool:
+    actors = [*sources, *(a for g in targets for a in g.actors)]
+    return importlib.util.find_spec("torch") is not None and all(hasattr(a, method) for a in actors)
+
+
+def _object_store(train: Group, sources: list[Any], targets: Sequence[Group], get_method: str, set_method: str) -> int:
     weights = [getattr(actor, get_method).remote() for actor in sources]
     applied = [[getattr(actor, set_method).remote(*weights) for actor in group.actors] for group in targets]
     train.get(weights, get_method)  # first, so a train-side failure is reported under the train worker's name
     for group, refs in zip(targets, applied, strict=True):
         group.get(refs, set_method)
-    return SyncReport(
-        sources=tuple(w.rank for w in train.workers[: len(sources)]),
-        objects=len(weights),
-        targets=sum(len(g.actors) for g in targets),
-        seconds=time.perf_counter() - start,
-    )
+    sizes = ray.experimental.get_object_locations(weights)
+    return sum(int(sizes.get(ref, {}).get("object_size") or 0) for ref in weights)
+
+
+# -- collective -----------------------------------------------------------------------------------------
+
+
+def _call(instance: object, function: str, *args: Any) -> Any:
+    """Runs in the worker (`__ray_call__`): the driver never imports torch."""
+    from rlplace.runtime import collective
+
+    return getattr(collective, function)(instance, *args)
+
+
+@dataclass
+class _SyncGroups:
+    """The sync groups built for one train group and one list of targets, and what every sync checks."""
+
+    name: str
+    backend: str
+    members: list[Any]
+    address: str  # the groups' TCPStore, hosted by the first source
+    port: int
+    layouts: list[str]  # per source: the layout hash every member must still have
+    counts: list[int]  # per source: its number of tensors
+    timeout_s: float
+    seq: int = 0
+
+
+_built: weakref.WeakKeyDictionary[Any, dict[tuple, _SyncGroups]] = weakref.WeakKeyDictionary()
+
+
+def _collective(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    method: str,
+    done_method: str,
+    backend: str | None,
+    bucket_mb: float,
+    timeout_s: float,
+) -> tuple[int, str]:
+    """Build the groups if needed, then one round of calls per sync. If a member cannot take part (it
+    restarted, or its tensors changed), nobody broadcasts: the groups are rebuilt (a changed layout then
+    fails with the worker's name) and the sync runs again, once."""
+    key = (len(sources), tuple(a._actor_id.hex() for g in targets for a in g.actors))
+    built = _built.setdefault(train, {}).get(key)
+    if built is not None and backend and backend != built.backend:
+        built = None
+    why = ""
+    for _ in range(2):
+        if built is None or why:
+            built = _prepare(train, sources, targets, method, backend, bucket_mb, timeout_s, stale=built)
+            _built[train][key] = built
+        results = _run(train, sources, targets, built, method, done_method, bucket_mb)
+        why = next((r["aborted"] for r in results if "aborted" in r), "")
+        if not why:
+            return int(sum(r["bytes"] for r in results[: len(sources)])), built.backend
+    raise PlacementError(f"weight sync could not run twice in a row: a member reported: {why}")
+
+
+def _run(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    built: _SyncGroups,
+    method: str,
+    done_method: str,
+    bucket_mb: float,
+) -> list[dict]:
+    """One sync: every source sends, every target receives; results of the sources first."""
+    built.seq += 1
+    ticket = {
+        "seq": built.seq,
+        "members": len(built.members),
+        "layouts": built.layouts,
+        "address": built.address,
+        "port": built.port,
+        "timeout_s": built.timeout_s,
+    }
+    name = built.name
+    sends = [
+        a.__ray_call__.remote(_call, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(sources)
+    ]
+    receives = _start(targets, "sync_receive", name, built.counts, method, bucket_mb, done_method, ticket)
+    received = _collect(targets, receives, "sync_receive", None)  # each wait is bounded by the groups' timeout
+    sent = train.get(sends, "sync_send", None, ranks=list(range(len(sources))))
+    return [*sent, *(r for rs in received for r in rs)]
+
+
+def _prepare(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    method: str,
+    backend: str | None,
+    bucket_mb: float,
+    timeout_s: float,
+    stale: _SyncGroups | None,
+) -> _SyncGroups:
+    """Ask every member for its layout (a mismatch is an error naming the worker), choose the backend, build."""
+    described, target_described = _describe(train, sources, targets, method, bucket_mb, timeout_s)
+    _check_layouts(train, described, targets, target_described)
+    chosen = backend or _backend([*described, *(d for ds in target_described for d in ds)])
+    built = _build(train, sources, targets, chosen, timeout_s, stale)
+    built.layouts = [d["layouts"][0] for d in described]
+    built.counts = [d["tensors"] for d in described]
+    return built
+
+
+def _backend(described: list[dict]) -> str:
+    """NCCL when every member's tensors are on a GPU of its own; Gloo otherwise (also when colocated workers
+    share a GPU: NCCL refuses two ranks on one device)."""
+    on_gpus = all(d["cuda"] for d in described)
+    return "nccl" if on_gpus and len({d["gpu"] for d in described}) == len(described) else "gloo"
+
+
+def _describe(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    method: str,
+    bucket_mb: float,
+    timeout_s: float,
+) -> tuple[list[dict], list[list[dict]]]:
+    """Every member's layout and devices. With one source the targets are asked at the same time; with
+    several, after the sources (a target splits its tensors by the sources' counts)."""
+    refs = [a.__ray_call__.remote(_call, "sync_describe", method, bucket_mb) for a in sources]
+    ranks = list(range(len(sources)))
+    if len(sources) == 1:
+        target_refs = _start(targets, "sync_describe", method, bucket_mb, None)
+        described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
+    else:
+        described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
+        target_refs = _start(targets, "sync_describe", method, bucket_mb, [d["tensors"] for d in described])
+    return described, _collect(targets, target_refs, "sync_describe", timeout_s)
+
+
+def _start(groups: Sequence[Group], function: str, *args: Any) -> list[list[Any]]:
+    """Run `collective.<function>(*args)` in every worker of every group; refs per group."""
+    return [[a.__ray_call__.remote(_call, function, *args) for a in g.actors] for g in groups]
+
+
+def _collect(groups: Sequence[Group], refs: list[list[Any]], what: str, timeout_s: float | None) -> list[list[Any]]:
+    """Results per group; a dead or silent worker becomes a PlacementError naming it."""
+    return [g.get(r, what, timeout_s) for g, r in zip(groups, refs, strict=True)]
+
+
+def _check_layouts(train: Group, sources: list[dict], targets: Sequence[Group], described: list[list[dict]]) -> None:
+    """Every target's tensors must match the sources' dtype for dtype and shape for shape."""
+    want = [d["layouts"][0] for d in sources]
+    for group, ds in zip(targets, described, strict=True):
+        for worker, d in zip(group.workers, ds, strict=True):
+            if d["layouts"] != want:
+                src = train.workers[0].name
+                raise PlacementError(
+                    f"weight sync: {worker.name}'s weight tensors ({d['tensors']} tensors, {d['bytes']:,} bytes) do "
+                    f"not match {src}'s ({sources[0]['tensors']} tensors, {sources[0]['bytes']:,} bytes) in dtype "
+                    "and shape, in order; both classes' weight_tensors() must return the same tensors in the same "
+                    "order (the object store transport, get_weights/set_weights, has no such constraint)"
+                )
+
+
+def _build(
+    train: Group,
+    sources: list[Any],
+    targets: Sequence[Group],
+    backend: str,
+    timeout_s: float,
+    stale: _SyncGroups | None,
+) -> _SyncGroups:
+    """Host the store on the first source, then have every member join its groups, all at once."""
+    if stale is not None:  # drop the old groups where they still exist (fire and forget)
+        for actor in stale.members:
+            actor.__ray_call__.remote(_call, "sync_leave", stale.name)
+    name = uuid.uuid4().hex[:12]
+    host = sources[0].__ray_call__.remote(_call, "sync_host", name, timeout_s)
+    address, port = train.get([host], "sync_host", timeout_s, ranks=[0])[0]
+    size = 1 + sum(len(g.actors) for g in targets)
+
+    def join(actor: Any, memberships: list[tuple[int, int, int]]) -> Any:
+        return actor.__ray_call__.remote(_call, "sync_join", name, address, port, memberships, backend, timeout_s)
+
+    source_joins = [join(a, [(i, 0, size)]) for i, a in enumerate(sources)]
+    # A target's rank is the same in every source's group: 1 + its position among all targets.
+    target_joins, rank = [], 1
+    for g in targets:
+        refs = []
+        for actor in g.actors:
+            refs.append(join(actor, [(i, rank, size) for i in range(len(sources))]))
+            rank += 1
+        target_joins.append(refs)
+    _collect(targets, target_joins, "sync_join", timeout_s)
+    train.get(source_joins, "sync_join", timeout_s, ranks=list(range(len(sources))))
+    members = [*sources, *(a for g in targets for a in g.actors)]
+    return _SyncGroups(name, backend, members, address, port, layouts=[], counts=[], timeout_s=timeout_s)

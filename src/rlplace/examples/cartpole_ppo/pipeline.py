@@ -6,19 +6,24 @@ is in the cluster YAML, so the loop below never mentions a node or a GPU. Per it
 1. rollout (phase "rollout": eval reloads its model before, offloads it after): every env worker steps
    its environments with actions from its eval worker and writes the experience to the buffer shards;
 2. train (phase "train": train reloads parameters and optimizer before): every train worker samples
-   its node's shard; gradients are averaged over train workers for every minibatch step;
+   its node's shard; gradients are averaged over train workers for every minibatch step: all-reduced
+   by the train workers themselves with torch.distributed where torch is installed (their component
+   group, one `init_component_group()` call each), else gathered and averaged by the driver (numpy);
 3. sync (phase "sync": train offloads its optimizer before, its parameters after): train rank 0's
-   weights go to every eval worker as one object-store object.
+   weights go to every eval worker: broadcast over a torch.distributed group where torch is installed,
+   else as one object-store object.
 
 Node loss: train rank 0 checkpoints after every iteration. When a node is lost and a hot spare or a
 replacement node takes over (rlplace relaunches the node's workers there; the train worker reloads the
 checkpoint in `on_replaced`), the interrupted iteration is redone from that checkpoint on every train
-worker, after a fresh weight sync; `RunResult.failover` says what happened and how many seconds it cost.
-Without a spare the job's NodeLostError ends the run.
+worker, after the train workers rejoin their torch.distributed group (if any) and a fresh weight sync;
+`RunResult.failover` says what happened and how many seconds it cost. Without a spare the job's
+NodeLostError ends the run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import tempfile
 import time
@@ -78,6 +83,12 @@ class RunResult:
     seconds: float = 0.0
     failover: list[str] = field(default_factory=list)  # what the job's node events meant for training
     seconds_lost: float = 0.0  # wall time of iterations thrown away by node losses, recovery included
+    gradients: str = ""  # how gradients were averaged: "all-reduce (gloo)", "driver (numpy)", "one train worker"
+    all_reduces: int = 0  # per train worker
+    all_reduce_bytes: int = 0  # per train worker
+    sync_transport: str = ""  # "collective (gloo)" or "object_store"
+    syncs: int = 0
+    sync_bytes: int = 0  # weight bytes every eval worker received, over all syncs
 
     @property
     def iterations(self) -> int:
@@ -93,19 +104,24 @@ def run_pipeline(
     progress: Progress | None = None,
     checkpoint_dir: str | None = None,
     on_start: Callable[[], None] | None = None,
+    *,
+    distributed: bool | None = None,
 ) -> RunResult:
     """Train PPO on CartPole with the components of `job` (an `rlplace.connect` Job); returns the result.
 
     The job's plan must have the components train, eval, env and buffer. `checkpoint_dir` must be readable
     from every train node (shared storage on a real cluster; default: a temporary directory, enough for a
-    single machine). `on_start` is called when the first iteration starts.
+    single machine). `on_start` is called when the first iteration starts. `distributed`: all-reduce the
+    gradients and broadcast the weights with torch.distributed (default: where torch is installed).
     """
     _require_components(job.plan.components)
     start = time.perf_counter()
+    if distributed is None:
+        distributed = importlib.util.find_spec("torch") is not None
     scratch = None if checkpoint_dir else tempfile.mkdtemp(prefix="rlplace-ckpt-")
     checkpoint = str(Path(checkpoint_dir or scratch) / "train.npz")
     try:
-        return _run(job, budget, progress, checkpoint, on_start, start)
+        return _run(job, budget, progress, checkpoint, on_start, start, distributed)
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -118,6 +134,7 @@ def _run(
     checkpoint: str,
     on_start: Callable[[], None] | None,
     start: float,
+    distributed: bool,
 ) -> RunResult:
     from rlplace.runtime.buffer import BufferShard, ShardRouter
     from rlplace.runtime.phases import Phases
@@ -137,11 +154,25 @@ def _run(
     router = ShardRouter.from_group(shards)
     per_train = rows // len(train.workers)
 
+    transport = "collective" if distributed else "object_store"
     phases = Phases.for_job(job)  # sees the groups launched above; hooks run only with offload enabled
     result = RunResult()
     result.placed = [p for group in (train, evals, envs, shards) for p in group.placements()]
-    with phases.phase("sync"):
-        sync_weights(train, [evals])
+    transport = "collective" if distributed else "object_store"
+    if distributed:
+        (backend,) = set(train.call("init_group"))
+        result.gradients = f"all-reduce ({backend})" if len(train.workers) > 1 else "one train worker"
+    else:
+        result.gradients = "driver (numpy)" if len(train.workers) > 1 else "one train worker"
+
+    def sync() -> None:
+        with phases.phase("sync"):
+            report = sync_weights(train, [evals], transport=transport)
+        result.sync_transport = f"collective ({report.backend})" if report.backend else report.transport
+        result.syncs += 1
+        result.sync_bytes += report.bytes
+
+    sync()
     train.call("save_checkpoint", rank=0)
     if on_start:
         on_start()
@@ -154,10 +185,9 @@ def _run(
                 finished = envs.call("rollout", evals.actors, router, budget.steps, ppo.gamma, ppo.gae_lambda)
             t1 = time.perf_counter()
             with phases.phase("train"):
-                _train_step(train, router, per_train)
+                _train_step(train, router, per_train, all_reduce=distributed)
             t2 = time.perf_counter()
-            with phases.phase("sync"):
-                sync_weights(train, [evals])
+            sync()
         except Exception:
             if len(job.events) == seen and not job.check_nodes():
                 raise  # nothing happened to the job's nodes: a real error
@@ -165,7 +195,8 @@ def _run(
             if not _taken_over(job, seen):
                 raise
         if _taken_over(job, seen):  # a worker restarted mid-iteration: redo it from the checkpoint
-            router = _recover(train, evals, shards, phases)
+            router = _recover(job, train, shards, distributed)
+            sync()
             lost = time.perf_counter() - t0
             result.seconds_lost += lost
             result.failover += [str(e) for e in job.events[reported:]]
@@ -187,6 +218,9 @@ def _run(
     for group in (train, evals):
         for w, counts in zip(group.workers, group.call("offload_stats"), strict=True):
             result.offload[f"{w.component}:{w.rank}"] = counts
+    if distributed and len(train.workers) > 1:
+        comm = train.call("comm_stats", rank=0)
+        result.all_reduces, result.all_reduce_bytes = comm["all_reduces"], comm["bytes"]
     result.hook_calls = len(phases.events)
     result.buffer_local_fraction = router.stats().local_fraction
     result.seconds = time.perf_counter() - start
@@ -198,25 +232,27 @@ def _taken_over(job: Any, seen: int) -> bool:
     return any(e.kind in ("spare", "replacement") for e in job.events[seen:])
 
 
-def _recover(train: Any, evals: Any, shards: Any, phases: Any) -> Any:
-    """After a takeover: every train worker back to the last checkpoint, eval workers re-synced, and a new
-    router (a shard may now live on the spare). Returns the router."""
+def _recover(job: Any, train: Any, shards: Any, distributed: bool) -> Any:
+    """After a takeover: every train worker back to the last checkpoint (and, with torch.distributed, back
+    in one group: the relaunched worker is a new process, and rank 0 may have moved), and a new router (a
+    shard may now live on the spare). The caller re-syncs the eval workers. Returns the router."""
     from rlplace.runtime.buffer import ShardRouter
-    from rlplace.runtime.sync import sync_weights
 
     train.call("restore")
-    with phases.phase("sync"):
-        sync_weights(train, [evals])
+    if distributed:
+        master = job.rendezvous.master("train")
+        train.call("init_group", master.address if master else None, master.port if master else None)
     return ShardRouter.from_group(shards)
 
 
-def _train_step(train: Any, router: Any, per_train: int) -> None:
-    """One PPO update over all train workers; gradients averaged per minibatch step when there are several."""
+def _train_step(train: Any, router: Any, per_train: int, *, all_reduce: bool) -> None:
+    """One PPO update over all train workers; gradients averaged per minibatch step when there are several:
+    all-reduced among the workers (`all_reduce`, their torch.distributed group), else by the driver."""
     steps = train.call("prepare", router, per_train)
     if not all(steps):
         return  # a shard was still empty (first iteration on a node no env writes to)
-    if len(train.workers) == 1:
-        train.call("update", steps[0])
+    if all_reduce or len(train.workers) == 1:
+        train.call("update", min(steps))
         return
     for step in range(min(steps)):
         grads = [g for g, _ in train.call("grad", step)]

@@ -123,8 +123,11 @@ class Adam:
             grad = grad * (self.max_grad_norm / norm)
         b1, b2 = self.betas
         self.t += 1
-        self.m = b1 * self.m + (1 - b1) * grad
-        self.v = b2 * self.v + (1 - b2) * grad**2
+        # In place: the train worker's offload stash holds these very arrays (a rebinding would be lost).
+        self.m *= b1
+        self.m += (1 - b1) * grad
+        self.v *= b2
+        self.v += (1 - b2) * grad**2
         m_hat, v_hat = self.m / (1 - b1**self.t), self.v / (1 - b2**self.t)
         params -= self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
 

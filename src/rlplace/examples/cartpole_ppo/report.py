@@ -82,6 +82,7 @@ def counters(result: RunResult) -> Text:
     else:
         lines.append("offload hooks: not enabled in this config (nothing moved)")
     lines.append(f"buffer samples read on the train worker's own node: {result.buffer_local_fraction:.0%}")
+    lines.append(communication(result))
     lines.append("time per phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phase_seconds.items()))
     return Text("\n".join(lines))
 
@@ -95,6 +96,25 @@ def failover_text(result: RunResult) -> Text:
     if result.seconds_lost:
         text.append(f"\n  training time lost to node losses: {result.seconds_lost:.1f} s in all")
     return text
+
+
+def communication(result: RunResult) -> str:
+    """Which path gradients and weights took, and how many bytes each moved."""
+    if result.all_reduces:
+        grads = (
+            f"gradients: {result.gradients} among the train workers, {result.all_reduces} all-reduces of "
+            f"{_size(result.all_reduce_bytes)} per worker"
+        )
+    else:
+        grads = f"gradients: {result.gradients or 'not averaged'}"
+    sync = f"weight sync: {result.sync_transport or 'none'}"
+    if result.syncs:
+        sync += f", {result.syncs} syncs, {_size(result.sync_bytes)} to each eval worker"
+    return f"{grads}; {sync}"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
 
 
 def summary(result: RunResult) -> Group:

@@ -1,8 +1,12 @@
 """The pipeline's worker classes, launched by rlplace as components train, eval, env (and buffer shards).
 
-- TrainWorker: the PPO learner. Samples its node's buffer shard, computes and applies gradients
-  (averaged over train workers by the driver), serves its weights for sync.
-- EvalWorker: the rollout policy. Receives the weights, answers `act(obs)` for its paired env worker.
+- TrainWorker: the PPO learner. Samples its node's buffer shard, computes and applies gradients, serves
+  its weights for sync. Where torch is installed the train workers form their component's
+  torch.distributed group (`init_component_group`, Gloo here) and all-reduce every gradient among
+  themselves; without torch the driver averages them (numpy).
+- EvalWorker: the rollout policy. Receives the weights (by a torch.distributed broadcast where torch is
+  installed, `weight_tensors()`; else through the object store, `set_weights()`), answers `act(obs)` for
+  its paired env worker.
 - EnvWorker: CartPole environments. Steps them with actions from its eval worker and writes the
   experience (with advantages) to the buffer shard on its node, or spreads it over the shards.
 
@@ -89,7 +93,8 @@ def _my_rank() -> int:
 
 
 class TrainWorker:
-    """PPO learner replica. Every replica starts from the same seed, so replicas stay identical."""
+    """PPO learner replica. Every replica starts from the same seed and applies the same averaged
+    gradients, so replicas stay identical without a weight broadcast between them."""
 
     def __init__(self, ppo: dict[str, Any], seed: int, checkpoint: str | None = None):
         self.learner = Learner(PPOConfig(**ppo), seed)
@@ -97,8 +102,20 @@ class TrainWorker:
         self.adam_m: np.ndarray | None = self.learner.optim.m
         self.adam_v: np.ndarray | None = self.learner.optim.v
         self.stash = Stash(self)
+        self.world_size = 1  # train workers in the torch.distributed group (init_group)
+        self.comm = {"all_reduces": 0, "bytes": 0}
         self.checkpoint = checkpoint  # a file every train worker can read (shared storage on a real cluster)
         self.replaced_by: str | None = None
+
+    def init_group(self, master_addr: str | None = None, master_port: int | None = None) -> str:
+        """Join the train component's torch.distributed group (one call: rlplace set the rendezvous). After a
+        node loss moved rank 0, the survivors rejoin at the new master the driver passes in."""
+        from rlplace.runtime.collective import destroy_component_group, init_component_group
+
+        destroy_component_group()  # nothing to do on the first call
+        group = init_component_group(master_addr=master_addr, master_port=master_port)
+        self.world_size = group.world_size
+        return group.backend
 
     # Node loss (rlplace.ray.failover): checkpoint after each iteration, reload it when relaunched elsewhere.
     def save_checkpoint(self) -> None:
@@ -148,15 +165,36 @@ class TrainWorker:
         self.learner.apply(grad)
 
     def update(self, steps: int) -> dict[str, float]:
-        """All minibatch steps at once: the fast path when this is the only train worker."""
+        """All minibatch steps at once; with several train workers each gradient is all-reduced (mean) first."""
         stats: dict[str, float] = {}
         for step in range(steps):
             grad, stats = self.grad(step)
+            if self.world_size > 1:
+                self._all_reduce_mean(grad)
             self.apply(grad)
         return stats
 
+    def _all_reduce_mean(self, grad: np.ndarray) -> None:
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.from_numpy(grad)  # shares memory: the mean lands in `grad`
+        dist.all_reduce(tensor)
+        tensor /= self.world_size
+        self.comm["all_reduces"] += 1
+        self.comm["bytes"] += grad.nbytes
+
+    def comm_stats(self) -> dict[str, int]:
+        return dict(self.comm)
+
     def get_weights(self) -> np.ndarray:
         return self.stash.resident("params")
+
+    def weight_tensors(self) -> list[Any]:
+        """The weights as torch tensors sharing the arrays' memory (collective weight sync reads them)."""
+        import torch
+
+        return [torch.from_numpy(self.stash.resident("params"))]
 
     def _attach(self) -> None:
         """Point the learner at the resident arrays (a reload creates new ones)."""
@@ -187,9 +225,25 @@ class EvalWorker:
         self.params: np.ndarray | None = self.agent.params
         self.rng = np.random.default_rng(seed)
         self.stash = Stash(self)
+        self._incoming: np.ndarray | None = None
 
     def set_weights(self, params: np.ndarray) -> None:
         self.stash.replace("params", np.array(params))
+
+    def weight_tensors(self) -> list[Any]:
+        """Where collective weight sync writes: the resident parameters in place, or, while they are
+        offloaded, a fresh array that `weights_updated()` then hands to the stash."""
+        import torch
+
+        if self.params is None:
+            self._incoming = np.empty(self.agent.params.shape)
+            return [torch.from_numpy(self._incoming)]
+        return [torch.from_numpy(self.params)]
+
+    def weights_updated(self) -> None:
+        if self._incoming is not None:
+            self.stash.replace("params", self._incoming)
+            self._incoming = None
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.agent.params = self.stash.resident("params")
