@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--list-configs", action="store_true", help="list the shipped configs and exit")
     add_budget_arguments(p)
-    add_failover_arguments(p)  # --kill-node 1 --kill-after 10: a node lost mid-training, a hot spare takes over
+    add_failover_arguments(p)  # --kill-node 1 --kill-after 5: a node lost mid-training, a hot spare takes over
     p.set_defaults(func=run)
 
 

@@ -60,9 +60,10 @@ def add_failover_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--kill-after",
         type=_positive_float,
-        default=10.0,
+        default=5.0,
         metavar="SECONDS",
-        help="with --kill-node: seconds after training starts (default: %(default)s)",
+        help="with --kill-node: seconds after training starts; a run solved before then keeps training until the "
+        "loss is handled (default: %(default)s)",
     )
     g.add_argument(
         "--checkpoint-dir",
@@ -191,7 +192,12 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
         with _progress(console, budget.iterations) as advance:
             checkpoints = getattr(args, "checkpoint_dir", None)
             result = run_pipeline(
-                job, budget, progress=kill.counting(advance), checkpoint_dir=checkpoints, on_start=kill.start
+                job,
+                budget,
+                progress=kill.counting(advance),
+                checkpoint_dir=checkpoints,
+                on_start=kill.start,
+                may_stop=lambda: kill.settled(job.events),
             )
         if job.events:  # the picture as it ends: lost nodes, ranks served by spares
             _write_picture(job, args.out / picture_stem, job.node_health())
@@ -207,7 +213,8 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
 
 class _NodeKiller:
     """`--kill-node RANK --kill-after S`: removes the embedded cluster's node RANK abruptly S seconds after
-    training starts (`start`), from a timer thread; cancelled when the run ends first."""
+    training starts (`start`), from a timer thread; the run does not stop early (solved) before that, and the
+    timer is cancelled when the iteration budget ends first."""
 
     def __init__(self, cluster: Any | None, rank: int | None, after_s: float):
         self.cluster, self.rank, self.after_s = cluster, rank, after_s
@@ -230,6 +237,16 @@ class _NodeKiller:
             self._timer = threading.Timer(self.after_s, self._kill)
             self._timer.daemon = True
             self._timer.start()
+
+    def settled(self, events: list) -> bool:
+        """False until the node is removed and the job has dealt with it (a takeover): a solved run keeps
+        training until the loss is shown."""
+        if self._timer is None:
+            return True
+        return self.at is not None and any(
+            e.kind in ("spare", "replacement", "failed") and e.node_rank == self.rank and e.at >= self.at
+            for e in events
+        )
 
     def _kill(self) -> None:
         self.done = self._finished

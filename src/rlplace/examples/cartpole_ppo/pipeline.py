@@ -106,6 +106,7 @@ def run_pipeline(
     on_start: Callable[[], None] | None = None,
     *,
     distributed: bool | None = None,
+    may_stop: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Train PPO on CartPole with the components of `job` (an `rlplace.connect` Job); returns the result.
 
@@ -113,6 +114,8 @@ def run_pipeline(
     from every train node (shared storage on a real cluster; default: a temporary directory, enough for a
     single machine). `on_start` is called when the first iteration starts. `distributed`: all-reduce the
     gradients and broadcast the weights with torch.distributed (default: where torch is installed).
+    `may_stop`: asked before stopping early once solved (`rlplace demo --kill-node` holds the run until its
+    node is gone, so the loss is shown even when training is quick).
     """
     _require_components(job.plan.components)
     start = time.perf_counter()
@@ -121,7 +124,7 @@ def run_pipeline(
     scratch = None if checkpoint_dir else tempfile.mkdtemp(prefix="rlplace-ckpt-")
     checkpoint = str(Path(checkpoint_dir or scratch) / "train.npz")
     try:
-        return _run(job, budget, progress, checkpoint, on_start, start, distributed)
+        return _run(job, budget, progress, checkpoint, on_start, start, distributed, may_stop)
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -135,6 +138,7 @@ def _run(
     on_start: Callable[[], None] | None,
     start: float,
     distributed: bool,
+    may_stop: Callable[[], bool] | None,
 ) -> RunResult:
     from rlplace.runtime.buffer import BufferShard, ShardRouter
     from rlplace.runtime.phases import Phases
@@ -211,7 +215,7 @@ def _run(
         it += 1
         if progress:
             progress(it, result.curve)
-        if budget.stop_when_solved and result.curve.solved:
+        if budget.stop_when_solved and result.curve.solved and (may_stop is None or may_stop()):
             break
     if result.failover:  # workers moved: where they run now
         result.placed = [p for group in (train, evals, envs, shards) for p in group.placements()]
