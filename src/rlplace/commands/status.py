@@ -114,9 +114,15 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     live_jobs = {j["JobID"] for j in state.jobs() if not j["IsDead"]}
     records = [r for r in read_records() if r.get("ray_job") in live_jobs]
     raw_nodes = ray.nodes()
+    planned = _planned_names()
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
     for a in state.actors().values():
-        if a.get("Name", "").startswith("rlplace:") and a.get("JobID") in live_jobs and _parse(a["Name"]):
+        if (
+            a.get("Name", "").startswith("rlplace:")
+            and a.get("JobID") in live_jobs
+            and _parse(a["Name"])
+            and (a["JobID"] not in planned or a["Name"] in planned[a["JobID"]])
+        ):
             key = (a["JobID"], a["Name"])
             if key not in latest or _started(a) >= _started(latest[key]):
                 latest[key] = a
@@ -210,8 +216,21 @@ def _node_rows(records: list[dict], down: dict[str, str], names: dict[str, str])
 
 
 def _started(actor: dict) -> float:
-    """Start time; an actor still being created has none yet and is the newest."""
-    return actor.get("StartTime") or float("inf")
+    """Start time; an actor still being created has none yet and is the newest (one that died before it
+    started is the oldest)."""
+    return actor.get("StartTime") or (0.0 if actor.get("State") == "DEAD" else float("inf"))
+
+
+def _planned_names() -> dict[str, set[str]]:
+    """Ray job id -> the worker names its live rlplace Jobs planned (ray/records.py). A driver that closed a
+    Job and connected again keeps the same Ray job id: the closed Job's workers are not listed."""
+    from rlplace.ray import records
+
+    planned: dict[str, set[str]] = {}
+    for r in records.read_all(live_only=True):
+        names = planned.setdefault(r.ray_job_id, set())
+        names.update(f"rlplace:{c}:{i}" for c, comp in r.components.items() for i in range(comp.world_size))
+    return planned
 
 
 def render(rows: list[WorkerRow], nodes: list[NodeRow] = ()) -> str:
