@@ -1,4 +1,5 @@
-"""The sample output of `rlplace demo` in docs/guide.md section 1 is what the demo prints.
+"""The sample output of `rlplace demo` in docs/guide.md section 1 is what the demo prints, and the demo
+(what `make demo` runs) leaves its picture and no process of its Ray session behind.
 
 The block is skipped by the docs run (a training run); this test runs it in full. Numbers outside the
 tables (returns, iterations, seconds), the reward curve's bars and the Ray session's name differ between
@@ -12,6 +13,8 @@ import re
 
 import pytest
 from tests.docs.blocks import ROOT, console_steps, output_matches, shell
+
+from rlplace.examples.local_cluster import session_processes
 
 _TABLE = ("│", "┃", "┏", "┡", "└")
 
@@ -40,3 +43,8 @@ def test_the_demo_prints_what_the_guide_shows(tmp_path):
     assert done.returncode == 0, actual
     assert output_matches(loosen(expected), actual), f"the guide shows:\n{expected}\nthe demo printed:\n{actual}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo_topology.html", "demo_topology.svg"]
+    picture = (tmp_path / "demo_topology.svg").read_text()
+    for component in ("train", "eval", "env", "buffer"):
+        assert f'data-component="{component}"' in picture, component
+    session = re.search(r"Embedded cluster (session_\S+) stopped", actual).group(1)
+    assert session_processes(session) == [], "processes of the demo's Ray session are still running"

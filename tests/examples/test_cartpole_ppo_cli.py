@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -13,7 +12,6 @@ from rlplace.examples.cartpole_ppo import CONFIGS, config_names
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.pipeline import RunResult
 from rlplace.examples.cartpole_ppo.report import counters, outcome
-from rlplace.examples.local_cluster import session_processes
 
 
 def test_outcome_says_how_far_an_unsolved_run_got():
@@ -73,30 +71,6 @@ def test_run_reports_a_plan_that_cannot_fit_before_starting_the_simulated_cluste
     captured = capsys.readouterr()
     assert "inventory has 1 node" in captured.err
     assert "Starting an embedded Ray cluster" not in captured.out
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_demo_end_to_end_leaves_no_ray_process(tmp_path):
-    """What `make demo` runs, with a 2-iteration budget: plan, picture, training, report, clean stop."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlplace.cli", "demo", "--iterations", "2", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    out = proc.stdout
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    for text in ("train 0", "Not solved within the budget", "Where each worker ran", "stopped: none of its"):
-        assert text in out, text
-    picture = (tmp_path / "demo_topology.svg").read_text()
-    for component in ("train", "eval", "env", "buffer"):
-        assert f'data-component="{component}"' in picture, component
-    assert (tmp_path / "demo_topology.html").exists()
-    session = re.search(r"Embedded cluster (session_\S+) stopped", out).group(1)
-    alive = session_processes(session)
-    assert alive == [], f"processes of the demo's Ray session still running: {alive}"
 
 
 @pytest.mark.ray
