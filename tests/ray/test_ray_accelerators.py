@@ -8,6 +8,7 @@ import time
 import pytest
 import ray
 from ray import cloudpickle
+from ray_workers import Probe
 
 from rlplace.model import ComponentSpec, JobSpec, NodeGroupSpec, Placement, PlacementSettings, Segment
 from rlplace.plan import Bundle, Worker
@@ -115,3 +116,8 @@ def test_a_plan_with_spanning_rollout_processes_reserves_each_gpu_once(ray_clust
     assert sum(b.num_gpus for b in p.bundles) == 4
     with rlplace_connect(p, "spanning") as job:
         assert len(job.placement_groups) == 1  # reserved within seconds: no infeasible 6-GPU demand on a 4-GPU node
+        rollout = job.launch("rollout", Probe)
+        job.verify()  # a spanning process asks Ray for no GPU: it is checked on the devices it sees
+        seen = rollout.call("where")
+    assert [s["cuda_visible_devices"] for s in seen] == ["0,2", "1,3"]
+    assert [s["placement"].mismatch for s in seen] == [None, None]

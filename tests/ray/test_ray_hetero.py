@@ -83,7 +83,9 @@ def test_heterogeneous_config_lands_on_the_planned_nodes_devices_and_environment
     assert [h["robot_ip"] for h in hw] == ["10.10.10.1", "10.10.10.2"]
     assert hw[0]["camera_serials"] == ["322142001230", "322142001231"]
     assert robots_free == 0.0
-    # (agents on the GPU nodes 0-1 see those nodes' GPUs unreserved: Worker.visible_gpus, set by launch)
     assert all(s["cuda_visible_devices"] == "" for s in seen["env"] + seen["agent"][2:])
+    # agents on the GPU nodes 0-1 are placed through `node`: they see their node's GPUs without reserving any
+    assert [s["cuda_visible_devices"] for s in seen["agent"][:2]] == ["0,1,2,3", "0,1,2,3"]
+    assert all(s["placement"].gpus == () and s["placement"].mismatch is None for s in seen["agent"])
     assert [s["placement"].accelerator for s in seen["rollout"]] == ["RTX4090", "RTX4090"]
     assert os.environ.get("RLPLACE_TEST_INTERPRETER") is None  # only the workers went through the wrapper

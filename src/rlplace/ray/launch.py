@@ -74,7 +74,7 @@ def actor_options(
     accelerator: str = "GPU",
 ) -> dict[str, Any]:
     """The `.options(...)` that start `worker` where the plan says."""
-    if worker.gpus and len(worker.gpus) > 1 and worker.gpu_fraction < 1:
+    if len(worker.gpus) > 1 and 0 < worker.gpu_fraction < 1:  # a spanning process (fraction 0) asks for none
         raise PlacementError(
             f"{worker.name} would take {worker.gpu_fraction:g} of each of GPUs {list(worker.gpus)}: Ray gives an "
             "actor a share of one GPU or whole GPUs, not shares of several"
@@ -114,7 +114,7 @@ def _runtime_env(worker: Worker) -> dict[str, Any]:
     if worker.python:
         env["py_executable"] = worker.python
     if worker.env_vars or env:
-        hide = HIDE_GPUS_ENV if worker.num_gpus == 0 and not worker.sees_node_gpus else {}
+        hide = HIDE_GPUS_ENV if worker.num_gpus == 0 and worker.visible_gpus is None else {}
         env["env_vars"] = {**hide, **worker.env_vars}
     return env
 

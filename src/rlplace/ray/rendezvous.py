@@ -141,6 +141,7 @@ class Rendezvous:
             "hardware": worker.hardware,
             "env_vars": list(worker.env_vars),
             "sees_node_gpus": worker.sees_node_gpus,
+            "visible_gpus": None if worker.visible_gpus is None else list(worker.visible_gpus),
         }
         env = {**visibility_env(worker, node), **(self.env(worker) or {})}
         self._warn_overrides(worker, env)
@@ -328,11 +329,12 @@ def _ports_of(recs: list[records.JobRecord], *, skip: str) -> dict[str, set[int]
 
 
 def visibility_env(worker: Worker, node: Node | None) -> dict[str, str]:
-    """Every accelerator of the node, for a worker that sees its node's GPUs without reserving them
-    (placed through a robot, `node` or accelerator-less group; RLinf semantics). Empty for the rest."""
-    if not worker.sees_node_gpus or node is None or not node.num_gpus:
+    """The devices a worker sees when Ray's own assignment cannot say (`Worker.visible_gpus`): every GPU of
+    its node for a worker placed through a robot, `node` or accelerator-less group (RLinf semantics), or the
+    GPUs of a process spanning GPUs that other processes share (it asks Ray for none). Empty for the rest."""
+    if worker.visible_gpus is None or node is None or not node.num_gpus:
         return {}
-    return {visible_devices_var(node.accelerator_resource): ",".join(map(str, range(node.num_gpus)))}
+    return {visible_devices_var(node.accelerator_resource): ",".join(map(str, worker.visible_gpus))}
 
 
 def port_range() -> tuple[int, int]:

@@ -59,6 +59,8 @@ class WorkerPlacement:
     master_addr: str = ""
     master_port: int = 0
     visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES (or the node's accelerator's variable) as seen
+    #: The devices the plan says it must see when Ray assigns it none (`Worker.visible_gpus`), else None.
+    planned_visible: tuple[int, ...] | None = None
     rendezvous_env: dict[str, str] = field(default_factory=dict, hash=False)  # every variable rlplace set
 
     @property
@@ -68,7 +70,11 @@ class WorkerPlacement:
         problems = []
         if self.node_rank != self.planned_node_rank:
             problems.append(f"on node {self.node_rank}, planned node {self.planned_node_rank}")
-        if sorted(self.gpus) != sorted(self.planned_gpus):
+        if self.planned_visible is not None:  # Ray assigns it no GPU: what it sees is what counts
+            seen = self.visible_devices or ""
+            if seen != ",".join(map(str, self.planned_visible)):
+                problems.append(f"sees devices {seen!r}, planned {list(self.planned_visible)}")
+        elif sorted(self.gpus) != sorted(self.planned_gpus):
             problems.append(f"got GPUs {list(self.gpus)}, planned {list(self.planned_gpus)}")
         if self.sees_all_gpus and not self.sees_node_gpus:
             problems.append(
@@ -159,6 +165,7 @@ def _read() -> WorkerPlacement:
         master_addr=env.get("MASTER_ADDR", ""),
         master_port=int(env.get("MASTER_PORT", 0)),
         visible_devices=os.environ.get(visible_devices_var(planned["accelerator_resource"])),
+        planned_visible=None if planned.get("visible_gpus") is None else tuple(planned["visible_gpus"]),
         rendezvous_env=dict(env),
     )
 
