@@ -70,7 +70,9 @@ def test_the_job_record_of_32768_workers_is_one_small_value():
 
 
 def test_a_worker_that_sees_its_nodes_gpus_keeps_them_in_its_runtime_env():
-    seeing = Worker("agent", 0, 1, 0, (), 0.0, 1.0, "node", env_vars={"A": "1"}, sees_node_gpus=True)
+    seeing = Worker(
+        "agent", 0, 1, 0, (), 0.0, 1.0, "node", env_vars={"A": "1"}, sees_node_gpus=True, visible_gpus=(0, 1, 2, 3)
+    )
     blind = Worker("agent", 0, 1, 0, (), 0.0, 1.0, "cpu", env_vars={"A": "1"})
     assert actor_options(seeing, namespace="ns", scheduling_strategy=None)["runtime_env"]["env_vars"] == {"A": "1"}
     hidden = actor_options(blind, namespace="ns", scheduling_strategy=None)["runtime_env"]["env_vars"]
@@ -108,3 +110,23 @@ def test_an_actor_class_is_unwrapped_keeping_its_options():
     assert placed._default_options == {"max_concurrency": 4, "num_cpus": 2}
     base = placed.__ray_metadata__.modified_class.__ray_actor_class__
     assert base.__mro__[1] is Policy
+
+
+def test_a_robot_config_left_without_its_ip_is_filled_from_the_nodes_environment(monkeypatch):
+    """RLinf reads a Franka's left-out `robot_ip` from the node's ROBOT_IP when it enumerates hardware; the
+    worker does the same with what the driver says may be filled (written values are never replaced)."""
+    from rlplace.ray.rendezvous import hardware_env_fallbacks
+    from rlplace.ray.worker import _with_node_env
+
+    left_out = {"type": "Franka", "index": 0, "node_rank": 3}
+    written = {**left_out, "robot_ip": "10.0.0.7"}
+    assert hardware_env_fallbacks(left_out) == [("robot_ip", "ROBOT_IP")]
+    assert hardware_env_fallbacks(written) == [] and hardware_env_fallbacks(None) == []
+    assert hardware_env_fallbacks({"type": "DualFranka", "index": 0, "node_rank": 3, "left_robot_ip": "10.0.0.1"}) == [
+        ("right_robot_ip", "RIGHT_ROBOT_IP")
+    ]
+    monkeypatch.setenv("ROBOT_IP", "10.0.0.9")
+    assert _with_node_env(left_out, hardware_env_fallbacks(left_out))["robot_ip"] == "10.0.0.9"
+    assert _with_node_env(written, hardware_env_fallbacks(written))["robot_ip"] == "10.0.0.7"
+    monkeypatch.delenv("ROBOT_IP")
+    assert "robot_ip" not in _with_node_env(left_out, hardware_env_fallbacks(left_out))

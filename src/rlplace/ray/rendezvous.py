@@ -142,6 +142,7 @@ class Rendezvous:
             "env_vars": list(worker.env_vars),
             "sees_node_gpus": worker.sees_node_gpus,
             "visible_gpus": None if worker.visible_gpus is None else list(worker.visible_gpus),
+            "hardware_env": hardware_env_fallbacks(worker.hardware),
         }
         env = {**visibility_env(worker, node), **(self.env(worker) or {})}
         self._warn_overrides(worker, env)
@@ -335,6 +336,17 @@ def visibility_env(worker: Worker, node: Node | None) -> dict[str, str]:
     if worker.visible_gpus is None or node is None or not node.num_gpus:
         return {}
     return {visible_devices_var(node.accelerator_resource): ",".join(map(str, worker.visible_gpus))}
+
+
+def hardware_env_fallbacks(hardware: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(key, variable) pairs of a robot's config the worker fills from its node's environment when the config
+    leaves the key out (a Franka's `robot_ip` from `ROBOT_IP`), as RLinf does when it enumerates hardware."""
+    if not hardware:
+        return []
+    from rlplace.config.hardware import REGISTRY
+
+    kind = REGISTRY.get(str(hardware.get("type")))
+    return [(k, var) for k, var in (kind.env_fallbacks if kind else ()) if hardware.get(k) is None]
 
 
 def port_range() -> tuple[int, int]:

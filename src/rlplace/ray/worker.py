@@ -151,7 +151,7 @@ def _read() -> WorkerPlacement:
         gpu_fraction=planned["gpu_fraction"],
         planned_node_rank=planned["node_rank"],
         accelerator=labels.get(ACCELERATOR_LABEL),
-        hardware=planned["hardware"],
+        hardware=_with_node_env(planned["hardware"], planned.get("hardware_env", ())),
         env_vars={k: os.environ.get(k, "") for k in planned["env_vars"]},
         python=sys.executable,
         node_id=node_id,
@@ -168,6 +168,12 @@ def _read() -> WorkerPlacement:
         planned_visible=None if planned.get("visible_gpus") is None else tuple(planned["visible_gpus"]),
         rendezvous_env=dict(env),
     )
+
+
+def _with_node_env(hardware: dict[str, Any] | None, fallbacks: Any) -> dict[str, Any] | None:
+    """The robot's config with keys it left out read from this node's environment (`ROBOT_IP`, ...)."""
+    filled = {key: os.environ[var] for key, var in fallbacks if var in os.environ}
+    return {**hardware, **filled} if hardware and filled else hardware
 
 
 def visible_devices_var(resource: str = "GPU") -> str:
