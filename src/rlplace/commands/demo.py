@@ -11,7 +11,9 @@ import argparse
 import difflib
 import pathlib
 
-from rlplace.commands.run import add_budget_arguments, add_failover_arguments, execute, nodes_argument
+from rlplace.commands.arguments import nodes_argument
+from rlplace.commands.node_loss import add_failover_arguments
+from rlplace.commands.run import add_budget_arguments, execute
 
 
 def register(sub: argparse._SubParsersAction) -> None:

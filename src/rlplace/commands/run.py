@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import threading
 from typing import Any
 
-from rlplace.errors import ConfigError, PlacementError, RlplaceError
+from rlplace.commands.arguments import nodes_argument, positive_int, positive_seconds
+from rlplace.commands.node_loss import NodeKiller, add_failover_arguments, simulated_spares_of
+from rlplace.errors import PlacementError, RlplaceError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,51 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def add_failover_arguments(p: argparse.ArgumentParser) -> None:
-    """Node loss (issue 11), shared with `rlplace demo`: spares, a node lost on purpose, the replacement window."""
-    g = p.add_argument_group("node loss")
-    g.add_argument(
-        "--spare",
-        metavar="N|NODES",
-        help="embedded cluster only: hot spares to join, a count (shaped like the --kill-node node, else like the "
-        "largest node) or shapes (1x4:A800); with --kill-node the default is 1",
-    )
-    g.add_argument(
-        "--kill-node",
-        type=int,
-        metavar="RANK",
-        help="embedded cluster only: remove this node abruptly during training (not 0: the head holds the cluster)",
-    )
-    g.add_argument(
-        "--kill-after",
-        type=_positive_float,
-        default=5.0,
-        metavar="SECONDS",
-        help="with --kill-node: seconds after training starts; a run solved before then keeps training until the "
-        "loss is handled (default: %(default)s)",
-    )
-    g.add_argument(
-        "--checkpoint-dir",
-        metavar="DIR",
-        help="where train rank 0 checkpoints after each iteration, for workers relaunched after a node loss; on a "
-        "real cluster a directory every train node can read (default: a temporary directory on this machine)",
-    )
-    g.add_argument(
-        "--replace-within",
-        type=_non_negative_float,
-        metavar="SECONDS",
-        help="how long a lost node's workers wait for a spare or replacement before the run fails with "
-        "NodeLostError (default: 60; 10 on an embedded cluster, which nothing else can join; 0: fail at once)",
-    )
-
-
 def add_budget_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared with `rlplace demo`."""
     from rlplace.examples.cartpole_ppo.budget import Budget
 
     default = Budget()
     p.add_argument(
-        "--iterations", type=_positive, default=default.iterations, help="training budget: stop after N iterations"
+        "--iterations", type=positive_int, default=default.iterations, help="training budget: stop after N iterations"
     )
     p.add_argument("--seed", type=int, default=default.seed, help="seed of the environments and the networks")
     p.add_argument(
@@ -97,7 +60,7 @@ def add_budget_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_seconds,
         default=60.0,
         help="seconds the placement groups may take; then the run fails naming what is missing on which node",
     )
@@ -130,7 +93,7 @@ def execute(
         from rlplace.planner import plan
 
         plan(spec, nodes)  # a plan that cannot fit fails here, before a cluster is started for nothing
-        spares = _spares(args, nodes)
+        spares = simulated_spares_of(args, nodes)
         more = f" and {len(spares)} hot spare{'s' if len(spares) != 1 else ''}" if spares else ""
         console.print(f"Starting an embedded Ray cluster: {simulate}{more} (COUNTxGPUS[:MODEL], logical GPUs) ...")
         cluster = None
@@ -160,20 +123,6 @@ def execute(
     return _train(spec, console, args, picture_stem)
 
 
-def _spares(args: argparse.Namespace, nodes: Any) -> tuple:
-    """The embedded cluster's spares from --spare / --kill-node (checked before anything starts)."""
-    from rlplace.examples.local_cluster import simulated_spares
-
-    kill = getattr(args, "kill_node", None)
-    if kill is not None and not 0 < kill < len(nodes):
-        raise RlplaceError(
-            f"--kill-node {kill}: the embedded cluster's nodes that can be lost are 1-{len(nodes) - 1} "
-            "(node 0 is the head: losing it ends the cluster)"
-        )
-    text = getattr(args, "spare", None)
-    return simulated_spares("1" if text is None and kill is not None else text, nodes, like=kill)
-
-
 def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str, cluster: Any | None = None) -> int:
     """Place and run the pipeline on the cluster this process is connected to (`cluster`: the embedded one)."""
     import rlplace
@@ -185,7 +134,7 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
     window = getattr(args, "replace_within", None)
     window = window if window is not None else (10.0 if cluster is not None else 60.0)
     job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export, replace_within_s=window)
-    kill = _NodeKiller(cluster, getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0))
+    kill = NodeKiller(cluster, getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0))
     with job, kill:
         _show_plan(job, console, args.out / picture_stem)
         budget = Budget(iterations=args.iterations, seed=args.seed)
@@ -209,64 +158,6 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
     if wrong:
         raise PlacementError("workers ran off their plan:\n  " + "\n  ".join(wrong))
     return 0
-
-
-class _NodeKiller:
-    """`--kill-node RANK --kill-after S`: removes the embedded cluster's node RANK abruptly S seconds after
-    training starts (`start`), from a timer thread; the run does not stop early (solved) before that, and the
-    timer is cancelled when the iteration budget ends first."""
-
-    def __init__(self, cluster: Any | None, rank: int | None, after_s: float):
-        self.cluster, self.rank, self.after_s = cluster, rank, after_s
-        self.at: float | None = None  # when the node was removed (time.time())
-        self.done = 0  # iterations finished when it was removed
-        self._finished = 0
-        self._timer: threading.Timer | None = None
-
-    def counting(self, progress: Any) -> Any:
-        """`progress`, also counting the iterations finished (to say when the node went)."""
-
-        def advance(iteration: int, curve: Any) -> None:
-            self._finished = iteration
-            progress(iteration, curve)
-
-        return advance
-
-    def start(self) -> None:
-        if self.cluster is not None and self.rank is not None:
-            self._timer = threading.Timer(self.after_s, self._kill)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def settled(self, events: list) -> bool:
-        """False until the node is removed and the job has dealt with it (a takeover): a solved run keeps
-        training until the loss is shown."""
-        if self._timer is None:
-            return True
-        return self.at is not None and any(
-            e.kind in ("spare", "replacement", "failed") and e.node_rank == self.rank and e.at >= self.at
-            for e in events
-        )
-
-    def _kill(self) -> None:
-        self.done = self._finished
-        self.at = self.cluster.lose_node(self.rank)
-
-    def describe(self, events: list) -> str:
-        if self.at is None:
-            return f"node {self.rank} was not removed: training ended within --kill-after {self.after_s:g} s"
-        said = f"node {self.rank} removed abruptly {self.after_s:g} s into training, during iteration {self.done + 1}"
-        lost = next((e for e in events if e.kind == "lost" and e.node_rank == self.rank and e.at >= self.at), None)
-        if lost is not None:
-            said += f"; the job declared it lost {lost.at - self.at:.1f} s later"
-        return said
-
-    def __enter__(self) -> _NodeKiller:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
 
 
 def _write_picture(job: Any, stem: pathlib.Path, health: Any = None) -> None:
@@ -320,39 +211,3 @@ def _require_demo_extra() -> None:
         import numpy  # noqa: F401
     except ImportError as e:
         raise RlplaceError(f"the CartPole pipeline needs {e.name}: pip install 'rlplace[demo]'") from e
-
-
-def nodes_argument(text: str) -> str:
-    """An argparse type for a simulated cluster (`--simulate`, `demo --nodes`): checked at parse time, so the
-    message names the flag as typed."""
-    from rlplace.inventory import parse_nodes
-
-    try:
-        parse_nodes(text)
-    except ConfigError as e:
-        shown = (p.message if str(p.value) in p.message else f"{p.value!r}: {p.message}" for p in e.problems)
-        raise argparse.ArgumentTypeError("; ".join(shown)) from None
-    return text
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return _positive_float(text)

@@ -1,0 +1,121 @@
+"""The node-loss flags of `rlplace run` and `rlplace demo`: hot spares for the embedded cluster,
+and a node removed on purpose during training to show a spare taking over."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any
+
+from rlplace.commands.arguments import non_negative_seconds, positive_seconds
+from rlplace.errors import RlplaceError
+
+
+def add_failover_arguments(p: argparse.ArgumentParser) -> None:
+    """Spares, a node lost on purpose, the replacement window (`rlplace run` and `rlplace demo`)."""
+    g = p.add_argument_group("node loss")
+    g.add_argument(
+        "--spare",
+        metavar="N|NODES",
+        help="embedded cluster only: hot spares to join, a count (shaped like the --kill-node node, else like the "
+        "largest node) or shapes (1x4:A800); with --kill-node the default is 1",
+    )
+    g.add_argument(
+        "--kill-node",
+        type=int,
+        metavar="RANK",
+        help="embedded cluster only: remove this node abruptly during training (not 0: the head holds the cluster)",
+    )
+    g.add_argument(
+        "--kill-after",
+        type=positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="with --kill-node: seconds after training starts; a run solved before then keeps training until the "
+        "loss is handled (default: %(default)s)",
+    )
+    g.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="where train rank 0 checkpoints after each iteration, for workers relaunched after a node loss; on a "
+        "real cluster a directory every train node can read (default: a temporary directory on this machine)",
+    )
+    g.add_argument(
+        "--replace-within",
+        type=non_negative_seconds,
+        metavar="SECONDS",
+        help="how long a lost node's workers wait for a spare or replacement before the run fails with "
+        "NodeLostError (default: 60; 10 on an embedded cluster, which nothing else can join; 0: fail at once)",
+    )
+
+
+def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
+    """The embedded cluster's spares from --spare / --kill-node (checked before anything starts)."""
+    from rlplace.examples.local_cluster import simulated_spares
+
+    kill = getattr(args, "kill_node", None)
+    if kill is not None and not 0 < kill < len(nodes):
+        raise RlplaceError(
+            f"--kill-node {kill}: the embedded cluster's nodes that can be lost are 1-{len(nodes) - 1} "
+            "(node 0 is the head: losing it ends the cluster)"
+        )
+    text = getattr(args, "spare", None)
+    return simulated_spares("1" if text is None and kill is not None else text, nodes, like=kill)
+
+
+class NodeKiller:
+    """`--kill-node RANK --kill-after S`: removes the embedded cluster's node RANK abruptly S seconds after
+    training starts (`start`), from a timer thread; the run does not stop early (solved) before that, and the
+    timer is cancelled when the iteration budget ends first."""
+
+    def __init__(self, cluster: Any | None, rank: int | None, after_s: float):
+        self.cluster, self.rank, self.after_s = cluster, rank, after_s
+        self.at: float | None = None  # when the node was removed (time.time())
+        self.done = 0  # iterations finished when it was removed
+        self._finished = 0
+        self._timer: threading.Timer | None = None
+
+    def counting(self, progress: Any) -> Any:
+        """`progress`, also counting the iterations finished (to say when the node went)."""
+
+        def advance(iteration: int, curve: Any) -> None:
+            self._finished = iteration
+            progress(iteration, curve)
+
+        return advance
+
+    def start(self) -> None:
+        if self.cluster is not None and self.rank is not None:
+            self._timer = threading.Timer(self.after_s, self._kill)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def settled(self, events: list) -> bool:
+        """False until the node is removed and the job has dealt with it (a takeover): a solved run keeps
+        training until the loss is shown."""
+        if self._timer is None:
+            return True
+        return self.at is not None and any(
+            e.kind in ("spare", "replacement", "failed") and e.node_rank == self.rank and e.at >= self.at
+            for e in events
+        )
+
+    def _kill(self) -> None:
+        self.done = self._finished
+        self.at = self.cluster.lose_node(self.rank)
+
+    def describe(self, events: list) -> str:
+        if self.at is None:
+            return f"node {self.rank} was not removed: training ended within --kill-after {self.after_s:g} s"
+        said = f"node {self.rank} removed abruptly {self.after_s:g} s into training, during iteration {self.done + 1}"
+        lost = next((e for e in events if e.kind == "lost" and e.node_rank == self.rank and e.at >= self.at), None)
+        if lost is not None:
+            said += f"; the job declared it lost {lost.at - self.at:.1f} s later"
+        return said
+
+    def __enter__(self) -> NodeKiller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
