@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from rlplace.viz.flows import WEIGHTS, Flow
+from rlplace.planner.estimate import WEIGHTS
 from rlplace.viz.layout import GAP_X, MARGIN, NODE_W, Box
+from rlplace.viz.scene import BoxFlow
 
 
 class Router:
@@ -52,7 +53,7 @@ class Router:
         centre = bottom + self.gaps[gap] / 2 if below else top - self.gaps[gap] / 2
         return centre + self._lane(("gap", gap), bundle, self.LANE)
 
-    def route(self, f: Flow) -> list[tuple[float, float]]:
+    def route(self, f: BoxFlow) -> list[tuple[float, float]]:
         a, b = self.boxes[f.src], self.boxes[f.dst]
         out, into = (f.kind, f.src), (f.kind, f.src, f.dst)
         if a.row == b.row:  # weights over the row, experience under it: the two kinds never share a gap
