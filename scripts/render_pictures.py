@@ -48,8 +48,9 @@ def find_browser() -> str | None:
 
 
 def svg_size(svg_text: str) -> tuple[int, int]:
-    root = ET.fromstring(svg_text)
-    return round(float(root.get("width", "0"))), round(float(root.get("height", "0")))
+    """The picture's natural size in px: its viewBox (its width is 100% of the page, up to that size)."""
+    _, _, width, height = (float(v) for v in ET.fromstring(svg_text).get("viewBox", "0 0 0 0").split())
+    return round(width), round(height)
 
 
 def png_size(path: pathlib.Path) -> tuple[int, int]:

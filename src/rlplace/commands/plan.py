@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         with gc_paused():  # ~100k dicts for a 4,096-node plan: 3x faster without collector passes
             doc = result.to_dict()
-            doc["components"] = _components(result)
+            doc["components"] = _components(result, inventory)
             doc["estimate"] = est.to_dict()
             if compared is not None:
                 doc["compare"] = compared
@@ -114,11 +114,12 @@ def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Name
         picture.write_html(result, args.html, inventory=inventory, estimate=est)
 
 
-def _components(result: Plan) -> dict[str, dict]:
+def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
     """Per-component facts for the JSON (the table prints them as its component lines)."""
-    from rlplace.viz.text import component_facts
+    from rlplace.viz.collapse import node_runs
+    from rlplace.viz.components import component_facts
 
-    return {f.name: f.to_dict() for f in component_facts(result)}
+    return {f.name: f.to_dict() for f in component_facts(result, node_runs(result, inventory))}
 
 
 def _inventory(args: argparse.Namespace) -> Inventory:

@@ -19,6 +19,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan, Worker
 
@@ -38,24 +39,29 @@ DEFAULT_BATCH_BYTES = 256 * 10**6
 
 @dataclass(frozen=True)
 class Flow:
-    """Bytes of one stream between two nodes per iteration: weights from `source` workers on node `src` to the
-    `workers` `target` workers on node `dst`, or experience from the `workers` `source` workers on `src` to the
-    `target` shard(s) on `dst`."""
+    """One stream per iteration from node `src` to each node of `dst`, `each` bytes to each: weights from train
+    rank 0's node to a node of `workers` eval workers, or experience from the `workers` producers of node `src`,
+    spread over every buffer shard's node (`dst` is then one tuple shared by all such flows)."""
 
     kind: str  # WEIGHTS | EXPERIENCE
     src: int
-    dst: int
+    dst: tuple[int, ...]
     workers: int
-    bytes: int
-    source: str  # component name, as the config writes it
+    each: int  # bytes to each node of `dst`
+    source: str  # component names, as the config writes them
     target: str
 
-    def to_dict(self) -> dict:
+    @property
+    def bytes(self) -> int:
+        return self.each * len(self.dst)
+
+    def to_dict(self, dst: str | None = None) -> dict:
         return {
             "kind": self.kind,
             "src": self.src,
-            "dst": self.dst,
+            "dst": dst if dst is not None else format_ranks(self.dst),
             "workers": self.workers,
+            "bytes_each": self.each,
             "bytes": self.bytes,
             "source": self.source,
             "target": self.target,
@@ -82,8 +88,19 @@ class Estimate:
             "experience_bytes": self.experience_bytes,
             "model_bytes": self.model_bytes,
             "batch_bytes": self.batch_bytes,
-            "flows": [f.to_dict() for f in self.flows],
+            "flows": self._flow_dicts(),
         }
+
+    def _flow_dicts(self) -> list[dict]:
+        """`dst` as a range string (`"0-2047"`), written once per destination tuple: experience flows share one."""
+        written: dict[int, str] = {}
+        out = []
+        for f in self.flows:
+            key = id(f.dst)
+            if key not in written:
+                written[key] = format_ranks(f.dst)
+            out.append(f.to_dict(written[key]))
+        return out
 
 
 def estimate(
@@ -150,7 +167,7 @@ def _weight_flows(by: dict[str, list[Worker]], model_bytes: int, roles: dict) ->
     source = min((w.rank, w.node_rank) for w in train)[1]
     served = set(train_nodes)
     pulls = Counter(n for n in eval_nodes if n not in served)
-    return [Flow(WEIGHTS, source, node, n, model_bytes, train_name, eval_name) for node, n in sorted(pulls.items())]
+    return [Flow(WEIGHTS, source, (node,), n, model_bytes, train_name, eval_name) for node, n in sorted(pulls.items())]
 
 
 def _experience_flows(by: dict[str, list[Worker]], batch_bytes: int, roles: dict) -> list[Flow] | None:
@@ -162,13 +179,13 @@ def _experience_flows(by: dict[str, list[Worker]], batch_bytes: int, roles: dict
     if producer_nodes is None or shard_nodes is None:
         return None
     roles[EXPERIENCE] = (producer_name, buffer_name)
-    targets = sorted(set(shard_nodes))
-    remote = Counter(n for n in producer_nodes if n not in set(targets))
+    targets = tuple(sorted(set(shard_nodes)))
+    have = set(targets)
+    remote = Counter(n for n in producer_nodes if n not in have)
     share = len(producer_nodes) * len(targets)
     return [
-        Flow(EXPERIENCE, node, shard, n, batch_bytes * n // share, producer_name, buffer_name)
+        Flow(EXPERIENCE, node, targets, n, batch_bytes * n // share, producer_name, buffer_name)
         for node, n in sorted(remote.items())
-        for shard in targets
     ]
 
 

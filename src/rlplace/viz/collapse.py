@@ -17,10 +17,12 @@ planning (bench/render_scale.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import attrgetter, sub
 
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan, Worker
+from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.ranges import format_ranks
 from rlplace.viz.text import counted, cpus, fraction_label
 
@@ -47,7 +49,7 @@ class SlotRun:
     """Consecutive devices of a node with the same pattern (per node of its NodeRun)."""
 
     kind: str  # GPU | SPAN | IDLE | HARDWARE | CPU
-    slots: tuple[tuple, ...]  # GPU tuples; (type, index) of each hardware unit over the whole run; ((),) for CPU
+    slots: tuple[tuple, ...]  # per node: GPU tuples; (type, index) of each hardware unit; ((),) for CPU
     residents: tuple[Resident, ...]
     rest: float = 0.0  # share of each of its GPUs that no resident requests (held for spanning processes)
     rest_to: tuple[str, ...] = ()  # components of the spanning processes on these GPUs
@@ -72,6 +74,7 @@ class NodeRun:
     state: str = "ok"  # a running job's node health (the picture's lost / spare nodes)
     note: str = ""
     devices: tuple[SlotRun, ...] = ()  # a run of one node, asked `devices=True`: one slot run per device
+    sample: tuple[Worker, ...] = field(default=(), repr=False)  # the first node's workers (the others are alike)
 
     @property
     def used(self) -> bool:
@@ -105,130 +108,126 @@ def node_runs(
     the driver are not (they have no node). `devices`: runs of one node also get their per-device view (the
     picture draws such a node GPU by GPU). `health` (node rank -> state, note) keeps nodes of different states
     in different runs."""
-    by_node: dict[int, list[Worker]] = {}
-    for w in plan.workers:
-        if w.node_rank is not None:
-            by_node.setdefault(w.node_rank, []).append(w)
-    facts = _NodeFacts(plan, inventory, by_node)
-    health = health or {}
-    runs: list[NodeRun] = []
-    start: list = []  # [first node, its workers, signature, bases, step, count]
-    for node in facts.ranks:
-        ws = by_node.get(node, [])
-        sig, bases = _signature(ws)
-        sig = (facts.describe(node), health.get(node), sig)
-        if not detail and start and start[2] == sig and _continues(start, bases):
-            start[5] += 1
-            start[3] = bases
-            continue
-        if start:
-            runs.append(_run(start, facts, health, detail, devices))
-        start = [node, ws, sig, bases, None, 1]
-    if start:
-        runs.append(_run(start, facts, health, detail, devices))
-    return tuple(runs)
+    with gc_paused():  # ~100k small tuples for a 4,096-node plan: collector passes would find nothing to free
+        by_node: dict[int, list[Worker]] = {}
+        for w in plan.workers:
+            if w.node_rank is not None:
+                by_node.setdefault(w.node_rank, []).append(w)
+        facts = _NodeFacts(plan, inventory, by_node)
+        health = health or {}
+        runs: list[NodeRun] = []
+        run: _Open | None = None
+        for node in facts.ranks:
+            ws = by_node.get(node, [])
+            keys, ranks = list(map(_KEY, ws)), list(map(_RANK, ws))
+            head = (facts.head[node], health.get(node))
+            if not detail and run is not None and run.takes(head, keys, ranks):
+                continue
+            if run is not None:
+                runs.append(run.close(facts, health, detail, devices))
+            run = _Open(node, ws, head, keys, ranks)
+        if run is not None:
+            runs.append(run.close(facts, health, detail, devices))
+        return tuple(runs)
+
+
+#: What must be equal, worker by worker in plan order, for two nodes to be alike (their ranks aside). A robot's
+#: fields (its address, its index) differ from node to node, so robot nodes are never merged: each is shown.
+_KEY = attrgetter("component", "gpus", "gpu_fraction", "visible_gpus", "sees_node_gpus", "hardware", "num_cpus")
+_RANK = attrgetter("rank")
+
+
+class _Open:
+    """A node run being read: its first node, and what the next node must match to continue it."""
+
+    def __init__(self, node: int, ws: list[Worker], head: tuple, keys: list, ranks: list[int]) -> None:
+        self.node, self.ws, self.head, self.keys, self.last = node, ws, head, keys, ranks
+        self.count = 1
+        self.step: dict[str, int] = {}  # each component's rank step from one node to the next
+        self.diffs: list[int] | None = None  # that step, worker by worker (compared at C speed)
+
+    def takes(self, head: tuple, keys: list, ranks: list[int]) -> bool:
+        """Add the next node if it is alike: same pattern, every component's ranks one step on."""
+        if head != self.head or keys != self.keys:
+            return False
+        diffs = list(map(sub, ranks, self.last))
+        if self.diffs is None:
+            step: dict[str, int] = {}
+            for key, d in zip(keys, diffs, strict=True):
+                if d <= 0 or step.setdefault(key[0], d) != d:
+                    return False
+            self.step, self.diffs = step, diffs
+        elif diffs != self.diffs:
+            return False
+        self.last = ranks
+        self.count += 1
+        return True
+
+    def close(self, facts: _NodeFacts, health: Mapping, detail: bool, devices: bool) -> NodeRun:
+        node, count = self.node, self.count
+        state, note = health.get(node, ("ok", ""))
+        gpus = facts.gpus.get(node, 0)
+        slot_runs = tuple(_expand(r, self.step, count) for r in _slot_runs(self.ws, gpus, detail))
+        per_device = tuple(_slot_runs(self.ws, gpus, True)) if devices and count == 1 else ()
+        return NodeRun(
+            tuple(range(node, node + count)),
+            gpus,
+            facts.model(node),
+            facts.cpus(node),
+            facts.cpus_have(node),
+            facts.groups(node),
+            slot_runs,
+            state,
+            note,
+            per_device,
+            tuple(self.ws),
+        )
 
 
 class _NodeFacts:
-    """Per node: GPU count and model, CPUs reserved and present, groups."""
+    """Per node: GPU count and model, CPUs reserved and present, groups (`head`: all of them, compared at once)."""
 
     def __init__(self, plan: Plan, inventory: Inventory | None, by_node: dict[int, list[Worker]]) -> None:
-        self.inventory = inventory
         self.reserves = plan.uses_placement_groups
         gpus: dict[int, int] = {}
-        self.groups: dict[int, list[str]] = {}
+        groups: dict[int, list[str]] = {}
         for g in plan.groups:
             for r, n in zip(g.node_ranks, g.gpus_per_node, strict=False):
                 gpus[r] = max(gpus.get(r, 0), n)
             for r in dict.fromkeys(g.node_ranks):
-                self.groups.setdefault(r, []).append(g.name)
-        self.cpus: dict[int, float] = {}
+                groups.setdefault(r, []).append(g.name)
+        cpus: dict[int, float] = {}
         for b in plan.bundles:
-            self.cpus[b.node_rank] = self.cpus.get(b.node_rank, 0.0) + b.num_cpus
-            if b.gpus:
+            cpus[b.node_rank] = cpus.get(b.node_rank, 0.0) + b.num_cpus
+            if b.gpus and inventory is None:  # the inventory knows each node's GPUs, and the plan fits it
                 gpus[b.node_rank] = max(gpus.get(b.node_rank, 0), max(b.gpus) + 1)
         for node, ws in () if plan.bundles else by_node.items():  # bundles hold every pinned worker's GPUs
             top = max((g for w in ws for g in w.gpus), default=-1)
             gpus[node] = max(gpus.get(node, 0), top + 1)
+        known: dict[int, tuple[str | None, float | None]] = {}
         if inventory is not None:
             for n in inventory.nodes:
                 gpus[n.rank] = max(gpus.get(n.rank, 0), n.num_gpus)
+                known[n.rank] = (n.gpu_model, n.num_cpus)
         self.gpus = gpus
         self.ranks = sorted(gpus.keys() | by_node.keys())
+        self.head = {
+            r: (gpus.get(r, 0), *known.get(r, (None, None)), cpus.get(r, 0.0), tuple(groups.get(r, ())))
+            for r in self.ranks
+        }
 
     def model(self, node: int) -> str | None:
-        inv = self.inventory
-        return inv.node(node).gpu_model if inv is not None and node < len(inv) else None
+        return self.head[node][1]
 
     def cpus_have(self, node: int) -> float | None:
-        inv = self.inventory
-        return inv.node(node).num_cpus if inv is not None and node < len(inv) else None
+        return self.head[node][2]
 
-    def describe(self, node: int) -> tuple:
-        return (
-            self.gpus.get(node, 0),
-            self.model(node),
-            self.cpus.get(node, 0.0),
-            self.cpus_have(node),
-            tuple(self.groups.get(node, ())),
-        )
+    def cpus(self, node: int) -> float | None:
+        """CPUs the plan's bundles reserve on `node`; None for a plan without placement groups."""
+        return self.head[node][3] if self.reserves else None
 
-
-def _signature(ws: list[Worker]) -> tuple[tuple, dict]:
-    """A node's pattern with ranks made relative to each component's first rank there, and those first ranks.
-
-    Two nodes with equal signatures hold the same workers on the same devices, shifted in rank."""
-    bases: dict[str, int] = {}
-    items = []
-    for w in ws:
-        c = w.component
-        base = bases.get(c)
-        if base is None:
-            bases[c] = base = w.rank
-        hw = w.hardware
-        if hw:  # a robot: its index counts like a rank (Franka 0 on one node, Franka 1 on the next)
-            key = f"\0{hw.get('type')}"
-            first = bases.get(key)
-            if first is None:
-                bases[key] = first = int(hw.get("index", 0))  # type: ignore[call-overload]
-            hw = (key, int(hw.get("index", 0)) - first, unit_fields(hw))  # type: ignore[call-overload]
-        items.append((c, w.rank - base, w.gpus, w.gpu_fraction, w.visible_gpus is not None, w.sees_node_gpus, hw))
-    return tuple(items), bases
-
-
-def _continues(start: list, bases: dict[str, int]) -> bool:
-    """Does a node with these first ranks continue the run (every component shifted by the run's step)?"""
-    prev = start[3]
-    if prev.keys() != bases.keys():
-        return False
-    step = {c: bases[c] - prev[c] for c in bases}
-    if start[4] is None:
-        if any(s <= 0 for s in step.values()):
-            return False
-        start[4] = step
-        return True
-    return step == start[4]
-
-
-def _run(start: list, facts: _NodeFacts, health: Mapping, detail: bool, devices: bool) -> NodeRun:
-    node, ws, _, _, step, count = start
-    step = step or {}
-    state, note = health.get(node, ("ok", ""))
-    gpus = facts.gpus.get(node, 0)
-    slot_runs = tuple(_expand(r, step, count) for r in _slot_runs(ws, gpus, detail))
-    per_device = tuple(_slot_runs(ws, gpus, True)) if devices and count == 1 else ()
-    return NodeRun(
-        tuple(range(node, node + count)),
-        facts.gpus.get(node, 0),
-        facts.model(node),
-        facts.cpus.get(node, 0.0) if facts.reserves else None,
-        facts.cpus_have(node),
-        tuple(facts.groups.get(node, ())),
-        slot_runs,
-        state,
-        note,
-        per_device,
-    )
+    def groups(self, node: int) -> tuple[str, ...]:
+        return self.head[node][4]
 
 
 def _expand(run: SlotRun, step: dict[str, int], count: int) -> SlotRun:
@@ -236,22 +235,19 @@ def _expand(run: SlotRun, step: dict[str, int], count: int) -> SlotRun:
     if count == 1:
         return run
     residents = tuple(
-        Resident(
-            r.component,
-            tuple(sorted(x + k * step[r.component] for k in range(count) for x in r.ranks)),
-            r.per_slot,
-            r.share,
-            r.spans,
-            r.gpus,
-            r.sees,
-        )
+        Resident(r.component, _shifted(r.ranks, step[r.component], count), r.per_slot, r.share, r.spans, r.gpus, r.sees)
         for r in run.residents
     )
-    slots = run.slots
-    if run.kind == HARDWARE:
-        key = f"\0{slots[0][0]}"
-        slots = tuple((t, i + k * step[key]) for k in range(count) for t, i in run.slots)
-    return SlotRun(run.kind, slots, residents, run.rest, run.rest_to, run.unit)
+    return SlotRun(run.kind, run.slots, residents, run.rest, run.rest_to, run.unit)
+
+
+def _shifted(ranks: tuple[int, ...], step: int, count: int) -> tuple[int, ...]:
+    """`ranks` on each of `count` nodes, `step` apart, ascending (at C speed when they are contiguous)."""
+    first, last = ranks[0], ranks[-1]
+    if last - first + 1 == len(ranks) == step:
+        return tuple(range(first, first + step * count))
+    out = [x + k * step for k in range(count) for x in ranks]
+    return tuple(out) if step > last - first else tuple(sorted(out))
 
 
 def unit_fields(hardware: Mapping[str, object]) -> tuple[tuple[str, object], ...]:

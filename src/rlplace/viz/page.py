@@ -12,8 +12,9 @@ from html import escape
 from rlplace.planner.estimate import format_bytes
 from rlplace.planner.ranges import format_ranks
 from rlplace.viz.collapse import COLUMNS, rows
+from rlplace.viz.components import component_facts
 from rlplace.viz.scene import Scene, counted
-from rlplace.viz.text import component_facts, estimate_line, flow_name, settings_parts
+from rlplace.viz.text import estimate_line, flow_name, settings_parts
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
@@ -51,7 +52,7 @@ def render_page(scene: Scene, svg_text: str) -> str:
         _listed("Warnings", "warnings", plan.warnings),
         _listed("Notes", "notes", plan.notes),
         "<h2>Components</h2><ul>",
-        *(f"<li>{escape(f.line())}</li>" for f in component_facts(plan)),
+        *(f"<li>{escape(f.line())}</li>" for f in component_facts(plan, scene.runs)),
         "</ul>",
         _nodes_table(scene),
     ]

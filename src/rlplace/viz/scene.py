@@ -267,18 +267,27 @@ def _unit_info(s: SlotRun) -> dict[str, object]:
 
 
 def _box_flows(est: Estimate, runs: tuple[NodeRun, ...]) -> tuple[BoxFlow, ...]:
-    """The estimate's flows merged per (kind, source box, target box), in the estimate's order."""
+    """The estimate's flows merged per (kind, source box, target box), in the estimate's order.
+
+    A producer node's experience reaches every shard node; those flows share one destination tuple, which is
+    split into boxes once (`split`), not once per flow: 2,048 producer nodes x 2,048 shard nodes stay cheap."""
     box = {r: run.ranks[0] for run in runs for r in run.ranks}
+    split: dict[int, dict[int, list[int]]] = {}  # id of a destination tuple -> box -> its nodes
     merged: dict[tuple[str, int, int], list] = {}
     for f in est.flows:
-        key = (f.kind, box.get(f.src, f.src), box.get(f.dst, f.dst))
-        m = merged.setdefault(key, [0, 0, [], [], f.source, f.target])
-        m[0] += f.bytes
-        m[1] += f.workers
-        m[2].append(f.src)
-        m[3].append(f.dst)
+        boxes = split.get(id(f.dst))
+        if boxes is None:
+            boxes = split[id(f.dst)] = {}
+            for n in f.dst:
+                boxes.setdefault(box.get(n, n), []).append(n)
+        for dst, nodes in boxes.items():
+            m = merged.setdefault((f.kind, box.get(f.src, f.src), dst), [0, 0, set(), set(), f.source, f.target])
+            m[0] += f.each * len(nodes)
+            m[1] += f.workers
+            m[2].add(f.src)
+            m[3].update(nodes)
     return tuple(
-        BoxFlow(kind, src, dst, b, n, tuple(sorted(set(s))), tuple(sorted(set(d))), source, target)
+        BoxFlow(kind, src, dst, b, n, tuple(sorted(s)), tuple(sorted(d)), source, target)
         for (kind, src, dst), (b, n, s, d, source, target) in merged.items()
     )
 

@@ -7,15 +7,18 @@ what differs, not with the cluster: `nodes 0-7 (8x A800) | GPU 0-7 | actor 0-63,
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import attrgetter
+
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from rlplace.inventory import Inventory
-from rlplace.plan import Plan
-from rlplace.planner.ranges import format_ranks
-from rlplace.viz.collapse import COLUMNS, node_runs, rows
-from rlplace.viz.text import component_facts, settings_parts
+from rlplace.plan import Plan, Worker
+from rlplace.viz.collapse import COLUMNS, NodeRun, node_runs, ranks_text, rows
+from rlplace.viz.components import component_facts, unplaced
+from rlplace.viz.text import settings_parts
 
 
 def render(plan: Plan, inventory: Inventory | None = None, detail: bool = False) -> Group:
@@ -24,41 +27,40 @@ def render(plan: Plan, inventory: Inventory | None = None, detail: bool = False)
     accelerators = sorted({b.accelerator for b in plan.bundles if b.gpus} - {"GPU"})
     if accelerators:
         parts.append(Text(f"devices are {' and '.join(accelerators)} accelerators (Ray resource names)"))
-    parts += [Text(f.line()) for f in component_facts(plan)]
-    table = node_table(plan, inventory, detail)
-    if table.row_count:
-        parts.append(table)
-    free = _listed(plan, lambda w: w.node_rank is None and not w.in_driver, requested=True)
+    runs = node_runs(plan, inventory, detail)
+    parts += [Text(f.line()) for f in component_facts(plan, runs)]
+    if runs:
+        parts.append(node_table(runs))
+    free, driver = unplaced(plan)
     if free:
-        parts.append(Text("left to Ray's scheduler (not pinned): " + free))
-    driver = _listed(plan, lambda w: w.in_driver)
+        parts.append(Text("left to Ray's scheduler (not pinned): " + _listed(free, requested=True)))
     if driver:
-        parts.append(Text("in the driver process (remote: false, nothing reserved): " + driver))
+        parts.append(Text("in the driver process (remote: false, nothing reserved): " + _listed(driver)))
     parts += [Text(f"warning: {w}", style="yellow") for w in plan.warnings]
     parts += [Text(f"note: {n}", style="cyan") for n in plan.notes]
     return Group(*parts)
 
 
-def node_table(plan: Plan, inventory: Inventory | None = None, detail: bool = False) -> Table:
+def node_table(runs: tuple[NodeRun, ...]) -> Table:
     t = Table(show_lines=False)
     t.add_column(COLUMNS[0], no_wrap=True)
     t.add_column(COLUMNS[1], no_wrap=True)
     t.add_column(COLUMNS[2])
     t.add_column(COLUMNS[3], justify="right", no_wrap=True)
-    for r in rows(node_runs(plan, inventory, detail)):
+    for r in rows(runs):
         t.add_row(r.node, r.device, r.workers, r.cpus)
     return t
 
 
-def _listed(plan: Plan, where, requested: bool = False) -> str:
-    by: dict[str, list] = {}
-    for w in plan.workers:
-        if where(w):
-            by.setdefault(w.component, []).append(w)
-    return "; ".join(
-        f"{c} {format_ranks(sorted(x.rank for x in ws))}" + (f" ({ws[0].gpu_fraction:g} GPU each)" if requested else "")
-        for c, ws in by.items()
-    )
+def _listed(workers: list[Worker], requested: bool = False) -> str:
+    """`train 0-15 (1 GPU each); eval 0-7 (1 GPU each)`: each component's ranks (in plan order, a component's
+    workers are consecutive and ascending, so grouping them costs one C-speed pass)."""
+    parts = []
+    for c, ws in groupby(workers, key=attrgetter("component")):
+        group = list(ws)
+        ranks = sorted(map(attrgetter("rank"), group))
+        parts.append(f"{c} {ranks_text(ranks)}" + (f" ({group[0].gpu_fraction:g} GPU each)" if requested else ""))
+    return "; ".join(parts)
 
 
 class Parts:

@@ -1,4 +1,4 @@
-"""The words every view of a plan uses: shares, settings, the estimate line, per-component facts.
+"""The words every view of a plan uses: shares, settings, the estimate line.
 
 The terminal table, the SVG picture and the HTML page print a plan's numbers through these functions only,
 so a share, a byte count or a setting reads the same wherever it is shown. Pure text; no rich, no SVG.
@@ -6,11 +6,8 @@ so a share, a byte count or a setting reads the same wherever it is shown. Pure 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from rlplace.plan import Plan, Worker
+from rlplace.plan import Plan
 from rlplace.planner.estimate import EXPERIENCE, WEIGHTS, Estimate, format_bytes
-from rlplace.planner.ranges import format_ranks
 
 #: What the estimate says when the plan leaves the workers' nodes to Ray, and when it lacks the roles.
 UNKNOWN = "unknown (Ray schedules)"
@@ -71,76 +68,3 @@ def estimate_line(plan: Plan, est: Estimate) -> str:
 
 def _named(kind: str, est: Estimate, amount: str) -> str:
     return f"{flow_name(kind, est)} {amount}"
-
-
-@dataclass(frozen=True)
-class ComponentFacts:
-    """What every worker of one component gets, as the plan says it: one line of the table's component list and
-    one entry of the JSON's `components` (the place for further per-component facts)."""
-
-    name: str
-    workers: int
-    gpus: str  # "1 GPU each", "1/3 GPU each", "4 shared GPUs each, stride 2", "no GPU", ...
-    cpus: str  # CPUs each worker reserves ("1", or "0.5-1" when they differ)
-    where: str  # "pinned" | "left to Ray" | "in the driver" | "mixed"
-    origin: str = ""  # where a process shape came from (RLinf's tensor-parallel sizes)
-
-    def to_dict(self) -> dict:
-        return {"workers": self.workers, "gpus": self.gpus, "cpus": self.cpus, "where": self.where}
-
-    def line(self) -> str:
-        origin = f" (from {self.origin})" if self.origin else ""
-        where = "" if self.where == "pinned" else f", {self.where}"
-        return f"{self.name}: {counted(self.workers, 'worker')}, {self.gpus}{origin}, {self.cpus} CPU each{where}"
-
-
-def component_facts(plan: Plan) -> list[ComponentFacts]:
-    """One entry per component, in plan order: count, GPUs and CPUs per worker, where it runs."""
-    by: dict[str, list[Worker]] = {}
-    for w in plan.workers:
-        by.setdefault(w.component, []).append(w)
-    out = []
-    for name, ws in by.items():
-        shape = plan.process_shapes.get(name)
-        origin = shape.origin if shape is not None and shape.devices_per_process > 1 else ""
-        out.append(
-            ComponentFacts(name, len(ws), _gpus_each(ws, shape), _range({w.num_cpus for w in ws}), _where(ws), origin)
-        )
-    return out
-
-
-def _gpus_each(ws: list[Worker], shape: object) -> str:
-    kinds = {_gpu_kind(w) for w in ws}
-    if len(kinds) > 1:
-        return "GPUs mixed"
-    (kind,) = kinds
-    stride = getattr(shape, "stride", 1)
-    if kind.endswith("GPUs each") and stride > 1:
-        kind += f", stride {stride}"
-    return kind
-
-
-def _gpu_kind(w: Worker) -> str:
-    if w.gpus and w.visible_gpus is not None:
-        return f"{len(w.gpus)} shared GPUs each"
-    if w.gpus:
-        share = fraction_label(w.gpu_fraction)
-        return f"{share} GPU each" if share else f"{counted(len(w.gpus), 'GPU')} each"
-    if w.sees_node_gpus:
-        return "no GPU (sees its node's GPUs)"
-    if w.node_rank is None and not w.in_driver and w.gpu_fraction:
-        return f"{w.gpu_fraction:g} GPU requested each"
-    return "no GPU"
-
-
-def _where(ws: list[Worker]) -> str:
-    kinds = {"in the driver" if w.in_driver else "left to Ray" if w.node_rank is None else "pinned" for w in ws}
-    return kinds.pop() if len(kinds) == 1 else "mixed"
-
-
-def _range(values: set[float]) -> str:
-    return cpus(min(values)) if len(values) == 1 else f"{cpus(min(values))}-{cpus(max(values))}"
-
-
-def rank_text(ranks: list[int] | tuple[int, ...]) -> str:
-    return format_ranks(ranks)
