@@ -460,7 +460,6 @@ def workers_text(s: SlotRun, nodes: int = 1) -> str:
     if not s.residents:
         return "idle"
     per = unit(s)
-    slots = s.devices * (1 if s.kind == HARDWARE else nodes)
     parts = []
     for r in s.residents:
         notes = []
@@ -478,8 +477,9 @@ def workers_text(s: SlotRun, nodes: int = 1) -> str:
             notes.append(f"{r.per_slot} per {per}")
         parts.append(f"{r.component} {ranks_text(r.ranks)}" + (f" ({', '.join(notes)})" if notes else ""))
     text = ", ".join(parts)
-    if slots > 1 and all(r.per_slot == 1 for r in s.residents):
-        text += f", one per {per}" if len(s.residents) == 1 else f", one of each per {per}"
+    phrase = per_phrase(s, nodes)
+    if phrase:
+        text += f", {phrase}"
     if s.rest > 1e-9:
         share = fraction_label(s.rest) or "all"
         if s.rest_to:
@@ -487,6 +487,14 @@ def workers_text(s: SlotRun, nodes: int = 1) -> str:
         else:
             text += f"; {share} of each GPU requested by none"
     return text
+
+
+def per_phrase(s: SlotRun, nodes: int = 1) -> str:
+    """`one per GPU`, `one of each per GPU` when every component has one worker on each of several devices."""
+    slots = s.devices * (1 if s.kind == HARDWARE else nodes)
+    if not s.residents or slots == 1 or any(r.per_slot != 1 for r in s.residents):
+        return ""
+    return f"one per {unit(s)}" if len(s.residents) == 1 else f"one of each per {unit(s)}"
 
 
 def ranks_text(ranks: tuple[int, ...] | list[int]) -> str:

@@ -37,9 +37,12 @@ class ComponentFacts:
         return {"workers": self.workers, "gpus": self.gpus, "cpus": self.cpus, "where": self.where}
 
     def line(self) -> str:
+        workers = f"{self.name}: {counted(self.workers, 'worker')}"
+        if self.where == "in the driver":
+            return f"{workers}, in the driver process (remote: false), nothing reserved"
         origin = f" (from {self.origin})" if self.origin else ""
         where = "" if self.where == "pinned" else f", {self.where}"
-        return f"{self.name}: {counted(self.workers, 'worker')}, {self.gpus}{origin}, {self.cpus} CPU each{where}"
+        return f"{workers}, {self.gpus}{origin}, {self.cpus} CPU each{where}"
 
 
 def unplaced(plan: Plan) -> tuple[list[Worker], list[Worker]]:

@@ -378,7 +378,7 @@ class _Drawing:
         node, x, y = box.node, box.x, box.y
         gpus = node.gpus
         hw = f"{gpus}x {node.gpu_model}" if gpus and node.gpu_model else f"{gpus} GPU{'s' if gpus != 1 else ''}"
-        hw = (hw if gpus else "CPU only") + (" each" if len(node.nodes) > 1 else "")
+        hw = hw + (" each" if len(node.nodes) > 1 else "") if gpus else "CPU only"
         stroke = self.group_colour[node.groups[0]] if node.groups else "#888"
         fill, dash, word = "#fff" if node.used else "#f4f4f4", None, ""
         if node.state in STATE_STYLE:
@@ -453,12 +453,8 @@ class _Drawing:
             self.out.rect(x, y, inner, h, rx=3, fill="#fafafa", stroke="#aaa", stroke_dasharray="3 2")
         else:
             self.out.rect(x, y, inner, h, rx=3, fill=fill, stroke=stroke)
-        self.out.text(
-            x + 4,
-            y + 10,
-            fit(f"{row.label} · {row.text}" if idle else row.label, inner - 8, SMALL),
-            class_="small muted",
-        )
+        label = f"{row.label} · {row.text if idle else row.caption}" if idle or row.caption else row.label
+        self.out.text(x + 4, y + 10, fit(label, inner - 8, SMALL), class_="small muted")
         self.out.close("g")
         for k, e in enumerate(row.entries):
             self._entry(e, x + 3, y + LABEL_H + k * ENTRY_H, inner - 6, where)

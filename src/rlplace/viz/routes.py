@@ -74,9 +74,10 @@ class Router:
 
 
 def label_point(points: list[tuple[float, float]], fan_out: bool) -> tuple[float, float, str]:
-    """Where a flow's count goes: beside its arrowhead when it shares a trunk, else mid first horizontal run."""
+    """Where a flow's label goes: beside its arrowhead when it shares a trunk, else just above the middle of its
+    first horizontal run (not on it: the line would show between the words)."""
     if fan_out:
         (x1, y1), (_, yb) = points[-1], points[-2]
         return x1 + 6, y1 + (-8 if yb < y1 else 16), "start"
     (x0, y0), (x1, _) = points[1], points[2]
-    return (x0 + x1) / 2, y0 + 4, "middle"
+    return (x0 + x1) / 2, y0 - 5, "middle"

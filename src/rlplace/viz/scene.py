@@ -26,6 +26,7 @@ from rlplace.viz.collapse import (
     SlotRun,
     device_label,
     node_runs,
+    per_phrase,
     ranks_text,
     unit,
     workers_text,
@@ -52,6 +53,7 @@ class Entry:
     ranks: tuple[int, ...]  # ascending
     share: float | None  # GPU share of each (pinned) or GPUs requested (unpinned); None if mixed or off GPUs
     note: str = ""  # extra hover detail (GPUs of a multi-GPU worker, what a spanning process sees)
+    suffix: str = ""  # on the chip after the ranks and share: "8 per node" (a box of several nodes)
 
     @property
     def rank_text(self) -> str:
@@ -65,7 +67,8 @@ class Entry:
         """Short text on the chip: `train 0 1/3`, `agent x100 (0-99)`, `eval 1 · 1 GPU`."""
         share = fraction_label(self.share) if self.share is not None and not unpinned else ""
         if self.summarised:
-            return f"{self.component} x{len(self.ranks)} ({self.rank_text})" + (f" {share}" if share else "")
+            text = f"{self.component} x{len(self.ranks)} ({self.rank_text})" + (f" {share}" if share else "")
+            return text + (f" · {self.suffix}" if self.suffix else "")
         if unpinned:
             return f"{self.component} {self.ranks[0]} · {self.share or 0:g} GPU"
         return f"{self.component} {self.ranks[0]}" + (f" {share}" if share else "")
@@ -107,6 +110,7 @@ class RunRow:
     label: str  # "GPU 0-7", "Franka 0-1", "CPU"
     text: str  # the table's words: "actor 0-63, one per GPU"
     entries: tuple[Entry, ...]
+    caption: str = ""  # "one per GPU": how the entries sit on the devices
 
 
 @dataclass(frozen=True)
@@ -202,7 +206,10 @@ def _box(run: NodeRun) -> NodeView:
     common = dict(gpu_model=run.gpu_model, groups=run.groups, state=run.state, note=run.note, gpus=run.gpus)
     if len(run.ranks) > 1 or not run.devices:
         rows = tuple(
-            RunRow(s.kind, device_label(s), workers_text(s, len(run.ranks)), _row_entries(s)) for s in run.slot_runs
+            RunRow(
+                s.kind, device_label(s), workers_text(s, len(run.ranks)), _row_entries(s), per_phrase(s, len(run.ranks))
+            )
+            for s in run.slot_runs
         )
         return NodeView(run.ranks[0], devices=(), hardware=(), cpu=(), ranks=run.ranks, rows=rows, **common)
     devices = {s.slots[0][0]: _entries(s) for s in run.devices if s.kind in (GPU, IDLE)}
@@ -245,7 +252,11 @@ def _entries(s: SlotRun) -> tuple[Entry, ...]:
 
 
 def _row_entries(s: SlotRun) -> tuple[Entry, ...]:
-    return tuple(Entry(r.component, r.ranks, r.share, _note(r, unit(s))) for r in s.residents)
+    per = unit(s)
+    return tuple(
+        Entry(r.component, r.ranks, r.share, _note(r, per), f"{r.per_slot} per {per}" if r.per_slot > 1 else "")
+        for r in s.residents
+    )
 
 
 def _hardware_label(s: SlotRun) -> str:
