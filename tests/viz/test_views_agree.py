@@ -157,7 +157,7 @@ def shares(p: Plan) -> set[str]:
                 held[key] = held.get(key, 0.0) + w.gpu_fraction
             else:
                 spanning[key] = spanning.get(key, 0) + 1
-    out = {fraction_label(w.gpu_fraction) for w in p.workers if w.gpus}
+    out = {fraction_label(w.gpu_fraction) for w in p.workers if w.gpus and w.visible_gpus is None}
     out |= {fraction_label((1 - held.get(k, 0.0)) / n) for k, n in spanning.items()}
     out |= {fraction_label(1 - held.get(k, 0.0)) for k in spanning}
     return out - {""}
@@ -201,6 +201,18 @@ def test_the_pictures_text_is_the_plans(built):
     for sentence in [*p.warnings, *p.notes]:
         assert sentence in joined, f"missing from the picture: {sentence[:80]}"
     check(texts, p, inventory, est, picture)
+
+
+def test_every_worker_on_a_gpu_shows_a_share_the_plan_gives_it(built):
+    """A chip on a GPU: the whole GPU, or a share of it that the plan's accounting gives (never 0, never 0.00)."""
+    p, _, _, picture, _ = built
+    allowed = shares(p)
+    for g in ET.fromstring(picture).iter(f"{SVG}g"):
+        if g.get("class") != "worker" or "GPU" not in (g.get("data-where") or ""):
+            continue
+        title = g.find(f"{SVG}title").text
+        share = re.search(r"GPU share (\S+) each", title)
+        assert "whole GPU" in title or (share and share.group(1) in allowed), title
 
 
 def test_the_pages_text_is_the_plans(built):

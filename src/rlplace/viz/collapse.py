@@ -458,7 +458,7 @@ def unit(s: SlotRun) -> str:
 def workers_text(s: SlotRun, nodes: int = 1) -> str:
     """`actor 0-63, one per GPU`; `train 0-23 (1/3), eval 0-23 (1/3), one of each per GPU`; `idle`."""
     if not s.residents:
-        return "idle"
+        return "idle" if s.slots else "unused"
     per = unit(s)
     parts = []
     for r in s.residents:
