@@ -120,7 +120,7 @@ def test_a_spanning_process_holds_what_the_others_leave_of_each_gpu(capsys):
     assert detail[0] == [
         "node 0 (8 GPUs)",
         "GPU 0",
-        "actor 0 (1/3), rollout 0 (1/3 of each of its GPUs, asks Ray for none, spans GPUs 0, 2), reward 0 (1/3)",
+        "actor 0 (1/3), rollout 0 (1/3, spans GPUs 0, 2, asks Ray for none), reward 0 (1/3)",
         "20",
     ]
     for cells in detail:

@@ -464,13 +464,13 @@ def workers_text(s: SlotRun, nodes: int = 1) -> str:
     for r in s.residents:
         notes = []
         share = fraction_label(r.share) if r.share is not None else ""
-        if r.spans:
+        if r.spans and r.gpus is None:  # a row of its own: the same share of each GPU it spans
             of = f"{share} of each of its GPUs" if share else "what the others leave of its GPUs"
             notes.append(f"{of}, asks Ray for none")
         elif share:
             notes.append(share)
-        if r.gpus is not None:
-            notes.append(f"spans GPUs {format_ranks(r.gpus)}")
+        if r.gpus is not None:  # a row per device: this GPU is one of several
+            notes.append(f"spans GPUs {format_ranks(r.gpus)}" + (", asks Ray for none" if r.spans else ""))
         if r.sees is not None:
             notes.append(f"sees GPUs {format_ranks(r.sees)}, reserves none")
         if r.per_slot > 1:
