@@ -309,6 +309,7 @@ CONFIG: dict[str, Provoker] = {
     "no such file": config("no-such-config.yaml"),
 }
 
+
 def planned_on_file(config_path: str, inventory: str) -> Provoker:
     """What `rlplace plan CONFIG --inventory FILE` prints on stderr, FILE holding `inventory`."""
 

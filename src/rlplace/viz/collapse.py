@@ -201,9 +201,10 @@ class _NodeFacts:
             cpus[b.node_rank] = cpus.get(b.node_rank, 0.0) + b.num_cpus
             if b.gpus and inventory is None:  # the inventory knows each node's GPUs, and the plan fits it
                 gpus[b.node_rank] = max(gpus.get(b.node_rank, 0), max(b.gpus) + 1)
-        for node, ws in () if plan.bundles else by_node.items():  # bundles hold every pinned worker's GPUs
-            top = max((g for w in ws for g in w.gpus), default=-1)
-            gpus[node] = max(gpus.get(node, 0), top + 1)
+        if not plan.bundles and inventory is None:  # else the bundles, or the inventory, know every used GPU
+            for node, ws in by_node.items():
+                top = max((g for w in ws for g in w.gpus), default=-1)
+                gpus[node] = max(gpus.get(node, 0), top + 1)
         known: dict[int, tuple[str | None, float | None]] = {}
         if inventory is not None:
             for n in inventory.nodes:
