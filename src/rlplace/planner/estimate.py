@@ -138,14 +138,6 @@ def estimate(
     )
 
 
-def role_of(component: str) -> str:
-    """ "train", "eval", "env", "buffer" or "other": what a component does in the streams (and its colour)."""
-    for role, names in (("train", TRAIN_ROLES), ("eval", EVAL_ROLES), ("env", ENV_ROLES), ("buffer", BUFFER_ROLES)):
-        if component in names:
-            return role
-    return "other"
-
-
 def _role(by: dict[str, list[Worker]], *names: str) -> tuple[str, list[Worker]]:
     return next(((n, by[n]) for n in names if by.get(n)), ("", []))
 

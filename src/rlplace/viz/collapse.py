@@ -77,10 +77,6 @@ class NodeRun:
     sample: tuple[Worker, ...] = field(default=(), repr=False)  # the first node's workers (the others are alike)
 
     @property
-    def used(self) -> bool:
-        return any(s.residents for s in self.slot_runs)
-
-    @property
     def label(self) -> str:
         """`node 3`, `nodes 0-7`."""
         if len(self.ranks) == 1:
