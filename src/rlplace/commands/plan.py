@@ -220,7 +220,7 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
             f"{_human(args.batch_bytes)} per iteration)"
         )
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
-            t.add_column(col, no_wrap=col != "nodes")  # "nodes" holds the reason a strategy does not fit
+            t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():
             if not row["fits"]:
                 t.add_row(name, "no", row["error"], "", "", "", "")

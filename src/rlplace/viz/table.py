@@ -43,10 +43,8 @@ def render(plan: Plan, inventory: Inventory | None = None, detail: bool = False)
 
 def node_table(runs: tuple[NodeRun, ...]) -> Table:
     t = Table(show_lines=False)
-    t.add_column(COLUMNS[0], no_wrap=True)
-    t.add_column(COLUMNS[1], no_wrap=True)
-    t.add_column(COLUMNS[2])
-    t.add_column(COLUMNS[3], justify="right", no_wrap=True)
+    for name in COLUMNS:  # a narrow terminal wraps a cell, never cuts it with "…" (a pipe gets whole lines)
+        t.add_column(name, overflow="fold", justify="right" if name == COLUMNS[3] else "left")
     for r in rows(runs):
         t.add_row(r.node, r.device, r.workers, r.cpus)
     return t
