@@ -48,8 +48,9 @@ def find_browser() -> str | None:
 
 
 def svg_size(svg_text: str) -> tuple[int, int]:
-    root = ET.fromstring(svg_text)
-    return round(float(root.get("width", "0"))), round(float(root.get("height", "0")))
+    """The picture's natural size in px: its viewBox (its width is 100% of the page, up to that size)."""
+    _, _, width, height = (float(v) for v in ET.fromstring(svg_text).get("viewBox", "0 0 0 0").split())
+    return round(width), round(height)
 
 
 def png_size(path: pathlib.Path) -> tuple[int, int]:
@@ -100,6 +101,21 @@ def png_pixels(path: pathlib.Path) -> tuple[int, int, list[bytes]]:
 
 def screenshot(browser: str, page: pathlib.Path, png: pathlib.Path, size: tuple[int, int]) -> None:
     """Headless Chromium, a throwaway profile, no network chatter; raises with Chromium's output on failure."""
+    proc = _chromium(browser, page, size, f"--screenshot={png}")
+    if proc.returncode != 0 or not png.exists():
+        raise RuntimeError(f"chromium failed on {page.name} (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
+
+
+def dump_dom(browser: str, page: pathlib.Path, size: tuple[int, int]) -> str:
+    """The page's DOM after it loaded (and ran its scripts) in a window of `size`: how a test measures where
+    Chromium laid things out."""
+    proc = _chromium(browser, page, size, "--dump-dom")
+    if proc.returncode != 0:
+        raise RuntimeError(f"chromium failed on {page.name} (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
+    return proc.stdout
+
+
+def _chromium(browser: str, page: pathlib.Path, size: tuple[int, int], *what: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="rlplace-chromium-") as profile:
         cmd = [
             browser,
@@ -112,13 +128,11 @@ def screenshot(browser: str, page: pathlib.Path, png: pathlib.Path, size: tuple[
             "--no-first-run",
             "--hide-scrollbars",
             f"--user-data-dir={profile}",
-            f"--screenshot={png}",
+            *what,
             f"--window-size={size[0]},{size[1]}",
             page.resolve().as_uri(),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
-    if proc.returncode != 0 or not png.exists():
-        raise RuntimeError(f"chromium failed on {page.name} (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
 
 
 def render(example: pathlib.Path, nodes: str, out: pathlib.Path, browser: str | None) -> list[str]:

@@ -19,7 +19,8 @@ class Node:
     rank: int
     num_gpus: int = 0
     gpu_model: str | None = None
-    num_cpus: float = 8.0
+    #: None: not stated (`--nodes`, an inventory entry without `cpus`), so the plan's CPUs are not checked here.
+    num_cpus: float | None = None
     labels: dict[str, str] = field(default_factory=dict, hash=False)
     node_id: str | None = None  # Ray node id, for a live cluster
     address: str | None = None  # IP, for a live cluster
@@ -70,8 +71,10 @@ def accelerator_resource(model: str | None, written: str | None = None) -> str:
     return next((res for prefix, res in MODEL_RESOURCES if lowered.startswith(prefix)), "GPU")
 
 
-def parse_nodes(spec: str, num_cpus: float = 8.0) -> Inventory:
+def parse_nodes(spec: str, num_cpus: float | None = None) -> Inventory:
     """Parse `--nodes COUNTxGPUS[:MODEL][@RESOURCE],...`, groups in node-rank order.
+
+    The form says nothing about CPUs: the nodes get `num_cpus` (default None, not stated, so not checked).
 
     ``"8x8:A800,8x8:RTX4090,2x0"`` is 8 nodes of 8 A800s, 8 of 8 RTX 4090s, then 2 CPU-only nodes.
     ``"2x8:Ascend910B@NPU"`` is 2 nodes of 8 Ascend NPUs, which Ray reports as resource "NPU" (the `@NPU`
@@ -115,8 +118,9 @@ def load_inventory(path: str) -> Inventory:
     """Read an inventory YAML for `rlplace plan --inventory FILE`.
 
     Either ``nodes: "8x8:A800,2x0"`` (the --nodes form) or a list in node-rank order, each entry
-    ``{count: 1, gpus: 0, model: null, accelerator: GPU, cpus: 8, labels: {}, resources: {}}`` (every key
-    optional; `accelerator` is the Ray resource name of the `gpus`: GPU, NPU, HPU, ...).
+    ``{count: 1, gpus: 0, model: null, accelerator: GPU, cpus: 64, labels: {}, resources: {}}`` (every key
+    optional; `accelerator` is the Ray resource name of the `gpus`: GPU, NPU, HPU, ...; without `cpus` the
+    node's CPUs are not stated, and the plan's CPUs there are not checked).
     """
     import yaml  # only this entry point needs it
 
@@ -151,7 +155,7 @@ def load_inventory(path: str) -> Inventory:
                     rank=len(out),
                     num_gpus=gpus,
                     gpu_model=entry.get("model") if gpus else None,
-                    num_cpus=float(entry.get("cpus", 8.0)),
+                    num_cpus=float(entry["cpus"]) if "cpus" in entry else None,
                     labels={str(k): str(v) for k, v in entry.get("labels", {}).items()},
                     resources={str(k): float(v) for k, v in entry.get("resources", {}).items()},
                     accelerator_resource=accelerator_resource(entry.get("model"), entry.get("accelerator")),

@@ -309,7 +309,25 @@ CONFIG: dict[str, Provoker] = {
     "no such file": config("no-such-config.yaml"),
 }
 
+
+def planned_on_file(config_path: str, inventory: str) -> Provoker:
+    """What `rlplace plan CONFIG --inventory FILE` prints on stderr, FILE holding `inventory`."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        path = request.getfixturevalue("tmp_path") / "nodes.yaml"
+        path.write_text(inventory)
+        return cli("plan", config_path, "--inventory", str(path))(request)
+
+    return provoke
+
+
 PLAN: dict[str, Provoker] = {
+    "node 0 (2x GPU, 4 CPU, ?) can never hold what the plan reserves there (2 GPU, 7 CPU): missing 3 CPU": (
+        planned_on_file(
+            str(ROOT / "examples" / "cartpole_ppo" / "configs" / "colocate-offload.yaml"),
+            "nodes:\n  - {count: 2, gpus: 2, cpus: 4}\n",
+        )
+    ),
     "strategy disaggregate needs 6 GPU(s): train_pool 2 (train 2 x 1) + rollout_pool 4 = eval + env "
     "(eval 2 x 1, env 2 x 1); the inventory has 4": planned(
         "cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  placement: {strategy: disaggregate}\n", "1x4"

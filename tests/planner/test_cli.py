@@ -22,10 +22,11 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_table_shows_each_node_its_gpus_who_is_on_them_and_the_warnings(capsys):
+def test_table_shows_each_run_of_nodes_its_gpus_who_is_on_them_and_the_warnings(capsys):
     code, out, _ = run(capsys, str(EXAMPLES / "pools-mixed.yaml"), "--nodes", "3x8")
     assert code == 0
-    assert "eval 0 (1/2), env 0 (1/2)" in out and "train 7 (1)" in out and "buffer 0" in out
+    assert "│ nodes 1-2 (8 GPUs) │ GPU 0-7 │ eval 0-15 (1/2), env 0-15 (1/2), one of each per GPU │" in out
+    assert "│ node 0 (8 GPUs)    │ GPU 0-7 │ train 0-7, one per GPU" in out and "│ CPU     │ buffer 0" in out
     code, out, _ = run(capsys, str(EXAMPLES / "manual-global-pool.yaml"), "--nodes", "3x8")
     assert code == 0 and out.count("warning:") == 3 and "idle: node 0 GPUs 1-7" in out.replace("\n", " ")
 
@@ -126,8 +127,9 @@ def test_planning_imports_no_ray():
 def test_table_names_robots_and_rlinf_roles_in_the_estimate(capsys):
     code, out, _ = run(capsys, str(EXAMPLES / "hetero-18-nodes.yaml"), "--nodes", "8x8:A800,8x8:RTX4090,2x0")
     text = " ".join(out.split())
-    assert code == 0 and "16 │ Franka 0 │ env 0" in text and "agent 0-99" in text
-    assert "weight sync 112 GB" in text  # actor (train) on nodes 0-7, rollout (eval) on 8-15: 8 copies
+    assert code == 0 and "node 16 (CPU only) │ Franka 0 (10.10.10.1) │ env 0" in text
+    assert "agent 0-399 (sees GPUs 0-7, reserves none, 100 per node)" in text
+    assert "weight sync (actor -> rollout) 112 GB" in text  # actor on nodes 0-7, rollout on 8-15: 8 copies
 
 
 def test_a_saved_json_plan_reloads_equal(capsys):

@@ -84,6 +84,16 @@ def all_colocated() -> tuple[Plan, Inventory]:
 
 
 @cache
+def colocated_node() -> tuple[Plan, Inventory]:
+    """1 node x 4 GPUs, every GPU hosting one train, one eval and one env worker (1/3 each), one buffer shard."""
+    gpus = [(0, (g,)) for g in range(4)]
+    ws = [*workers("train", gpus, 1 / 3, "global_pool"), *workers("eval", gpus, 1 / 3, "global_pool")]
+    ws += workers("env", gpus, 1 / 3, "global_pool") + workers("buffer", [(0, ())], 0.0)
+    s = settings("colocate", is_colocated=True, enable_offload=True)
+    return Plan(tuple(ws), (), s, (GroupSummary("global_pool", (0,), (4,)),)), parse_nodes("1x4:A100")
+
+
+@cache
 def mixed() -> tuple[Plan, Inventory]:
     """Train 8 on node 0; eval 16 and env 16 sharing nodes 1-2 (1/2 each); 1 buffer shard on node 0."""
     rollout = [(n, (g,)) for n in (1, 2) for g in range(8)]
@@ -104,4 +114,10 @@ def default_strategy() -> tuple[Plan, Inventory]:
     return plan, parse_nodes("2x4")
 
 
-PLANS = {"hetero": hetero, "all_colocated": all_colocated, "mixed": mixed, "default": default_strategy}
+PLANS = {
+    "hetero": hetero,
+    "all_colocated": all_colocated,
+    "colocated_node": colocated_node,
+    "mixed": mixed,
+    "default": default_strategy,
+}

@@ -1,5 +1,6 @@
-"""The topology picture, read back as XML: every worker is there, where the plan put it, and the
-arrows, outlines and summaries a user looks for are drawn (and nothing is drawn across a node)."""
+"""The topology picture, read back as XML: every worker is there, where the plan put it, alike nodes share a
+box as in the plan table, and the arrows, outlines and summaries a user looks for are drawn (and nothing is
+drawn across a node)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
-from tests.viz.plans import PLANS, all_colocated, default_strategy, hetero, mixed, settings, workers
+from tests.viz.plans import PLANS, all_colocated, colocated_node, default_strategy, hetero, mixed, settings, workers
 
 from rlplace.config.ranges import parse_ranks
 from rlplace.inventory import parse_nodes
 from rlplace.plan import GroupSummary, Plan
+from rlplace.planner import estimate
 from rlplace.viz.check import missing_workers, shown_workers
 from rlplace.viz.picture import html, svg, write_html, write_svg
 
@@ -59,23 +61,35 @@ def test_same_plan_gives_the_same_bytes(name):
 
 
 def test_colocated_workers_are_stacked_on_their_gpu_with_their_share():
+    plan, inventory = colocated_node()
+    root = parse(svg(plan, inventory))
+    assert worker_at(root, "node 0 GPU 3") == [("train", "3"), ("eval", "3"), ("env", "3")]
+    chips = [g for g in groups(root, "worker") if g.get("data-where") == "node 0 GPU 3"]
+    assert [text_of(c) for c in chips] == ["train 3 1/3", "eval 3 1/3", "env 3 1/3"]
+    assert "GPU share 1/3 each" in title_of(chips[0])
+    assert worker_at(root, "node 0 · CPU only") == [("buffer", "0")]
+
+
+def test_alike_nodes_share_a_box_with_a_row_per_run_of_alike_devices():
     plan, inventory = all_colocated()
     root = parse(svg(plan, inventory))
-    assert worker_at(root, "node 1 GPU 3") == [("train", "11"), ("eval", "11"), ("env", "11")]
-    chips = [g for g in groups(root, "worker") if g.get("data-where") == "node 1 GPU 3"]
-    assert [text_of(c) for c in chips] == ["train 11 1/3", "eval 11 1/3", "env 11 1/3"]
-    assert "GPU share 1/3 each" in title_of(chips[0])
-    assert worker_at(root, "node 2 · CPU only") == [("buffer", "2")]
+    (box,) = groups(root, "node")
+    assert text_of(box).startswith("nodes 0-2 8 GPUs each")
+    runs = {g.get("data-kind"): title_of(g) for g in groups(root, "run")}
+    assert runs == {
+        "gpu": "nodes 0-2 GPU 0-7: train 0-23 (1/3), eval 0-23 (1/3), env 0-23 (1/3), one of each per GPU",
+        "cpu": "nodes 0-2 CPU: buffer 0-2, one per node",
+    }
+    chips = [g for g in groups(root, "worker") if g.get("data-where") == "nodes 0-2 GPU 0-7"]
+    assert [text_of(c) for c in chips] == ["train x24 (0-23) 1/3", "eval x24 (0-23) 1/3", "env x24 (0-23) 1/3"]
 
 
-def test_hundred_cpu_workers_on_a_node_are_one_entry_with_their_rank_range():
+def test_a_hundred_cpu_workers_a_node_are_one_entry_with_their_rank_range():
     plan, inventory = hetero()
     root = parse(svg(plan, inventory))
-    for node in range(4):
-        lo = node * 100
-        (chip,) = [g for g in groups(root, "worker") if g.get("data-where") == f"node {node} · CPU only"]
-        assert chip.get("data-ranks") == f"{lo}-{lo + 99}"
-        assert text_of(chip) == f"agent x100 ({lo}-{lo + 99})"
+    (chip,) = [g for g in groups(root, "worker") if g.get("data-where") == "nodes 0-3 CPU"]
+    assert chip.get("data-ranks") == "0-399"
+    assert text_of(chip) == "agent x400 (0-399) · 100 per node"
 
 
 def test_robot_nodes_show_the_robot_and_the_worker_driving_it():
@@ -87,25 +101,27 @@ def test_robot_nodes_show_the_robot_and_the_worker_driving_it():
     assert worker_at(root, "node 17 · Franka 10.10.10.2") == [("env", "1")]
 
 
-def test_node_boxes_name_rank_gpu_model_and_count():
+def test_node_boxes_name_ranks_gpu_model_and_count():
     plan, inventory = hetero()
     root = parse(svg(plan, inventory))
     nodes = {g.get("data-node"): text_of(g) for g in groups(root, "node")}
-    assert len(nodes) == 18
-    assert nodes["0"].startswith("node 0 8x A800")
-    assert nodes["9"].startswith("node 9 8x RTX4090")
+    assert sorted(nodes, key=int) == ["0", "4", "8", "16", "17"]  # nodes 0-3 hold agents too, 4-7 do not
+    assert nodes["0"].startswith("nodes 0-3 8x A800 each")
+    assert nodes["8"].startswith("nodes 8-15 8x RTX4090 each")
     assert nodes["16"].startswith("node 16 CPU only")
 
 
-def test_eighteen_nodes_wrap_into_rows_and_stay_screen_wide():
+def test_eighteen_nodes_fit_a_screen_and_the_picture_follows_the_page_width():
     plan, inventory = hetero()
     root = parse(svg(plan, inventory))
     rects = [g.find("s:rect", NS) for g in groups(root, "node")]
     rows: dict[str, int] = {}
     for r in rects:
         rows[r.get("y")] = rows.get(r.get("y"), 0) + 1
-    assert max(rows.values()) <= 4 and len(rows) >= 5
-    assert float(root.get("width")) <= 2000
+    assert max(rows.values()) <= 4 and len(rows) == 2
+    _, _, width, height = map(float, root.get("viewBox").split())
+    assert root.get("width") == "100%" and f"max-width: {width:g}px" in root.get("style")
+    assert width <= 2000 and height <= 900
 
 
 def test_pools_and_node_groups_are_outlined_and_in_the_legend():
@@ -116,41 +132,50 @@ def test_pools_and_node_groups_are_outlined_and_in_the_legend():
     legend = [text_of(g) for g in groups(root, "legend-group")]
     assert legend == ["train_pool: nodes 0", "rollout_pool: nodes 1-2"]
     nodes = {g.get("data-node"): g.get("data-groups") for g in groups(root, "node")}
-    assert nodes == {"0": "train_pool", "1": "rollout_pool", "2": "rollout_pool"}
+    assert nodes == {"0": "train_pool", "1": "rollout_pool"}  # nodes 1-2 are alike: one box
 
 
 def flows_of(root: ET.Element) -> set[tuple[str, str, str, str]]:
     return {
-        (g.get("data-kind"), g.get("data-src"), g.get("data-dst"), g.get("data-count")) for g in groups(root, "flow")
+        (g.get("data-kind"), g.get("data-src"), g.get("data-dst"), g.get("data-bytes")) for g in groups(root, "flow")
     }
 
 
-def test_cross_node_flows_are_arrows_with_counts():
+GB, MB = 10**9, 10**6
+
+
+def test_cross_node_flows_are_the_estimates_streams_labelled_with_their_bytes():
     plan, inventory = mixed()
-    root = parse(svg(plan, inventory))
-    assert flows_of(root) == {
-        ("weights", "0", "1", "8"),
-        ("weights", "0", "2", "8"),
-        ("experience", "1", "0", "8"),
-        ("experience", "2", "0", "8"),
-    }
+    est = estimate(plan, 14 * GB, 256 * MB, inventory)
+    root = parse(svg(plan, inventory, estimate=est))
+    # nodes 1-2 are one box: one arrow each way carries both nodes' streams
+    assert flows_of(root) == {("weights", "0", "1", str(28 * GB)), ("experience", "1", "0", str(256 * MB))}
+    assert est.weight_sync_bytes == 28 * GB and est.experience_bytes == 256 * MB
     labels = {text_of(g) for g in groups(root, "flow")}
-    assert labels == {"weights x8", "experience x8"}
+    assert labels == {"weights 28 GB", "experience 256 MB"}
+    legend = [text_of(g) for g in groups(root, "legend-flow")]
+    assert legend == ["experience (eval -> buffer)", "weight sync (train -> eval)"]
 
 
-def test_weights_fan_out_from_train_rank_0_to_every_rollout_node():
+def test_weights_go_from_the_actor_nodes_to_the_rollout_nodes_named_as_in_the_config():
     plan, inventory = hetero()
     root = parse(svg(plan, inventory))
-    assert flows_of(root) == {("weights", "0", str(n), "8") for n in range(8, 16)}
+    assert flows_of(root) == {("weights", "0", "8", str(8 * 14 * GB))}
+    (arrow,) = groups(root, "flow")
+    assert title_of(arrow) == (
+        "weight sync (actor -> rollout): 112 GB per iteration, node 0 -> nodes 8-15, 64 rollout workers"
+    )
+    assert [text_of(g) for g in groups(root, "legend-flow")] == ["weight sync (actor -> rollout)"]
 
 
-def test_node_local_streams_draw_no_arrow():
+def test_node_local_streams_draw_no_arrow_and_the_legend_says_why():
     gpus = [(0, (0,)), (0, (1,))]
     ws = workers("train", gpus, 1 / 3) + workers("eval", gpus, 1 / 3) + workers("env", gpus, 1 / 3)
     plan = Plan(tuple(ws + workers("buffer", [(0, ())], 0.0)), (), settings("colocate"))
     root = parse(svg(plan, parse_nodes("2x4")))
     assert flows_of(root) == set()
-    assert any("stay on their nodes" in text_of(g) for g in groups(root, "legend-text"))
+    (why,) = [text_of(g) for g in groups(root, "legend-text")]
+    assert why == "none across nodes: weight sync (train -> eval) 0 B, experience (eval -> buffer) 0 B"
 
 
 def path_points(d: str) -> list[tuple[float, float]]:
@@ -190,9 +215,9 @@ def test_unpinned_workers_are_in_the_scheduled_by_ray_area():
     (area,) = groups(root, "unpinned")
     assert "scheduled by Ray" in text_of(area)
     assert worker_at(root, "scheduled by Ray") == [(c, str(r)) for c in ("train", "eval", "env") for r in (0, 1)]
-    assert worker_at(root, "node 0 · CPU only") == [("buffer", "0")]
-    idle = [g for g in groups(root, "gpu") if g.get("data-idle") == "true"]
-    assert len(idle) == 8, "both 4-GPU nodes are idle: Ray, not the plan, decides where train/eval/env go"
+    assert worker_at(root, "nodes 0-1 CPU") == [("buffer", "0-1")]
+    idle = [title_of(g) for g in groups(root, "run") if g.get("data-kind") == "idle"]
+    assert idle == ["nodes 0-1 GPU 0-3: idle"], "Ray, not the plan, decides where train/eval/env go"
 
 
 def test_text_from_the_config_is_escaped():
@@ -211,19 +236,19 @@ def test_text_from_the_config_is_escaped():
     assert {g.get("data-group") for g in groups(root, "group-outline")} == {'p"1'}
 
 
-def test_nodes_past_max_nodes_are_listed_below_not_dropped():
+def test_boxes_past_max_nodes_are_listed_below_not_dropped():
     plan, inventory = hetero()
-    root = parse(svg(plan, inventory, max_nodes=6))
-    assert len(groups(root, "node")) == 6
+    root = parse(svg(plan, inventory, max_nodes=2))
+    assert len(groups(root, "node")) == 2  # nodes 0-3 and 4-7
     (area,) = groups(root, "hidden-nodes")
-    assert text_of(area).startswith("nodes 6-17 (12 nodes) not drawn")
+    assert text_of(area).startswith("nodes 8-17 (10 nodes) not drawn")
     assert missing_workers(plan, ET.tostring(root, encoding="unicode")) == []
     hidden = {
         (g.get("data-component"), g.get("data-ranks"))
         for g in groups(root, "worker")
-        if "nodes 6-17" in g.get("data-where")
+        if "nodes 8-17" in g.get("data-where")
     }
-    assert ("rollout", "0-63") in hidden and ("actor", "48-63") in hidden
+    assert hidden == {("rollout", "0-63"), ("env", "0"), ("env", "1")}
 
 
 def test_multi_gpu_worker_appears_on_each_of_its_gpus():
@@ -237,8 +262,9 @@ def test_multi_gpu_worker_appears_on_each_of_its_gpus():
 def test_without_inventory_nodes_and_gpu_counts_come_from_the_plan():
     plan, _ = mixed()
     root = parse(svg(plan))
-    gpus = [g for g in groups(root, "gpu") if g.get("data-node") == "2"]
-    assert len(gpus) == 8 and not any(g.get("data-idle") for g in gpus)
+    runs = {g.get("data-nodes"): (g.get("data-kind"), title_of(g)) for g in groups(root, "run")}
+    assert runs["1-2"] == ("gpu", "nodes 1-2 GPU 0-7: eval 0-15 (1/2), env 0-15 (1/2), one of each per GPU")
+    assert len([g for g in groups(root, "gpu") if g.get("data-node") == "0"]) == 8
 
 
 def test_write_svg_and_html_write_files(tmp_path):
@@ -268,13 +294,14 @@ def test_ranks_stay_parseable_for_unsorted_plans():
 
 
 def test_producers_without_a_local_shard_write_to_every_shard_in_turn():
-    ws = workers("train", [(0, (0,)), (1, (0,))]) + workers("buffer", [(0, ()), (1, ())], 0.0)
-    ws += workers("env", [(2, (0,)), (2, (1,))]) + workers("eval", [(1, (1,))])
-    root = parse(svg(Plan(tuple(ws), (), settings())))
+    ws = workers("train", [(0, (0,)), (1, (1,))]) + workers("buffer", [(0, ()), (1, ())], 0.0)
+    ws += workers("eval", [(2, (0,)), (2, (1,))])
+    plan = Plan(tuple(ws), (), settings())
+    root = parse(svg(plan, estimate=estimate(plan, GB, 100 * MB)))
     assert flows_of(root) == {
-        ("experience", "2", "0", "2"),
-        ("experience", "2", "1", "2"),
-        ("weights", "0", "1", "1"),
+        ("experience", "2", "0", str(50 * MB)),
+        ("experience", "2", "1", str(50 * MB)),
+        ("weights", "0", "2", str(GB)),
     }
 
 
@@ -296,12 +323,13 @@ class _Cells(HTMLParser):
             self.rows[-1].append(data.strip())
 
 
-def test_html_page_has_a_row_per_gpu_hover_titles_and_escaped_warnings():
+def test_html_page_has_the_plan_tables_rows_the_pictures_hover_titles_and_escaped_warnings():
     plan, inventory = mixed()
     page = html(plan, inventory)
     cells = _Cells()
     cells.feed(page)
-    assert ["3", "eval 3 1/2", "env 3 1/2"] in [r[-3:] for r in cells.rows]
-    assert "eval rank 0 · node 1 GPU 0 · GPU share 1/2 each" in cells.titles
+    row = ["nodes 1-2 (8 GPUs)", "GPU 0-7", "eval 0-15 (1/2), env 0-15 (1/2), one of each per GPU", "0 each"]
+    assert row in [r[:4] for r in cells.rows]
+    assert "<title>eval ranks 0-15 · nodes 1-2 GPU 0-7 · GPU share 1/2 each</title>" in page  # the picture's hover
     assert "&lt;reserves&gt; &amp; idles" in page and "<reserves>" not in page.split("<svg", 1)[0]
     assert page.count("<svg") == 1 and "<script" not in page

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pathlib
+import re
 import xml.etree.ElementTree as ET
 from html import escape
 
@@ -127,3 +128,62 @@ def test_render_script_screenshots_pictures_in_headless_chromium(tmp_path):
         assert render_pictures.png_size(png) == (width, height)
         assert png.stat().st_size > 20_000, "a blank screenshot compresses to almost nothing"
         assert render_pictures.png_size(tmp_path / f"{name}.page.png")[0] == width + render_pictures.PAGE_EXTRA[0]
+
+
+#: Where Chromium put every node group's outline and every node box, and how big the window is: written into
+#: the root element, which --dump-dom prints. Added to a copy of the picture only; the shipped one has no script.
+MEASURE = """<script>
+var boxes = [];
+document.querySelectorAll("g.group-outline > rect, g.node > rect").forEach(function (r) {
+  var b = r.getBoundingClientRect();
+  boxes.push([r.parentNode.getAttribute("data-group") || "node " + r.parentNode.getAttribute("data-node"),
+              b.left, b.top, b.right, b.bottom].join(","));
+});
+var size = window.innerWidth + "x" + window.innerHeight;
+document.documentElement.setAttribute("data-measured", size + ";" + boxes.join(";"));
+</script>"""
+WINDOW = (1400, 900)
+#: Plans of three node groups or pools: the spec's fully disaggregated layout, a 40-node RLinf-shaped cluster,
+#: and the README's own command (`rlplace plan job.yaml --nodes 2x8,1x4 --svg plan.svg`: two pools, an idle node).
+THREE_GROUPS = [
+    (render_pictures.EXAMPLES / "pools-fully-disaggregated.yaml", "3x8"),
+    (
+        pathlib.Path(__file__).resolve().parents[1] / "data/frameworks/rlinf/large/three_groups.yaml",
+        "16x8:A800,16x8:RTX4090,8x0",
+    ),
+    (
+        pathlib.Path(__file__).resolve().parents[2] / "src/rlplace/examples/cartpole_ppo/configs/disaggregate.yaml",
+        "2x8,1x4",
+    ),
+]
+
+
+def measured(browser: str, path: pathlib.Path, text: str) -> tuple[tuple[int, int], dict[str, tuple[float, ...]]]:
+    marked = (
+        text.replace("</svg>", MEASURE + "</svg>")
+        if path.suffix == ".svg"
+        else text.replace("</body>", MEASURE + "</body>")
+    )
+    path.write_text(marked, encoding="utf-8")
+    dom = render_pictures.dump_dom(browser, path, WINDOW)
+    window, *boxes = re.search(r'data-measured="([^"]*)"', dom).group(1).split(";")
+    width, height = map(int, window.split("x"))
+    return (width, height), {b.split(",")[0]: tuple(map(float, b.split(",")[1:])) for b in boxes}
+
+
+@needs_browser
+@pytest.mark.parametrize(("example", "nodes"), THREE_GROUPS, ids=["pools", "large", "readme"])
+def test_every_node_group_is_inside_a_1400_x_900_window(tmp_path, example, nodes):
+    """About 2 s: Chromium lays the picture out at 1400 x 900; every group outline and node box lies inside the
+    window (the SVG scales to its width), and on the HTML page inside its width."""
+    browser = render_pictures.find_browser()
+    assert browser, "CI must have Chromium (.ci/run installs Debian's chromium)"
+    inventory = parse_nodes(nodes)
+    result = plan(load(example), inventory)
+    (width, height), boxes = measured(browser, tmp_path / "plan.svg", svg(result, inventory))
+    assert width == WINDOW[0] and len({g.name for g in result.groups} & set(boxes)) == len(result.groups) >= 2
+    for name, (left, top, right, bottom) in boxes.items():
+        assert 0 <= left < right <= width and 0 <= top < bottom <= height, f"{name} outside {width}x{height}"
+    (width, _), boxes = measured(browser, tmp_path / "plan.html", html(result, inventory))
+    for name, (left, _, right, _) in boxes.items():
+        assert 0 <= left < right <= width, f"{name} outside the page's {width} px"

@@ -20,6 +20,9 @@ from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
 
 COMPARED = ("default", "disaggregate", "colocate")
+FORMATS = ("table", "table-full", "json", "yaml")
+#: Console width when stdout is not a terminal: wide enough that no line wraps mid-value or is cut with "…".
+UNWRAPPED = 100_000
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 
@@ -28,9 +31,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--nodes", metavar="SPEC", help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order")
-    src.add_argument("--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string)")
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table", help="how the plan is printed")
+    src.add_argument(
+        "--nodes",
+        metavar="SPEC",
+        help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order; it says nothing about CPUs, so the "
+        "plan's CPUs are not checked (an --inventory file with `cpus`, or the live cluster, checks them)",
+    )
+    src.add_argument(
+        "--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked"
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="how the plan is printed: table (a row per run of alike nodes and devices), table-full (a row per "
+        "device), json, yaml",
+    )
+    p.add_argument("--detail", action="store_true", help="the table with a row per device (= --format table-full)")
     p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
     p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
     p.add_argument("--model-bytes", type=_size, default="14G", help="model size for the estimate (14G, 512M, 1GiB)")
@@ -56,28 +73,53 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load(args.file, overrides=args.overrides)
     inventory = _inventory(args)
-    result = plan(spec, inventory)
+    result = _checked(plan(spec, inventory), inventory)
     if args.export:
         write_resource_pool(result, args.export)
-    if args.svg or args.html:
-        from rlplace.viz import picture
-
-        if args.svg:
-            picture.write_svg(result, args.svg, inventory=inventory)
-        if args.html:
-            picture.write_html(result, args.html, inventory=inventory)
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
+    if args.svg or args.html:
+        _write_pictures(result, inventory, est, args)
     compared = _compare(spec, result, inventory, args) if args.compare else None
-    if args.format == "table":
-        _print_table(result, est, compared, args)
+    if args.format in ("table", "table-full"):
+        _print_table(result, inventory, est, compared, args)
     else:
         with gc_paused():  # ~100k dicts for a 4,096-node plan: 3x faster without collector passes
             doc = result.to_dict()
+            doc["components"] = _components(result, inventory)
             doc["estimate"] = est.to_dict()
             if compared is not None:
                 doc["compare"] = compared
             _dump(doc, args.format)
     return 0
+
+
+def _checked(result: Plan, inventory: Inventory) -> Plan:
+    """Refuse a plan some node cannot hold (CPUs and custom resources, where the inventory states them), with
+    the words `rlplace run` would stop with; add the warnings run would give about unadvertised hardware."""
+    from rlplace.planner import capacity
+
+    problems = capacity.problems(result, inventory)
+    if problems:
+        raise PlanError(capacity.refusal(problems))
+    more = capacity.warnings(result, inventory)
+    return dataclasses.replace(result, warnings=(*result.warnings, *more)) if more else result
+
+
+def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Namespace) -> None:
+    from rlplace.viz import picture
+
+    if args.svg:
+        picture.write_svg(result, args.svg, inventory=inventory, estimate=est)
+    if args.html:
+        picture.write_html(result, args.html, inventory=inventory, estimate=est)
+
+
+def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
+    """Per-component facts for the JSON (the table prints them as its component lines)."""
+    from rlplace.viz.collapse import node_runs
+    from rlplace.viz.components import component_facts
+
+    return {f.name: f.to_dict() for f in component_facts(result, node_runs(result, inventory))}
 
 
 def _inventory(args: argparse.Namespace) -> Inventory:
@@ -154,15 +196,22 @@ def _dump(doc: dict, fmt: str) -> None:
     sys.stdout.write(yaml.dump(doc, Dumper=dumper, sort_keys=False))
 
 
-def _print_table(result, est, compared: dict | None, args: argparse.Namespace) -> None:
+def _console():
+    """The terminal's width; anywhere else (a pipe, a file) wide enough that no line wraps mid-value or is cut."""
     from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=UNWRAPPED)
+
+
+def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None, args: argparse.Namespace) -> None:
     from rich.table import Table
 
     from rlplace.viz.table import render
+    from rlplace.viz.text import estimate_line
 
-    console = Console()
-    console.print(render(result))
-    console.print(_estimate_line(result, est, args))
+    console = _console()
+    console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
+    console.print(estimate_line(result, est))
     if args.export:
         console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
@@ -171,7 +220,7 @@ def _print_table(result, est, compared: dict | None, args: argparse.Namespace) -
             f"{_human(args.batch_bytes)} per iteration)"
         )
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():
             if not row["fits"]:
                 t.add_row(name, "no", row["error"], "", "", "", "")
@@ -188,24 +237,12 @@ def _print_table(result, est, compared: dict | None, args: argparse.Namespace) -
         console.print(t)
 
 
-def _estimate_line(result: Plan, est, args: argparse.Namespace) -> str:
-    none = "unknown (Ray schedules)" if not result.uses_placement_groups else "n/a"
-    return (
-        f"estimate: {est.gpus_used} GPU(s) used, {_opt(est.gpus_idle)} idle; per iteration across nodes: weight "
-        f"sync {_human(est.weight_sync_bytes, none)} (model {_human(args.model_bytes)}), experience "
-        f"{_human(est.experience_bytes, none)} (batch {_human(args.batch_bytes)})"
-    )
-
-
 def _opt(v: int | None) -> str:
     return "?" if v is None else str(v)
 
 
-def _human(n: int | None, none: str = "unknown (Ray schedules)") -> str:
-    if n is None:
-        return none
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:g} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+def _human(n: int | None) -> str:
+    from rlplace.planner.estimate import format_bytes
+    from rlplace.viz.text import UNKNOWN
+
+    return format_bytes(n, UNKNOWN)

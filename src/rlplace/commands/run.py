@@ -170,7 +170,7 @@ def _write_picture(job: Any, stem: pathlib.Path, health: Any = None) -> None:
 def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
     from rlplace.viz.table import render
 
-    console.print(render(job.plan))
+    console.print(render(job.plan, job.live))
     for warning in job.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     _write_picture(job, stem)

@@ -3,6 +3,8 @@
 Pure functions over plain data (resource dicts, `placement_group_table()` and actor-table records), so
 the messages are tested without a cluster. `rlplace.ray.reserve` calls them when a group is infeasible
 (it fits on no node: wrong node, too few GPUs) or starved (it fits, but others hold the resources).
+Whether a node can hold its bundles at all is the planner's check (`rlplace.planner.capacity`, shared with
+`rlplace plan`); its helpers are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,59 +13,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlplace.inventory import Node
+from rlplace.planner.capacity import CPU_HINT, add, describe_node, fmt, infeasible, node_totals, shortfall
+
+__all__ = ["CPU_HINT", "add", "describe_node", "fmt", "holders", "infeasible", "node_totals", "shortfall", "starved"]
 
 Resources = Mapping[str, float]
 
 _LIVE_PG_STATES = ("CREATED", "RESCHEDULING")
 _LIVE_ACTOR_STATES = ("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY")
 _MAX_LISTED = 6
-#: How to need fewer CPUs: every worker reserves its component's CPUs (1 unless the config says otherwise).
-CPU_HINT = (
-    "Every worker reserves 1 CPU unless its component asks for less: `train_each_cpu_num: 0.5` (and the like "
-    "for eval, env, buffer) in the pools dialect, `num_cpus: 0.5` in a component_placement entry in the "
-    "node-groups dialect; or give the node more logical CPUs: `rlplace start ... -- --num-cpus N`"
-)
-
-
-def add(total: dict[str, float], more: Resources) -> dict[str, float]:
-    for key, value in more.items():
-        total[key] = total.get(key, 0.0) + value
-    return total
-
-
-def shortfall(demand: Resources, have: Resources) -> dict[str, float]:
-    """What `demand` asks for beyond `have` (resource -> amount missing); empty when it fits."""
-    return {k: v - have.get(k, 0.0) for k, v in demand.items() if v - have.get(k, 0.0) > 1e-6}
-
-
-def fmt(resources: Resources) -> str:
-    """'2 GPU, 1.5 CPU, 1 rlplace/robot/franka/0' (GPU and CPU first)."""
-    order = sorted(resources, key=lambda k: (k != "GPU", k != "CPU", k))
-    return ", ".join(f"{resources[k]:g} {k}" for k in order) or "nothing"
-
-
-def describe_node(node: Node) -> str:
-    gpus = f"{node.num_gpus}x {node.gpu_model or 'GPU'}" if node.num_gpus else "no GPU"
-    return f"node {node.rank} ({gpus}, {node.num_cpus:g} CPU, {node.address or '?'})"
-
-
-def node_totals(node: Node) -> dict[str, float]:
-    return {node.accelerator_resource: float(node.num_gpus), "CPU": float(node.num_cpus), **node.resources}
-
-
-def infeasible(node: Node, demand: Resources) -> str | None:
-    """Why `demand` can never fit on `node`, or None when the node's totals would hold it."""
-    missing = shortfall(demand, node_totals(node))
-    if not missing:
-        return None
-    hints = [f"start the node with `--resources '{{\"{k}\": {v:g}}}'`" for k, v in missing.items() if "/" in k]
-    hint = f" ({'; '.join(hints)})" if hints else ""
-    if "CPU" in missing:
-        hint += f". {CPU_HINT}"
-    return (
-        f"{describe_node(node)} can never hold what the plan reserves there ({fmt(demand)}): "
-        f"missing {fmt(missing)}{hint}"
-    )
 
 
 def holders(

@@ -25,6 +25,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node
 from rlplace.plan import Bundle, Plan, Worker
+from rlplace.planner import capacity
+from rlplace.planner.capacity import bundle_resources
 from rlplace.ray import diagnose
 from rlplace.ray.cluster import inventory_from_nodes
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
@@ -32,20 +34,7 @@ from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 log = logging.getLogger(__name__)
 
 _FILLER_WAIT_S = 2.0
-_RAY_KINDS = ("GPU", "CPU")
 _POLL_MIN_S, _POLL_MAX_S = 0.005, 0.1
-
-
-def bundle_resources(bundle: Bundle, accelerator: str | None = None) -> dict[str, float]:
-    """The resource dict Ray reserves for one plan bundle; its devices under the accelerator resource name of
-    the node (`accelerator`, the live node's; else the one the plan was made with: GPU, NPU, HPU, ...)."""
-    resources: dict[str, float] = {}
-    if bundle.gpus:
-        resources[accelerator or bundle.accelerator] = float(len(bundle.gpus))
-    if bundle.num_cpus > 0:
-        resources["CPU"] = float(bundle.num_cpus)
-    resources.update({k: float(v) for k, v in bundle.resources.items() if v > 0})
-    return resources
 
 
 @dataclass
@@ -57,26 +46,16 @@ class _NodeReservation:
 
     def resources(self, bundle: Bundle) -> dict[str, float]:
         """What Ray reserves for `bundle` here: hardware the node does not advertise is left out."""
-        return {k: v for k, v in self._wanted(bundle).items() if self._known(k)}
+        return capacity.reserved(bundle, self.node)
 
     @property
     def unadvertised(self) -> list[str]:
         """Hardware resources the plan wants on this node that the node was not started with."""
-        wanted = {k for b in self.bundles for k in self._wanted(b)}
-        return sorted(k for k in wanted if not self._known(k))
-
-    def _wanted(self, bundle: Bundle) -> dict[str, float]:
-        return bundle_resources(bundle, self.node.accelerator_resource)
-
-    def _known(self, resource: str) -> bool:
-        return resource in _RAY_KINDS or resource == self.node.accelerator_resource or resource in self.node.resources
+        return capacity.unadvertised(self.bundles, self.node)
 
     @property
     def demand(self) -> dict[str, float]:
-        total: dict[str, float] = {}
-        for b in self.bundles:
-            diagnose.add(total, self.resources(b))
-        return total
+        return capacity.demand(self.bundles, self.node)
 
 
 class Reservation:
@@ -189,18 +168,12 @@ class Reservation:
         problems = []
         for r in self._by_rank.values():
             if r.unadvertised:
-                self.warnings.append(
-                    f"node {r.node.rank} does not advertise {', '.join(r.unadvertised)}, so other jobs are not kept "
-                    "off that hardware; start the node with `rlplace start --hardware ...` (see docs/ray.md)"
-                )
-            reason = diagnose.infeasible(r.node, r.demand)
-            top = max((g for b in r.bundles for g in b.gpus), default=-1)
-            if reason is None and top >= r.node.num_gpus:
-                reason = f"{diagnose.describe_node(r.node)} has no GPU {top} (the plan uses it)"
+                self.warnings.append(capacity.unadvertised_warning(r.node, r.unadvertised))
+            reason = capacity.node_problem(r.node, r.bundles)
             if reason:
                 problems.append(reason)
         if problems:
-            raise PlacementError("the plan cannot be placed on this cluster:\n  " + "\n  ".join(problems))
+            raise PlacementError(capacity.refusal(problems))
 
     def _fillable(self, holed: list[_NodeReservation]) -> list[_NodeReservation]:
         """Nodes whose holes can be held aside. A filler on a node with too few free GPUs would take the

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlplace.viz.scene import NodeView
+from rlplace.viz.scene import NodeView, RunRow
 
 MARGIN = 24
 NODES_PER_ROW = 4
@@ -44,9 +44,15 @@ def cell_h(node: NodeView) -> float:
     return LABEL_H + max(stacked, 1) * ENTRY_H + 3
 
 
+def run_row_h(row: RunRow) -> float:
+    """Height of a run of alike devices in a box of several nodes: its label and a chip per component."""
+    return LABEL_H + max(len(row.entries), 1) * ENTRY_H + 3
+
+
 def node_h(node: NodeView) -> float:
-    """Height of a node's box: header, group chips, GPU grid, robots, CPU workers."""
+    """Height of a box: header, group chips, runs of devices (several nodes) or GPU grid, robots, CPU workers."""
     h = HEADER_H + (CHIPS_H if node.groups else 0)
+    h += sum(run_row_h(r) + CELL_GAP + 2 for r in node.rows)
     rows = math.ceil(len(node.devices) / GPU_COLS)
     if rows:
         h += rows * cell_h(node) + (rows - 1) * CELL_GAP + 6

@@ -1,19 +1,26 @@
-"""The HTML page of a plan: the SVG picture inline, then the same facts as tables to read and search.
+"""The HTML page of a plan: the SVG picture inline, then the same facts as text to read and search.
 
-Self-contained (no script, no external file), so it can be mailed, attached to a ticket or opened
-from a cluster's shared disk.
+The plan table's rows (the strings `rlplace plan` prints), the estimate and its streams, every warning and
+every note of the plan. Self-contained (no script, no external file), so it can be mailed, attached to a
+ticket or opened from a cluster's shared disk.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from rlplace.viz.scene import Entry, NodeView, Scene, counted
+from rlplace.planner.estimate import format_bytes
+from rlplace.planner.ranges import format_ranks
+from rlplace.viz.collapse import COLUMNS, rows
+from rlplace.viz.components import component_facts
+from rlplace.viz.scene import Scene, counted
+from rlplace.viz.text import estimate_line, flow_name, settings_parts
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
-.picture { overflow-x: auto; border: 1px solid #ddd; padding: 4px; }
+.picture { border: 1px solid #ddd; padding: 4px; }
+.picture svg { display: block; width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f2f4f7; }
@@ -26,37 +33,37 @@ code { font-family: ui-monospace, Menlo, Consolas, monospace; }
 
 
 def render_page(scene: Scene, svg_text: str) -> str:
-    plan, s = scene.plan, scene.plan.settings
-    settings = ", ".join(
-        f"{k} <code>{escape(str(v).lower() if isinstance(v, bool) else str(v))}</code>"
-        for k, v in (
-            ("mode", s.mode),
-            ("strategy", s.strategy),
-            ("env_strategy", s.env_strategy),
-            ("is_colocated", s.is_colocated),
-            ("enable_offload", s.enable_offload),
-            ("buffer shards", s.buffer_worker_num),
-            ("placement groups", plan.uses_placement_groups),
-        )
-    )
-    used = sum(n.used for n in scene.nodes)
+    plan = scene.plan
+    used = sum(len(n.nodes) for n in scene.nodes if n.used)
     headline = f"rlplace plan: {counted(len(plan.workers), 'worker')} on {counted(used, 'node')}"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{headline}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>{headline}</h1>",
-        f"<p>{settings}</p>",
+        f'<p class="settings">{escape(" · ".join(settings_parts(plan)))}</p>',
+    ]
+    if scene.estimate is not None:
+        parts.append(f'<p class="estimate">{escape(estimate_line(plan, scene.estimate))}</p>')
+    parts += [
         f'<div class="picture">{svg_text}</div>',
-        _warnings(plan.warnings),
-        _nodes_table(scene.nodes),
+        _listed("Warnings", "warnings", plan.warnings),
+        _listed("Notes", "notes", plan.notes),
+        "<h2>Components</h2><ul>",
+        *(f"<li>{escape(f.line())}</li>" for f in component_facts(plan, scene.runs)),
+        "</ul>",
+        _nodes_table(scene),
     ]
     if scene.unpinned:
         parts += [
             "<h2>Scheduled by Ray (not pinned)</h2>",
             "<ul>",
-            *(_li(e, "scheduled by Ray") for e in scene.unpinned),
+            *(
+                f'<li title="{escape(e.title("scheduled by Ray", True))}">{escape(e.label(True))}</li>'
+                for e in scene.unpinned
+            ),
             "</ul>",
         ]
     if scene.driver:
@@ -70,57 +77,46 @@ def render_page(scene: Scene, svg_text: str) -> str:
     return "\n".join(parts)
 
 
-def _warnings(warnings: tuple[str, ...]) -> str:
-    if not warnings:
-        return "<h2>Warnings</h2><p>none</p>"
-    return '<h2>Warnings</h2><ul class="warnings">' + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>"
+def _listed(heading: str, cls: str, lines: tuple[str, ...]) -> str:
+    if not lines:
+        return f"<h2>{heading}</h2><p>none</p>"
+    return f'<h2>{heading}</h2><ul class="{cls}">' + "".join(f"<li>{escape(w)}</li>" for w in lines) + "</ul>"
 
 
-def _entries(entries: tuple[Entry, ...], where: str) -> str:
-    return "<br>".join(f'<span title="{escape(e.title(where))}">{escape(e.label())}</span>' for e in entries)
+def _nodes_table(scene: Scene) -> str:
+    """The plan table as `rlplace plan` prints it: a row per run of alike nodes and devices."""
+    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    out = [f'<h2>Nodes</h2><table class="nodes"><thead><tr>{head}</tr></thead><tbody>']
+    states = {n.rank: n for n in scene.nodes if n.state != "ok"}
+    for r, run in _with_runs(scene):
+        node = escape(r.node)
+        if r.node and run.ranks[0] in states:
+            view = states[run.ranks[0]]
+            node += f'<br><span class="node-{view.state}">{escape(view.state.upper())}: {escape(view.note)}</span>'
+        workers = escape(r.workers) if r.workers != "idle" else '<span class="idle">idle</span>'
+        out.append(f"<tr><td>{node}</td><td>{escape(r.device)}</td><td>{workers}</td><td>{escape(r.cpus)}</td></tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
 
 
-def _li(e: Entry, where: str) -> str:
-    return f'<li title="{escape(e.title(where, unpinned=True))}">{escape(e.label(unpinned=True))}</li>'
-
-
-def _nodes_table(nodes: tuple[NodeView, ...]) -> str:
-    rows = [
-        "<h2>Nodes</h2><table><thead><tr><th>node</th><th>GPUs</th><th>groups</th><th>GPU</th>"
-        "<th>workers on the GPU</th><th>robots and CPU workers</th></tr></thead><tbody>"
-    ]
-    for n in nodes:
-        gpus = f"{len(n.devices)}" + (f" x {escape(n.gpu_model)}" if n.gpu_model else "") if n.devices else "none"
-        other = [
-            f'<span title="{escape(h.detail)}">{escape(h.label)}</span>: {_entries(h.entries, f"node {n.rank}")}'
-            for h in n.hardware
-        ]
-        if n.cpu:
-            other.append(_entries(n.cpu, f"node {n.rank} · CPU only"))
-        span = max(len(n.devices), 1)
-        state = f'<br><span class="node-{n.state}">{escape(n.state.upper())}: {escape(n.note)}</span>'
-        head = (
-            f'<tr id="node-{n.rank}-row"><td rowspan="{span}">{n.rank}{state if n.state != "ok" else ""}</td>'
-            f'<td rowspan="{span}">{gpus}</td>'
-            f'<td rowspan="{span}">{escape(", ".join(n.groups)) or "-"}</td>'
-        )
-        tail = f'<td rowspan="{span}">{"<br>".join(other) or "-"}</td>'
-        if not n.devices:
-            rows.append(f"{head}<td>-</td><td>-</td>{tail}</tr>")
-        for i, d in enumerate(n.devices):
-            cell = _entries(d.entries, f"node {n.rank} GPU {d.index}") or '<span class="idle">idle</span>'
-            rows.append(f"{head if i == 0 else '<tr>'}<td>{d.index}</td><td>{cell}</td>{tail if i == 0 else ''}</tr>")
-    rows.append("</tbody></table>")
-    return "\n".join(rows)
+def _with_runs(scene: Scene):
+    """Each table row with the node run it belongs to."""
+    for run in scene.runs:
+        for r in rows((run,)):
+            yield r, run
 
 
 def _flows_table(scene: Scene) -> str:
-    if not scene.flows:
-        return "<h2>Cross-node flows</h2><p>none: weight sync and experience stay on their nodes</p>"
+    """The estimate's streams, merged per picture box (one row per arrow)."""
+    est = scene.estimate
+    if est is None or not scene.flows:
+        return "<h2>Cross-node streams</h2><p>none</p>"
     body = "".join(
-        f"<tr><td>{escape(f.kind)}</td><td>{f.src}</td><td>{f.dst}</td><td>{f.count}</td></tr>" for f in scene.flows
+        f"<tr><td>{escape(flow_name(f.kind, est))}</td><td>{format_ranks(f.src_nodes)}</td>"
+        f"<td>{format_ranks(f.dst_nodes)}</td><td>{f.workers}</td><td>{escape(format_bytes(f.bytes))}</td></tr>"
+        for f in scene.flows
     )
     return (
-        "<h2>Cross-node flows</h2><table><thead><tr><th>stream</th><th>from node</th><th>to node</th>"
-        f"<th>workers</th></tr></thead><tbody>{body}</tbody></table>"
+        "<h2>Cross-node streams (per iteration)</h2><table><thead><tr><th>stream</th><th>from nodes</th>"
+        f"<th>to nodes</th><th>workers</th><th>bytes</th></tr></thead><tbody>{body}</tbody></table>"
     )

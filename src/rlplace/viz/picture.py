@@ -1,10 +1,12 @@
 """The topology picture of a plan: `rlplace plan --svg out.svg` / `--html out.html`.
 
-Nodes are boxes in rows (a pool's or node group's nodes kept together), each GPU a cell listing who
-sits on it (co-residents stacked with their share), robots and CPU-only workers below the GPUs,
-pools and node groups outlined in their colour, cross-node weight and experience streams as arrows
-with counts, and workers Ray places freely (strategy `default`) in their own area. Every worker has
-an element carrying `data-component` and `data-ranks`, so tools and tests can find it.
+Boxes in rows (a pool's or node group's nodes kept together): a node, each GPU a cell listing who sits on it
+(co-residents stacked with their share), robots and CPU-only workers below the GPUs; or a run of alike nodes
+(`nodes 0-7`), a row per run of alike devices, as the plan table prints it. Pools and node groups are
+outlined in their colour, the estimate's cross-node streams are arrows labelled with their bytes, and
+workers Ray places freely (strategy `default`) have their own area. Every worker has an element carrying
+`data-component` and `data-ranks`, so tools and tests can find it. The picture scales to the page: a
+`viewBox`, a width of 100% and never wider than its natural size.
 
 Pure string generation, deterministic: the same plan gives the same bytes.
 """
@@ -13,12 +15,23 @@ from __future__ import annotations
 
 import math
 import pathlib
+import re
 from collections import Counter
 
 from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan
-from rlplace.viz.flows import BUFFER_ROLES, ENV_ROLES, EVAL_ROLES, EXPERIENCE, TRAIN_ROLES, WEIGHTS
+from rlplace.planner.estimate import (
+    BUFFER_ROLES,
+    ENV_ROLES,
+    EVAL_ROLES,
+    EXPERIENCE,
+    TRAIN_ROLES,
+    WEIGHTS,
+    Estimate,
+    format_bytes,
+)
+from rlplace.viz.collapse import HARDWARE as HARDWARE_KIND
 from rlplace.viz.layout import (
     CELL_GAP,
     CELL_W,
@@ -36,11 +49,24 @@ from rlplace.viz.layout import (
     Box,
     cell_h,
     node_h,
+    run_row_h,
     wrap_rows,
 )
 from rlplace.viz.routes import Router, label_point
-from rlplace.viz.scene import Device, Entry, NodeHealth, NodeView, Scene, build_scene, counted, entries_of
+from rlplace.viz.scene import (
+    BoxFlow,
+    Device,
+    Entry,
+    NodeHealth,
+    NodeView,
+    RunRow,
+    Scene,
+    build_scene,
+    counted,
+    entries_of,
+)
 from rlplace.viz.svgkit import Svg, fit, num, text_width
+from rlplace.viz.text import ABSENT, UNKNOWN, estimate_line, flow_name, settings_parts
 
 MAX_NODES = 64
 SMALL, BODY, LEGEND, TITLE = 9.0, 12.0, 11.0, 18.0
@@ -90,15 +116,20 @@ text {{ font-family: {FONT}; }}
 
 
 def svg(
-    plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES, health: NodeHealth | None = None
+    plan: Plan,
+    inventory: Inventory | None = None,
+    max_nodes: int = MAX_NODES,
+    health: NodeHealth | None = None,
+    estimate: Estimate | None = None,
 ) -> str:
     """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
-    (a running job's `node_health()`) marks lost nodes and ranks served by a spare.
+    (a running job's `node_health()`) marks lost nodes and ranks served by a spare; `estimate` is the one whose
+    streams the arrows draw (default: `rlplace.planner.estimate(plan, inventory=inventory)`).
 
-    Nodes past the first `max_nodes` are not drawn as boxes; their workers are listed, as rank ranges,
-    in one area below (a 4,096-node picture would be 200,000 px tall and tell nobody anything).
+    Alike nodes share a box, so a 4,096-node plan draws as its few patterns. Boxes past the first `max_nodes`
+    are not drawn; their workers are listed, as rank ranges, in one area below.
     """
-    return _Drawing(build_scene(plan, inventory, health), max_nodes).render()
+    return _Drawing(build_scene(plan, inventory, health, estimate), max_nodes).render()
 
 
 def write_svg(
@@ -107,17 +138,22 @@ def write_svg(
     inventory: Inventory | None = None,
     max_nodes: int = MAX_NODES,
     health: NodeHealth | None = None,
+    estimate: Estimate | None = None,
 ) -> None:
-    pathlib.Path(path).write_text(svg(plan, inventory, max_nodes, health), encoding="utf-8")
+    pathlib.Path(path).write_text(svg(plan, inventory, max_nodes, health, estimate), encoding="utf-8")
 
 
 def html(
-    plan: Plan, inventory: Inventory | None = None, max_nodes: int = MAX_NODES, health: NodeHealth | None = None
+    plan: Plan,
+    inventory: Inventory | None = None,
+    max_nodes: int = MAX_NODES,
+    health: NodeHealth | None = None,
+    estimate: Estimate | None = None,
 ) -> str:
-    """A self-contained page: the picture, a table of every node, flows and warnings (no external files)."""
+    """A self-contained page: the picture, the plan table, streams, warnings and notes (no external files)."""
     from rlplace.viz.page import render_page
 
-    scene = build_scene(plan, inventory, health)
+    scene = build_scene(plan, inventory, health, estimate)
     return render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False))
 
 
@@ -127,8 +163,9 @@ def write_html(
     inventory: Inventory | None = None,
     max_nodes: int = MAX_NODES,
     health: NodeHealth | None = None,
+    estimate: Estimate | None = None,
 ) -> None:
-    pathlib.Path(path).write_text(html(plan, inventory, max_nodes, health), encoding="utf-8")
+    pathlib.Path(path).write_text(html(plan, inventory, max_nodes, health, estimate), encoding="utf-8")
 
 
 def component_colours(components: tuple[str, ...]) -> dict[str, tuple[str, str]]:
@@ -173,16 +210,19 @@ class _Drawing:
             heading = "in the driver process (remote: false): not Ray actors, nothing reserved"
             y = self._area(y, "driver", heading, self.scene.driver, "in the driver process")
         if self.scene.plan.warnings:
-            y = self._warnings(y)
+            y = self._listed(y, "warning", self.scene.plan.warnings)
+        if self.scene.plan.notes:
+            y = self._listed(y, "note", self.scene.plan.notes)
         self._flows(boxes)
         height = y + MARGIN
         head = '<?xml version="1.0" encoding="UTF-8"?>\n' if xml_declaration else ""
         plan = self.scene.plan
+        nodes = sum(len(n.nodes) for n in self.scene.nodes)
         return (
-            f'{head}<svg xmlns="http://www.w3.org/2000/svg" width="{num(self.width)}" height="{num(height)}" '
-            f'viewBox="0 0 {num(self.width)} {num(height)}" data-workers="{len(plan.workers)}" '
-            f'data-nodes="{len(self.scene.nodes)}">\n'
-            f"<title>rlplace plan: {len(plan.workers)} workers on {len(self.scene.nodes)} nodes</title>\n"
+            f'{head}<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
+            f'viewBox="0 0 {num(self.width)} {num(height)}" style="max-width: {num(self.width)}px; height: auto" '
+            f'data-workers="{len(plan.workers)}" data-nodes="{nodes}">\n'
+            f"<title>rlplace plan: {counted(len(plan.workers), 'worker')} on {counted(nodes, 'node')}</title>\n"
             f"<style>{STYLE}</style>\n{self._markers()}\n"
             f'<rect x="0" y="0" width="{num(self.width)}" height="{num(height)}" fill="#fff"/>\n'
             f"{body.render()}\n</svg>\n"
@@ -190,47 +230,51 @@ class _Drawing:
 
     # ---- header and legend -------------------------------------------------------------------------
     def _header(self, y: float) -> float:
-        plan, s = self.scene.plan, self.scene.plan.settings
-        used = sum(1 for n in self.scene.nodes if n.used)
+        plan = self.scene.plan
+        used = sum(len(n.nodes) for n in self.scene.nodes if n.used)
         title = f"rlplace plan · {counted(len(plan.workers), 'worker')} on {counted(used, 'node')}"
         self.out.text(MARGIN, y + TITLE, title, class_="title")
-        parts = [
-            f"mode {s.mode}",
-            f"strategy {s.strategy}",
-            f"env_strategy {s.env_strategy}",
-            f"colocated {'yes' if s.is_colocated else 'no'}",
-            f"offload {'yes' if s.enable_offload else 'no'}",
-            f"buffer shards {s.buffer_worker_num}",
-            f"placement groups {'yes' if plan.uses_placement_groups else 'no'}",
-        ]
-        room, lines = self.width - 2 * MARGIN, [""]
-        for part in parts:  # wrap at the separators rather than cut a setting in half
-            joined = f"{lines[-1]} · {part}" if lines[-1] else part
-            if lines[-1] and text_width(joined, BODY) > room:
-                lines.append(part)
-            else:
-                lines[-1] = joined
+        room = self.width - 2 * MARGIN
+        lines = _wrapped(settings_parts(plan), " · ", room)  # wrap at the separators, never inside a setting
+        if self.scene.estimate is not None:  # the estimate as the terminal prints it, broken only between figures
+            words = re.split(r"(?<=[;,]) (?=[a-z])", estimate_line(plan, self.scene.estimate))
+            lines += _wrapped(words, " ", room)
+        self.out.open("g", class_="settings")
         for i, line in enumerate(lines):
             self.out.text(MARGIN, y + TITLE + 20 + 16 * i, line, class_="body muted")
+        self.out.close("g")
         return y + TITLE + 26 + 16 * (len(lines) - 1)
 
     def _legend(self, y: float) -> float:
-        counts = {c: len(self.scene.plan.by_component(c)) for c in self.scene.components}
+        counts = Counter(w.component for w in self.scene.plan.workers)
         items = [(c, f"{c} ({counts[c]})", "component") for c in self.scene.components]
         y = self._legend_row(y, "components", items)
         groups = [(g.name, f"{g.name}: nodes {format_ranks(sorted(g.node_ranks))}", "group") for g in self.scene.groups]
         if groups:
             y = self._legend_row(y, "pools / node groups", groups)
         kinds = sorted({f.kind for f in self.scene.flows})
-        if kinds:
-            flows = [(k, _FLOW_LEGEND[k], "flow") for k in kinds]
+        est = self.scene.estimate
+        if kinds and est is not None:
+            flows = [(k, flow_name(k, est), "flow") for k in kinds]
         else:
-            flows = [("", "none: weight sync and experience stay on their nodes", "text")]
+            flows = [("", self._no_flows(), "text")]
         y = self._legend_row(y, "cross-node flows", [*flows, ("", "idle GPU", "idle")])
         states = sorted({n.state for n in self.scene.nodes if n.state != "ok"}, key=list(STATE_STYLE).index)
         if states:
             y = self._legend_row(y, "node failures", [(s, _STATE_LEGEND[s], "state") for s in states])
         return y
+
+    def _no_flows(self) -> str:
+        """Why no arrow is drawn, in the estimate's words."""
+        est, plan = self.scene.estimate, self.scene.plan
+        if est is None:
+            return "none"
+        none = UNKNOWN if not plan.uses_placement_groups else ABSENT
+        amounts = [
+            f"{flow_name(WEIGHTS, est)} {format_bytes(est.weight_sync_bytes, none)}",
+            f"{flow_name(EXPERIENCE, est)} {format_bytes(est.experience_bytes, none)}",
+        ]
+        return "none across nodes: " + ", ".join(amounts)
 
     def _legend_row(self, y: float, heading: str, items: list[tuple[str, str, str]]) -> float:
         x0 = MARGIN + 150
@@ -332,9 +376,9 @@ class _Drawing:
 
     def _node(self, box: Box) -> None:
         node, x, y = box.node, box.x, box.y
-        gpus = len(node.devices)
+        gpus = node.gpus
         hw = f"{gpus}x {node.gpu_model}" if gpus and node.gpu_model else f"{gpus} GPU{'s' if gpus != 1 else ''}"
-        hw = hw if gpus else "CPU only"
+        hw = hw + (" each" if len(node.nodes) > 1 else "") if gpus else "CPU only"
         stroke = self.group_colour[node.groups[0]] if node.groups else "#888"
         fill, dash, word = "#fff" if node.used else "#f4f4f4", None, ""
         if node.state in STATE_STYLE:
@@ -348,11 +392,9 @@ class _Drawing:
             data_state=None if node.state == "ok" else node.state,
         )
         extra = f" · {word}: {node.note}" if word else ""
-        self.out.title(
-            f"node {node.rank} · {hw}" + (f" · groups {', '.join(node.groups)}" if node.groups else "") + extra
-        )
+        self.out.title(f"{node.title} · {hw}" + (f" · groups {', '.join(node.groups)}" if node.groups else "") + extra)
         self.out.rect(x, y, NODE_W, box.h, rx=6, fill=fill, stroke=stroke, stroke_width=2, stroke_dasharray=dash)
-        title = f"node {node.rank}" + (f" {word}" if word else "")
+        title = node.title + (f" {word}" if word else "")
         self.out.text(x + NODE_PAD, y + 17, title, class_="body bold", fill=stroke if word else None)
         detail = node.note if word and node.note else hw + ("" if node.used else " · unused")
         self.out.text(
@@ -371,6 +413,8 @@ class _Drawing:
                 self.out.text(cx + 5, cy + 10, name, class_="small", fill="#fff")
                 cx += w + 4
             cy += CHIPS_H
+        for row in node.rows:
+            cy = self._run_row(node, row, x + NODE_PAD, cy)
         ch = cell_h(node)
         for i, dev in enumerate(node.devices):
             col, row = i % GPU_COLS, i // GPU_COLS
@@ -395,6 +439,26 @@ class _Drawing:
             for k, e in enumerate(node.cpu):
                 self._entry(e, x + NODE_PAD, cy + LABEL_H + k * ENTRY_H, inner, f"node {node.rank} · CPU only")
         self.out.close("g")
+
+    def _run_row(self, node: NodeView, row: RunRow, x: float, y: float) -> float:
+        """A run of alike devices in a box of several nodes: the devices, then one chip per component."""
+        inner = NODE_W - 2 * NODE_PAD
+        h = run_row_h(row)
+        idle = not row.entries
+        where = f"{node.title} {row.label}"
+        self.out.open("g", class_="run", data_nodes=format_ranks(node.nodes), data_kind=row.kind)
+        self.out.title(f"{where}: {row.text}")
+        fill, stroke = ("#fff8e1", "#c9a227") if row.kind == HARDWARE_KIND else ("#f6f7f9", "#b8bec8")
+        if idle:
+            self.out.rect(x, y, inner, h, rx=3, fill="#fafafa", stroke="#aaa", stroke_dasharray="3 2")
+        else:
+            self.out.rect(x, y, inner, h, rx=3, fill=fill, stroke=stroke)
+        label = f"{row.label} · {row.text if idle else row.caption}" if idle or row.caption else row.label
+        self.out.text(x + 4, y + 10, fit(label, inner - 8, SMALL), class_="small muted")
+        self.out.close("g")
+        for k, e in enumerate(row.entries):
+            self._entry(e, x + 3, y + LABEL_H + k * ENTRY_H, inner - 6, where)
+        return y + h + CELL_GAP + 2
 
     def _device(self, node_rank: int, dev: Device, x: float, y: float, h: float) -> None:
         idle = not dev.entries
@@ -425,12 +489,12 @@ class _Drawing:
 
     # ---- areas below the nodes: nodes not drawn, unpinned workers, warnings ---------------------------
     def _hidden(self, y: float, boxes: dict[int, Box]) -> float:
-        ranks = {n.rank for n in self.hidden}
+        ranks = {r for n in self.hidden for r in n.nodes}
         order = {c: i for i, c in enumerate(self.scene.components)}
         entries = entries_of((w for w in self.scene.plan.workers if w.node_rank in ranks), order)
         skipped = sum(1 for f in self.scene.flows if f.src not in boxes or f.dst not in boxes)
         where = f"nodes {format_ranks(sorted(ranks))}"
-        heading = f"{where} ({len(ranks)} nodes) not drawn; the HTML page's table lists every node"
+        heading = f"{where} ({len(ranks)} nodes) not drawn; the plan table lists them all"
         if skipped:
             heading += f"; {skipped} cross-node streams to or from them not drawn"
         return self._area(y, "hidden-nodes", heading, entries, where)
@@ -459,19 +523,23 @@ class _Drawing:
             x += w + 6
         return y + h + 16
 
-    def _warnings(self, y: float) -> float:
-        warnings = self.scene.plan.warnings
-        self.out.open("g", class_="warnings")
-        self.out.text(MARGIN, y + 14, f"{counted(len(warnings), 'warning')}:", class_="body bold warn")
-        for i, w in enumerate(warnings):
-            self.out.open("g", class_="warning")
-            self.out.title(w)
+    def _listed(self, y: float, kind: str, lines: tuple[str, ...]) -> float:
+        """The plan's warnings (or notes), one line each, in full on hover."""
+        style = "warn" if kind == "warning" else "muted"
+        self.out.open("g", class_=f"{kind}s")
+        self.out.text(MARGIN, y + 14, f"{counted(len(lines), kind)}:", class_=f"body bold {style}")
+        for i, line in enumerate(lines):
+            self.out.open("g", class_=kind)
+            self.out.title(line)
             self.out.text(
-                MARGIN + 12, y + 32 + i * 16, fit(f"- {w}", self.width - 2 * MARGIN - 12, BODY), class_="body warn"
+                MARGIN + 12,
+                y + 32 + i * 16,
+                fit(f"- {line}", self.width - 2 * MARGIN - 12, BODY),
+                class_=f"body {style}",
             )
             self.out.close("g")
         self.out.close("g")
-        return y + 32 + len(warnings) * 16
+        return y + 32 + len(lines) * 16
 
     # ---- flows -----------------------------------------------------------------------------------------
     def _flows(self, boxes: dict[int, Box]) -> None:
@@ -483,22 +551,43 @@ class _Drawing:
                 continue
             points = router.route(f)
             lx, ly, anchor = label_point(points, fan_out[(f.kind, f.src)] > 1)
-            self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_count=f.count)
-            self.out.title(f"{_FLOW_LEGEND[f.kind]}: {counted(f.count, 'worker')}, node {f.src} -> node {f.dst}")
+            self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_bytes=f.bytes)
+            self.out.title(self._flow_title(f))
             path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
             self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind))
-            self.out.text(lx, ly, f.label, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind])
+            label = f"{f.kind} {format_bytes(f.bytes)}"
+            self.out.text(lx, ly, label, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind])
             self.out.close("g")
         self.out.close("g")
 
+    def _flow_title(self, f: BoxFlow) -> str:
+        """Hover text of an arrow: the stream by the config's names, its bytes, and whom it serves."""
+        est = self.scene.estimate
+        name = flow_name(f.kind, est) if est is not None else f.kind
+        src = f"node {f.src_nodes[0]}" if len(f.src_nodes) == 1 else f"nodes {format_ranks(f.src_nodes)}"
+        dst = f"node {f.dst_nodes[0]}" if len(f.dst_nodes) == 1 else f"nodes {format_ranks(f.dst_nodes)}"
+        who = f.target if f.kind == WEIGHTS else f.source
+        return f"{name}: {format_bytes(f.bytes)} per iteration, {src} -> {dst}, {counted(f.workers, who + ' worker')}"
 
-_FLOW_LEGEND = {WEIGHTS: "weight sync (train -> eval)", EXPERIENCE: "experience (env/eval -> buffer)"}
+
 _STATE_LEGEND = {
     "lost": "lost: waiting for a spare or replacement",
     "failed": "lost: no spare or replacement in time",
     "spare": "served by a hot spare",
     "replaced": "served by a replacement node",
 }
+
+
+def _wrapped(parts: list[str], sep: str, room: float) -> list[str]:
+    """`parts` joined by `sep` into lines of at most `room` px, broken only between parts."""
+    lines = [""]
+    for part in parts:
+        joined = f"{lines[-1]}{sep}{part}" if lines[-1] else part
+        if lines[-1] and text_width(joined, BODY) > room:
+            lines.append(part)
+        else:
+            lines[-1] = joined
+    return lines
 
 
 def _flow_style(kind: str) -> dict[str, object]:

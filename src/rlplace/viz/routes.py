@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from rlplace.viz.flows import WEIGHTS, Flow
+from rlplace.planner.estimate import WEIGHTS
 from rlplace.viz.layout import GAP_X, MARGIN, NODE_W, Box
+from rlplace.viz.scene import BoxFlow
 
 
 class Router:
@@ -52,7 +53,7 @@ class Router:
         centre = bottom + self.gaps[gap] / 2 if below else top - self.gaps[gap] / 2
         return centre + self._lane(("gap", gap), bundle, self.LANE)
 
-    def route(self, f: Flow) -> list[tuple[float, float]]:
+    def route(self, f: BoxFlow) -> list[tuple[float, float]]:
         a, b = self.boxes[f.src], self.boxes[f.dst]
         out, into = (f.kind, f.src), (f.kind, f.src, f.dst)
         if a.row == b.row:  # weights over the row, experience under it: the two kinds never share a gap
@@ -73,9 +74,10 @@ class Router:
 
 
 def label_point(points: list[tuple[float, float]], fan_out: bool) -> tuple[float, float, str]:
-    """Where a flow's count goes: beside its arrowhead when it shares a trunk, else mid first horizontal run."""
+    """Where a flow's label goes: beside its arrowhead when it shares a trunk, else just above the middle of its
+    first horizontal run (not on it: the line would show between the words)."""
     if fan_out:
         (x1, y1), (_, yb) = points[-1], points[-2]
         return x1 + 6, y1 + (-8 if yb < y1 else 16), "start"
     (x0, y0), (x1, _) = points[1], points[2]
-    return (x0 + x1) / 2, y0 + 4, "middle"
+    return (x0 + x1) / 2, y0 - 5, "middle"

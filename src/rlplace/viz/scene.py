@@ -1,21 +1,39 @@
-"""What the topology picture shows, as plain data: one view per node, per GPU, per robot.
+"""What the topology picture shows, as plain data: one box per run of alike nodes, per GPU, per robot.
 
-Both the SVG and the HTML page draw from this one scene, so they cannot disagree about where a
-worker is. Building it is the only place that decides grouping and summarising (100 agents on a node
-become one entry with their rank range); drawing only lays out and styles.
+Both the SVG and the HTML page draw from this one scene, and the scene from the plan table's runs
+(`rlplace.viz.collapse`) and the plan's `Estimate`, so the picture cannot disagree with the table or the
+estimate about where a worker is, what share it holds, or what crosses a node. A run of one node is drawn GPU
+by GPU; a run of several (`nodes 0-7`, alike but for their ranks) is one box with a row per run of alike
+devices, as the table prints it. Drawing only lays out and styles.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
 from rlplace.plan import GroupSummary, Plan, Worker
-from rlplace.viz.flows import Flow, cross_node_flows
+from rlplace.planner.estimate import Estimate, estimate
+from rlplace.viz.collapse import (
+    CPU,
+    GPU,
+    HARDWARE,
+    IDLE,
+    NodeRun,
+    Resident,
+    SlotRun,
+    device_label,
+    node_runs,
+    per_phrase,
+    ranks_text,
+    unit,
+    workers_text,
+)
+from rlplace.viz.text import counted, fraction_label
+
+__all__ = ["Device", "Entry", "NodeHealth", "NodeView", "Scene", "build_scene", "counted", "entries_of"]
 
 #: More workers of one component at one place than this are drawn as one "x N (ranks)" entry.
 LIST_LIMIT = 3
@@ -32,13 +50,14 @@ class Entry:
     """One worker, or a run of one component's workers sharing a place, as one line of the picture."""
 
     component: str
-    ranks: tuple[int, ...]
-    share: float | None  # GPU share of each (pinned) or GPUs requested (unpinned); None if mixed
-    note: str = ""  # extra hover detail (GPUs of a multi-GPU worker, hardware fields)
+    ranks: tuple[int, ...]  # ascending
+    share: float | None  # GPU share of each (pinned) or GPUs requested (unpinned); None if mixed or off GPUs
+    note: str = ""  # extra hover detail (GPUs of a multi-GPU worker, what a spanning process sees)
+    suffix: str = ""  # on the chip after the ranks and share: "8 per node" (a box of several nodes)
 
     @property
     def rank_text(self) -> str:
-        return format_ranks(sorted(self.ranks))
+        return ranks_text(self.ranks)
 
     @property
     def summarised(self) -> bool:
@@ -46,11 +65,12 @@ class Entry:
 
     def label(self, unpinned: bool = False) -> str:
         """Short text on the chip: `train 0 1/3`, `agent x100 (0-99)`, `eval 1 · 1 GPU`."""
+        share = fraction_label(self.share) if self.share is not None and not unpinned else ""
         if self.summarised:
-            return f"{self.component} x{len(self.ranks)} ({self.rank_text})"
+            text = f"{self.component} x{len(self.ranks)} ({self.rank_text})" + (f" {share}" if share else "")
+            return text + (f" · {self.suffix}" if self.suffix else "")
         if unpinned:
             return f"{self.component} {self.ranks[0]} · {self.share or 0:g} GPU"
-        share = fraction_label(self.share) if self.share is not None else ""
         return f"{self.component} {self.ranks[0]}" + (f" {share}" if share else "")
 
     def title(self, where: str, unpinned: bool = False) -> str:
@@ -83,103 +103,204 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class RunRow:
+    """In a box of several nodes: a run of alike devices, as the table's row says it."""
+
+    kind: str  # collapse.GPU, SPAN, IDLE, HARDWARE, CPU
+    label: str  # "GPU 0-7", "Franka 0-1", "CPU"
+    text: str  # the table's words: "actor 0-63, one per GPU"
+    entries: tuple[Entry, ...]
+    caption: str = ""  # "one per GPU": how the entries sit on the devices
+
+
+@dataclass(frozen=True)
 class NodeView:
+    """A box: one node (GPU cells, robots, CPU workers), or a run of alike nodes (`ranks`, `rows`)."""
+
     rank: int
     gpu_model: str | None
     devices: tuple[Device, ...]
     hardware: tuple[Hardware, ...]
     cpu: tuple[Entry, ...]  # pinned workers with neither GPUs nor hardware
-    groups: tuple[str, ...]  # pools / node groups containing this node, in plan order
+    groups: tuple[str, ...]  # pools / node groups containing these nodes, in plan order
     state: str = "ok"  # see NodeHealth
     note: str = ""  # e.g. "on spare 10.0.0.7"
+    ranks: tuple[int, ...] = ()  # every node of the box (empty: just `rank`)
+    rows: tuple[RunRow, ...] = ()  # a box of several nodes: one row per run of alike devices
+    gpus: int = 0  # GPUs per node
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return self.ranks or (self.rank,)
 
     @property
     def used(self) -> bool:
-        return bool(self.cpu or self.hardware or any(d.entries for d in self.devices))
+        return bool(
+            self.cpu or self.hardware or any(d.entries for d in self.devices) or any(r.entries for r in self.rows)
+        )
+
+    @property
+    def title(self) -> str:
+        """`node 3`, `nodes 0-7`."""
+        return f"node {self.rank}" if len(self.nodes) == 1 else f"nodes {ranks_text(self.nodes)}"
+
+
+@dataclass(frozen=True)
+class BoxFlow:
+    """The estimate's flows of one kind between two boxes, summed: what one arrow stands for."""
+
+    kind: str
+    src: int  # box (its first node rank)
+    dst: int
+    bytes: int
+    workers: int
+    src_nodes: tuple[int, ...]
+    dst_nodes: tuple[int, ...]
+    source: str
+    target: str
 
 
 @dataclass(frozen=True)
 class Scene:
     plan: Plan
-    nodes: tuple[NodeView, ...]
+    nodes: tuple[NodeView, ...]  # the boxes
     unpinned: tuple[Entry, ...]
     components: tuple[str, ...]
     groups: tuple[GroupSummary, ...]
-    flows: tuple[Flow, ...]
+    flows: tuple[BoxFlow, ...]
     driver: tuple[Entry, ...] = ()  # workers run in the driver process (remote: false), nothing reserved
+    estimate: Estimate | None = None
+    runs: tuple[NodeRun, ...] = ()  # the table's runs, which the boxes draw
 
 
-def build_scene(plan: Plan, inventory: Inventory | None = None, health: NodeHealth | None = None) -> Scene:
-    """Arrange `plan` by node and device. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
-    marks nodes lost, failed, or served by a spare or replacement (a running job's `node_health()`).
+def build_scene(
+    plan: Plan, inventory: Inventory | None = None, health: NodeHealth | None = None, est: Estimate | None = None
+) -> Scene:
+    """Arrange `plan` by node run and device. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
+    marks nodes lost, failed, or served by a spare or replacement (a running job's `node_health()`); `est` is the
+    estimate whose flows the arrows draw (by default the one `rlplace plan` prints without size options).
 
     Linear in the plan's size: a 4,096-node plan must not take minutes to draw.
     """
+    for rank, (state, _) in (health or {}).items():
+        if state not in NODE_STATES:
+            raise ValueError(f"node {rank}: unknown state {state!r}; one of {', '.join(NODE_STATES)}")
+    est = est if est is not None else estimate(plan, inventory=inventory)
     order = {c: i for i, c in enumerate(plan.components)}
-    by_node: dict[int, list[Worker]] = defaultdict(list)
-    for w in plan.workers:
-        if w.node_rank is not None:
-            by_node[w.node_rank].append(w)
-    groups_of: dict[int, list[str]] = defaultdict(list)
-    gpus: dict[int, int] = defaultdict(int)  # GPUs per node: declared, or as far as the plan uses them
-    for g in plan.groups:
-        for r, n in zip(g.node_ranks, g.gpus_per_node, strict=False):
-            gpus[r] = max(gpus[r], n)
-        for r in dict.fromkeys(g.node_ranks):
-            groups_of[r].append(g.name)
-    for b in plan.bundles:
-        gpus[b.node_rank] = max(gpus[b.node_rank], max(b.gpus, default=-1) + 1)
-    for w in plan.workers:
-        if w.node_rank is not None:
-            gpus[w.node_rank] = max(gpus[w.node_rank], max(w.gpus, default=-1) + 1)
-    if inventory is not None:
-        for n in inventory.nodes:
-            gpus[n.rank] = max(gpus[n.rank], n.num_gpus)
-    nodes = tuple(
-        NodeView(
-            rank=rank,
-            gpu_model=inventory.node(rank).gpu_model if inventory is not None and rank < len(inventory) else None,
-            devices=_devices(by_node[rank], gpus[rank], order),
-            hardware=_hardware([w for w in by_node[rank] if w.hardware], order),
-            cpu=entries_of((w for w in by_node[rank] if not w.gpus and not w.hardware), order, share=_no_share),
-            groups=tuple(groups_of[rank]),
-            **_health(health, rank),
-        )
-        for rank in sorted(gpus)
-    )
+    runs = node_runs(plan, inventory, health=health, devices=True)
+    boxes = tuple(_box(run) for run in runs)
     return Scene(
         plan=plan,
-        nodes=nodes,
+        nodes=boxes,
         unpinned=entries_of((w for w in plan.workers if w.node_rank is None and not w.in_driver), order),
         components=tuple(plan.components),
         groups=plan.groups,
-        flows=cross_node_flows(plan.workers),
+        flows=_box_flows(est, runs),
         driver=entries_of((w for w in plan.workers if w.in_driver), order, share=_no_share),
+        estimate=est,
+        runs=runs,
     )
 
 
-def _health(health: NodeHealth | None, rank: int) -> dict[str, str]:
-    if not health or rank not in health:
-        return {}
-    state, note = health[rank]
-    if state not in NODE_STATES:
-        raise ValueError(f"node {rank}: unknown state {state!r}; one of {', '.join(NODE_STATES)}")
-    return {"state": state, "note": note}
+def _box(run: NodeRun) -> NodeView:
+    common = dict(gpu_model=run.gpu_model, groups=run.groups, state=run.state, note=run.note, gpus=run.gpus)
+    if len(run.ranks) > 1 or not run.devices:
+        rows = tuple(
+            RunRow(
+                s.kind, device_label(s), workers_text(s, len(run.ranks)), _row_entries(s), per_phrase(s, len(run.ranks))
+            )
+            for s in run.slot_runs
+        )
+        return NodeView(run.ranks[0], devices=(), hardware=(), cpu=(), ranks=run.ranks, rows=rows, **common)
+    devices = {s.slots[0][0]: _entries(s) for s in run.devices if s.kind in (GPU, IDLE)}
+    hardware = tuple(
+        Hardware(_hardware_label(s), _hardware_detail(s), _entries(s)) for s in run.devices if s.kind == HARDWARE
+    )
+    cpu = next((_entries(s) for s in run.devices if s.kind == CPU), ())
+    return NodeView(
+        run.ranks[0],
+        devices=tuple(Device(g, devices.get(g, ())) for g in range(run.gpus)),
+        hardware=hardware,
+        cpu=cpu,
+        **common,
+    )
 
 
-def fraction_label(fraction: float) -> str:
-    """A GPU share as users think of it: `1/3` for one of three co-residents, `""` for a whole GPU."""
-    if fraction >= 1 - 1e-9:
-        return ""
-    k = round(1 / fraction) if fraction > 0 else 0
-    if k and abs(1 / k - fraction) < 1e-6:
-        return f"1/{k}"
-    return f"{fraction:.2f}"
+def _note(r: Resident, per: str) -> str:
+    notes = []
+    if r.spans:
+        notes.append("spans several GPUs shared with others: sees them, asks Ray for none")
+    if r.gpus is not None:
+        notes.append(f"spans GPUs {ranks_text(r.gpus)}")
+    if r.sees is not None:
+        notes.append(f"sees GPUs {ranks_text(r.sees)}, reserves none")
+    if r.per_slot > 1:
+        notes.append(f"{r.per_slot} per {per}")
+    return "; ".join(notes)
 
 
-def counted(n: int, noun: str) -> str:
-    """`1 node`, `3 nodes`."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _entries(s: SlotRun) -> tuple[Entry, ...]:
+    """One device's residents: an entry per worker, or one summary when a component has many here."""
+    out: list[Entry] = []
+    for r in s.residents:
+        note = _note(r, unit(s))
+        if len(r.ranks) > LIST_LIMIT:
+            out.append(Entry(r.component, r.ranks, r.share, note))
+        else:
+            out.extend(Entry(r.component, (k,), r.share, note) for k in r.ranks)
+    return tuple(out)
+
+
+def _row_entries(s: SlotRun) -> tuple[Entry, ...]:
+    per = unit(s)
+    return tuple(
+        Entry(r.component, r.ranks, r.share, _note(r, per), f"{r.per_slot} per {per}" if r.per_slot > 1 else "")
+        for r in s.residents
+    )
+
+
+def _hardware_label(s: SlotRun) -> str:
+    info = _unit_info(s)
+    kind = str(info.get("type") or info.get("hardware_type") or "hardware")
+    address = next((str(info[k]) for k in ("robot_ip", "ip", "address", "host") if info.get(k)), "")
+    return f"{kind} {address}".strip()
+
+
+def _hardware_detail(s: SlotRun) -> str:
+    def show(v: object) -> str:
+        return ", ".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
+
+    return "; ".join(f"{k}: {show(v)}" for k, v in sorted(_unit_info(s).items()))
+
+
+def _unit_info(s: SlotRun) -> dict[str, object]:
+    return {k: ", ".join(map(str, v)) if isinstance(v, tuple) else v for k, v in s.unit}
+
+
+def _box_flows(est: Estimate, runs: tuple[NodeRun, ...]) -> tuple[BoxFlow, ...]:
+    """The estimate's flows merged per (kind, source box, target box), in the estimate's order.
+
+    A producer node's experience reaches every shard node; those flows share one destination tuple, which is
+    split into boxes once (`split`), not once per flow: 2,048 producer nodes x 2,048 shard nodes stay cheap."""
+    box = {r: run.ranks[0] for run in runs for r in run.ranks}
+    split: dict[int, dict[int, list[int]]] = {}  # id of a destination tuple -> box -> its nodes
+    merged: dict[tuple[str, int, int], list] = {}
+    for f in est.flows:
+        boxes = split.get(id(f.dst))
+        if boxes is None:
+            boxes = split[id(f.dst)] = {}
+            for n in f.dst:
+                boxes.setdefault(box.get(n, n), []).append(n)
+        for dst, nodes in boxes.items():
+            m = merged.setdefault((f.kind, box.get(f.src, f.src), dst), [0, 0, set(), set(), f.source, f.target])
+            m[0] += f.each * len(nodes)
+            m[1] += f.workers
+            m[2].add(f.src)
+            m[3].update(nodes)
+    return tuple(
+        BoxFlow(kind, src, dst, b, n, tuple(sorted(s)), tuple(sorted(d)), source, target)
+        for (kind, src, dst), (b, n, s, d, source, target) in merged.items()
+    )
 
 
 def _gpu_share(w: Worker) -> float | None:
@@ -194,7 +315,8 @@ def _no_share(w: Worker) -> float | None:
 def entries_of(
     workers: Iterable[Worker], order: dict[str, int], share: Callable[[Worker], float | None] = _gpu_share
 ) -> tuple[Entry, ...]:
-    """One entry per worker, except a component with more than LIST_LIMIT workers here: one summary entry."""
+    """One entry per worker, except a component with more than LIST_LIMIT workers here: one summary entry
+    (for workers with no node: left to Ray, in the driver, or on nodes the picture does not draw)."""
     by_comp: dict[str, list[Worker]] = defaultdict(list)
     for w in workers:
         by_comp[w.component].append(w)
@@ -205,45 +327,5 @@ def entries_of(
             shares = {share(w) for w in ws}
             out.append(Entry(comp, tuple(w.rank for w in ws), shares.pop() if len(shares) == 1 else None))
         else:
-            out.extend(Entry(comp, (w.rank,), share(w), _note(w)) for w in ws)
+            out.extend(Entry(comp, (w.rank,), share(w)) for w in ws)
     return tuple(out)
-
-
-def _note(w: Worker) -> str:
-    if len(w.gpus) > 1:
-        return f"spans GPUs {format_ranks(sorted(w.gpus))}"
-    return ""
-
-
-def _devices(workers: list[Worker], count: int, order: dict[str, int]) -> tuple[Device, ...]:
-    on: dict[int, list[Worker]] = defaultdict(list)
-    for w in workers:
-        for i in w.gpus:
-            on[i].append(w)
-    return tuple(Device(i, entries_of(on[i], order)) for i in range(count))
-
-
-def _hardware(workers: list[Worker], order: dict[str, int]) -> tuple[Hardware, ...]:
-    """Workers sharing identical hardware info drive the same unit: one box per unit."""
-    units: dict[str, list[Worker]] = {}
-    for w in workers:
-        units.setdefault(json.dumps(w.hardware, sort_keys=True, default=str), []).append(w)
-    out = []
-    for key in sorted(units):
-        info = units[key][0].hardware or {}
-        entries = entries_of(units[key], order, share=lambda w: w.gpu_fraction if w.gpus else None)
-        out.append(Hardware(_hardware_label(info), _hardware_detail(info), entries))
-    return tuple(out)
-
-
-def _hardware_label(info: dict[str, object]) -> str:
-    kind = str(info.get("type") or info.get("hardware_type") or "hardware")
-    address = next((str(info[k]) for k in ("robot_ip", "ip", "address", "host") if info.get(k)), "")
-    return f"{kind} {address}".strip()
-
-
-def _hardware_detail(info: dict[str, object]) -> str:
-    def show(v: object) -> str:
-        return ", ".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
-
-    return "; ".join(f"{k}: {show(v)}" for k, v in sorted(info.items()))

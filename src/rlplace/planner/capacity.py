@@ -1,0 +1,159 @@
+"""Can every node hold what the plan reserves there? CPUs, accelerators and custom resources, per node.
+
+Pure: a plan and an inventory in, messages out. `rlplace plan` asks before it prints a plan (against a live
+cluster, or an inventory file that writes `cpus`), and `rlplace.ray.reserve` asks before it creates a single
+placement group, so both refuse the same plans with the same words. A node whose CPUs the inventory does not
+state (`--nodes`, an inventory entry without `cpus`) has its CPUs left unchecked; custom resources a node does
+not advertise (a robot on a node not started with `--hardware`) are left out of what Ray reserves there, with
+a warning, not a refusal (docs/ray.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from rlplace.inventory import Inventory, Node
+from rlplace.plan import Bundle, Plan
+
+Resources = Mapping[str, float]
+
+#: Resource names Ray gives every node (with the node's accelerator name, GPU or NPU or ...).
+_RAY_KINDS = ("GPU", "CPU")
+#: How to need fewer CPUs: every worker reserves its component's CPUs (1 unless the config says otherwise).
+CPU_HINT = (
+    "Every worker reserves 1 CPU unless its component asks for less: `train_each_cpu_num: 0.5` (and the like "
+    "for eval, env, buffer) in the pools dialect, `num_cpus: 0.5` in a component_placement entry in the "
+    "node-groups dialect; or give the node more logical CPUs: `rlplace start ... -- --num-cpus N`"
+)
+REFUSAL = "the plan cannot be placed on this cluster:"
+
+
+def bundle_resources(bundle: Bundle, accelerator: str | None = None) -> dict[str, float]:
+    """The resource dict Ray reserves for one plan bundle; its devices under the accelerator resource name of
+    the node (`accelerator`, the live node's; else the one the plan was made with: GPU, NPU, HPU, ...)."""
+    resources: dict[str, float] = {}
+    if bundle.gpus:
+        resources[accelerator or bundle.accelerator] = float(len(bundle.gpus))
+    if bundle.num_cpus > 0:
+        resources["CPU"] = float(bundle.num_cpus)
+    resources.update({k: float(v) for k, v in bundle.resources.items() if v > 0})
+    return resources
+
+
+def advertised(node: Node, resource: str) -> bool:
+    """Does `node` have `resource` at all (Ray's own kinds always; custom ones when started with them)?"""
+    return resource in _RAY_KINDS or resource == node.accelerator_resource or resource in node.resources
+
+
+def reserved(bundle: Bundle, node: Node) -> dict[str, float]:
+    """What Ray reserves for `bundle` on `node`: hardware the node does not advertise is left out."""
+    return {k: v for k, v in bundle_resources(bundle, node.accelerator_resource).items() if advertised(node, k)}
+
+
+def unadvertised(bundles: Iterable[Bundle], node: Node) -> list[str]:
+    """Hardware resources the plan wants on `node` that the node was not started with."""
+    wanted = {k for b in bundles for k in bundle_resources(b, node.accelerator_resource)}
+    return sorted(k for k in wanted if not advertised(node, k))
+
+
+def unadvertised_warning(node: Node, names: list[str]) -> str:
+    return (
+        f"node {node.rank} does not advertise {', '.join(names)}, so other jobs are not kept off that hardware; "
+        "start the node with `rlplace start --hardware ...` (see docs/ray.md)"
+    )
+
+
+def demand(bundles: Iterable[Bundle], node: Node) -> dict[str, float]:
+    """Everything the bundles reserve on `node`, summed per resource."""
+    total: dict[str, float] = {}
+    for b in bundles:
+        add(total, reserved(b, node))
+    return total
+
+
+def add(total: dict[str, float], more: Resources) -> dict[str, float]:
+    for key, value in more.items():
+        total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def shortfall(demand: Resources, have: Resources) -> dict[str, float]:
+    """What `demand` asks for beyond `have` (resource -> amount missing); empty when it fits."""
+    return {k: v - have.get(k, 0.0) for k, v in demand.items() if v - have.get(k, 0.0) > 1e-6}
+
+
+def fmt(resources: Resources) -> str:
+    """'2 GPU, 1.5 CPU, 1 rlplace/robot/franka/0' (GPU and CPU first)."""
+    order = sorted(resources, key=lambda k: (k != "GPU", k != "CPU", k))
+    return ", ".join(f"{resources[k]:g} {k}" for k in order) or "nothing"
+
+
+def describe_node(node: Node) -> str:
+    gpus = f"{node.num_gpus}x {node.gpu_model or 'GPU'}" if node.num_gpus else "no GPU"
+    cpus = "CPUs not stated" if node.num_cpus is None else f"{node.num_cpus:g} CPU"
+    return f"node {node.rank} ({gpus}, {cpus}, {node.address or '?'})"
+
+
+def node_totals(node: Node) -> dict[str, float]:
+    """What `node` has: its accelerators, its CPUs where known, its custom resources."""
+    totals = {node.accelerator_resource: float(node.num_gpus), **node.resources}
+    if node.num_cpus is not None:
+        totals["CPU"] = float(node.num_cpus)
+    return totals
+
+
+def infeasible(node: Node, demand: Resources) -> str | None:
+    """Why `demand` can never fit on `node`, or None when the node's totals would hold it (CPUs unchecked on a
+    node whose CPUs are not stated)."""
+    checked = {k: v for k, v in demand.items() if k != "CPU" or node.num_cpus is not None}
+    missing = shortfall(checked, node_totals(node))
+    if not missing:
+        return None
+    hints = [f"start the node with `--resources '{{\"{k}\": {v:g}}}'`" for k, v in missing.items() if "/" in k]
+    hint = f" ({'; '.join(hints)})" if hints else ""
+    if "CPU" in missing:
+        hint += f". {CPU_HINT}"
+    return (
+        f"{describe_node(node)} can never hold what the plan reserves there ({fmt(demand)}): "
+        f"missing {fmt(missing)}{hint}"
+    )
+
+
+def node_problem(node: Node, bundles: list[Bundle]) -> str | None:
+    """Why `node` cannot hold the plan's `bundles` for it, or None."""
+    reason = infeasible(node, demand(bundles, node))
+    top = max((g for b in bundles for g in b.gpus), default=-1)
+    if reason is None and top >= node.num_gpus:
+        reason = f"{describe_node(node)} has no GPU {top} (the plan uses it)"
+    return reason
+
+
+def by_node(plan: Plan) -> dict[int, list[Bundle]]:
+    """The plan's bundles per node rank, ranks ascending."""
+    out: dict[int, list[Bundle]] = {}
+    for b in plan.bundles:
+        out.setdefault(b.node_rank, []).append(b)
+    return dict(sorted(out.items()))
+
+
+def problems(plan: Plan, inventory: Inventory) -> list[str]:
+    """One message per node of `inventory` that cannot hold what `plan` reserves there (empty: it fits)."""
+    return [
+        reason
+        for rank, bundles in by_node(plan).items()
+        if rank < len(inventory) and (reason := node_problem(inventory.node(rank), bundles))
+    ]
+
+
+def warnings(plan: Plan, inventory: Inventory) -> list[str]:
+    """One warning per live node that lacks hardware resources the plan reserves there (as `rlplace run` warns)."""
+    out = []
+    for rank, bundles in by_node(plan).items():
+        node = inventory.node(rank) if rank < len(inventory) else None
+        if node is not None and node.node_id is not None and (names := unadvertised(bundles, node)):
+            out.append(unadvertised_warning(node, names))
+    return out
+
+
+def refusal(problems: list[str]) -> str:
+    return f"{REFUSAL}\n  " + "\n  ".join(problems)

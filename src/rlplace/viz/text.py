@@ -1,0 +1,70 @@
+"""The words every view of a plan uses: shares, settings, the estimate line.
+
+The terminal table, the SVG picture and the HTML page print a plan's numbers through these functions only,
+so a share, a byte count or a setting reads the same wherever it is shown. Pure text; no rich, no SVG.
+"""
+
+from __future__ import annotations
+
+from rlplace.plan import Plan
+from rlplace.planner.estimate import EXPERIENCE, WEIGHTS, Estimate, format_bytes
+
+#: What the estimate says when the plan leaves the workers' nodes to Ray, and when it lacks the roles.
+UNKNOWN = "unknown (Ray schedules)"
+ABSENT = "n/a"
+FLOW_NAMES = {WEIGHTS: "weight sync", EXPERIENCE: "experience"}
+
+
+def fraction_label(fraction: float) -> str:
+    """A GPU share as users think of it: `1/3` for one of three co-residents, `""` for a whole GPU, else `0.4`."""
+    if fraction >= 1 - 1e-9:
+        return ""
+    k = round(1 / fraction) if fraction > 1e-9 else 0
+    if k and abs(1 / k - fraction) < 1e-6:
+        return f"1/{k}"
+    return f"{fraction:g}"
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 node`, `3 nodes`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def cpus(n: float) -> str:
+    return f"{n:g}"
+
+
+def settings_parts(plan: Plan) -> list[str]:
+    """The settings actually used, one `key value` part each (a view joins them, and wraps only between them)."""
+    s = plan.settings
+    return [
+        f"mode {s.mode}",
+        f"strategy {s.strategy}",
+        f"env_strategy {s.env_strategy}",
+        f"is_colocated {str(s.is_colocated).lower()}",
+        f"enable_offload {str(s.enable_offload).lower()}",
+        f"buffer shards {s.buffer_worker_num}",
+        "placement groups" if plan.uses_placement_groups else "no placement groups",
+    ]
+
+
+def flow_name(kind: str, est: Estimate) -> str:
+    """`weight sync (actor -> rollout)`: a stream named with the config's own components."""
+    source, target = (est.roles or {}).get(kind, ("", ""))
+    return f"{FLOW_NAMES[kind]} ({source} -> {target})" if source else FLOW_NAMES[kind]
+
+
+def estimate_line(plan: Plan, est: Estimate) -> str:
+    """The estimate in one line, as `rlplace plan` prints it under the table (and the picture and page show it)."""
+    none = UNKNOWN if not plan.uses_placement_groups else ABSENT
+    idle = "?" if est.gpus_idle is None else str(est.gpus_idle)
+    weights = _named(WEIGHTS, est, format_bytes(est.weight_sync_bytes, none))
+    experience = _named(EXPERIENCE, est, format_bytes(est.experience_bytes, none))
+    return (
+        f"estimate: {est.gpus_used} GPU(s) used, {idle} idle; per iteration across nodes: {weights} "
+        f"(model {format_bytes(est.model_bytes)}), {experience} (batch {format_bytes(est.batch_bytes)})"
+    )
+
+
+def _named(kind: str, est: Estimate, amount: str) -> str:
+    return f"{flow_name(kind, est)} {amount}"
