@@ -39,6 +39,9 @@ def render(plan: Plan, max_nodes: int = 64) -> Group:
         parts.append(Text("left to Ray's scheduler (not pinned): " + "; ".join(free)))
     if driver:
         parts.append(Text("in the driver process (remote: false, nothing reserved): " + "; ".join(driver)))
+    for name, r in plan.elastic.items():
+        now = len(plan.by_component(name))
+        parts.append(Text(f"elastic {name}: {now} worker(s), may change from {r.min} to {r.max} (start {r.start})"))
     for w in plan.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
     for n in plan.notes:
