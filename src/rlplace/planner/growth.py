@@ -103,11 +103,11 @@ def _pool_places(
 def _affinity_side(plan: Plan, c: str):
     """Under env_strategy node-affinity, the GPUs of a node eval or env may grow onto beyond its range: eval the
     lower part and env the upper part of each node, split as the planner splits the rollout nodes (eval's share
-    e / (e + v), rounded up), so that either can grow beside the other. Otherwise every GPU."""
+    e / (e + v) of the starting sizes, rounded up), so that either can grow beside the other. Otherwise every GPU."""
     partner = {"eval": "env", "env": "eval"}.get(c)
     if plan.settings.env_strategy != "node-affinity" or partner is None or not plan.by_component(partner):
         return lambda x, n: True
-    e, v = len(plan.by_component("eval")), len(plan.by_component("env"))
+    e, v = (plan.elastic[x].start if x in plan.elastic else len(plan.by_component(x)) for x in ("eval", "env"))
     if c == "eval":
         return lambda x, n: x < -(-n * e // (e + v))
     return lambda x, n: x >= -(-n * e // (e + v))

@@ -241,7 +241,7 @@ class _Step:
         self.removed: dict[str, list[Worker]] = defaultdict(list)
         self.touched: list[str] = []
         self.new: list[Bundle] = []
-        self.next_index = max(self.bundles, default=-1) + 1
+        self.next_index = self.first_new = max(self.bundles, default=-1) + 1
         self.reservation = max((b.reservation for b in plan.bundles), default=0) + 1
 
     # -- growing ----------------------------------------------------------------------------------------
@@ -321,8 +321,8 @@ class _Step:
             return _NO_BUNDLE if free.cpus >= total + extra_cpus - EPS else None
         if place.gpus:
             index = self.at_gpus.get((place.node, place.gpus))
-            if index is not None:
-                usable = not place.fresh_only and self._room(index, len(comps), total)
+            if index is not None:  # beyond the range, only a bundle made in this step
+                usable = (not place.fresh_only or index >= self.first_new) and self._room(index, len(comps), total)
                 return index if usable and free.cpus >= extra_cpus - EPS else None
             if any((place.node, g) in self.covered for g in place.gpus) or not free.gpus.issuperset(place.gpus):
                 return None
