@@ -1,29 +1,23 @@
-"""Elastic components in a plan: their ranges (`Plan.elastic`), and which components change size together.
+"""Elastic components in a plan: their ranges (`Plan.elastic`), checked against the placement.
 
 The loader checks what the config says (`rlplace.config.elastic`); `attach` checks what only the placement
 tells: the starting size where the planner derives it, and components whose processes span GPUs that other
 components' processes hold (RLinf's collocated rollout with tensor parallelism: each process reserves no GPU and
 sees the others' bundles, so every rank is pinned to devices another component owns). It also says, as a
-warning, when the planned inventory cannot hold a component's `max`.
-
-Followers change size with their leader instead of on their own (docs/planner.md, "Incremental planning"):
-- `env` follows `eval` under `env_strategy: device-colocate` when env worker i shares eval worker i's bundle for
-  every i (as many env as eval workers, of the same GPUs each);
-- `buffer` follows `train` under pool strategies (disaggregate, colocate, manual pools): one shard on each node
-  holding train workers.
+warning, when the planned inventory cannot hold a component's `max` (a dry run of `resize.grow`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from rlplace.config.elastic import start_problem
-from rlplace.errors import ConfigError, PlanError, Problem
+from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import ElasticRange, JobSpec
 from rlplace.plan import Plan, SizeRange
-
-POOL_STRATEGIES = ("disaggregate", "colocate", "manual")
+from rlplace.planner.resize import grow
 
 
 def attach(spec: JobSpec, plan: Plan, inventory: Inventory) -> Plan:
@@ -44,30 +38,6 @@ def attach(spec: JobSpec, plan: Plan, inventory: Inventory) -> Plan:
         raise ConfigError(problems)
     plan = dataclasses.replace(plan, elastic=ranges)
     return dataclasses.replace(plan, warnings=(*plan.warnings, *_room_warnings(spec, plan, inventory)))
-
-
-def followers(plan: Plan, leader: str) -> tuple[str, ...]:
-    """The components that change size with `leader` in `plan` (see the module docstring)."""
-    s = plan.settings
-    out = []
-    if leader == "eval" and s.env_strategy == "device-colocate" and s.strategy in ("disaggregate", "colocate"):
-        ev, en = plan.by_component("eval"), plan.by_component("env")
-        if (
-            ev
-            and len(ev) == len(en)
-            and all(a.bundle is not None and a.bundle == b.bundle for a, b in zip(ev, en, strict=True))
-        ):
-            out.append("env")
-    if leader == "train" and s.dialect == "pools" and s.strategy in POOL_STRATEGIES:
-        pinned = [w.node_rank is not None for w in (*plan.by_component("buffer"), *plan.by_component("train"))]
-        if plan.by_component("buffer") and all(pinned):
-            out.append("buffer")
-    return tuple(out)
-
-
-def leader_of(plan: Plan, component: str) -> str | None:
-    """The component `component` follows in `plan`, if any."""
-    return next((lead for lead in ("eval", "train") if component in followers(plan, lead)), None)
 
 
 def _problem(rng: ElasticRange, message: str) -> Problem:
@@ -92,19 +62,15 @@ def _refusal(rng: ElasticRange, plan: Plan) -> Problem | None:
 
 
 def _room_warnings(spec: JobSpec, plan: Plan, inventory: Inventory) -> list[str]:
-    """A warning for each component whose `max` the planned inventory cannot hold (a dry run of the growth)."""
-    from rlplace.planner.resize import grow  # resize builds on this module
-
+    """A warning for each component whose `max` the planned inventory cannot hold: a dry run of the growth,
+    counting devices as `plan()` does (CPUs are Ray's to check when it reserves; declared nodes' CPUs are a
+    default, not a fact)."""
+    inventory = Inventory(tuple(dataclasses.replace(n, num_cpus=math.inf) for n in inventory.nodes))
     out = []
     for c, r in plan.elastic.items():
         if r.max <= r.start:
             continue
-        try:
-            grown = grow(spec, plan, inventory, c, r.max - r.start, partial=True)
-        except PlanError as e:  # cannot grow at all here (the message says why)
-            out.append(f"elastic {c}: max {r.max}, but this inventory cannot add any worker: {e}")
-            continue
-        change = grown.change(c)
+        change = grow(spec, plan, inventory, c, r.max - r.start, partial=True).change(c)
         room = r.start + (len(change.added) if change else 0)
         if room < r.max:
             out.append(

@@ -27,12 +27,13 @@ from rlplace.model import JobSpec
 from rlplace.plan import Bundle, GroupSummary, Plan, Worker
 from rlplace.planner.builder import gpu_columns
 from rlplace.planner.capacity import EPS, NodeFree, free_capacity
-from rlplace.planner.elastic import followers, leader_of
+from rlplace.planner.followers import followers, leader_of
 from rlplace.planner.growth import Place, places
 from rlplace.planner.ranges import format_ranks
 from rlplace.planner.settings import buffer_cpus
 
 _NO_ENV: dict[str, str] = {}
+_SHOWN = 8  # nodes a PlanError describes
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,15 @@ def shrink(plan: Plan, component: str, *, to: int | None = None, ranks: Iterable
     PlanError below the range's `min`, or for ranks the component does not have.
     """
     workers = plan.by_component(component)
-    _range(plan, component)
+    r = _range(plan, component)
+    if to is not None and to < 0:
+        raise PlanError(f"{component}: {to} worker(s) asked for, but its elastic range is {r.min}-{r.max}")
     if (to is None) == (ranks is None):
         raise ValueError("shrink: give exactly one of `to` (a size) or `ranks` (the ranks to remove)")
     gone = set(range(to, len(workers))) if to is not None else set(ranks or ())
     unknown = sorted(gone - {w.rank for w in workers})
-    if unknown or (to is not None and to < 0):
-        raise PlanError(
-            f"{component}: no rank(s) {format_ranks(unknown) or to} to remove; it has ranks 0-{len(workers) - 1}"
-        )
+    if unknown:
+        raise PlanError(f"{component}: no rank(s) {format_ranks(unknown)} to remove; it has ranks 0-{len(workers) - 1}")
     step = _Step(plan)
     step.shrink({component: gone})
     return step.finish()
@@ -257,7 +258,7 @@ class _Step:
                 self._add(c, Worker(c, len(self.workers[c]), 0, None, (), 0.0, cpus, None, None, in_driver=True))
             return
         if sample is not None and sample.node_rank is None:
-            self._grow_unpinned(spec, live, c, k, cpus, partial)
+            self._grow_unpinned(c, k, cpus, partial)
             return
         along = [f for f in followers(self.plan, c) if f != "buffer"]
         along_cpus = [self.workers[f][-1].num_cpus for f in along]
@@ -281,7 +282,7 @@ class _Step:
         if placed < k and not partial:
             raise PlanError(self._missing(c, k - placed, k, where, candidates, cpus))
 
-    def _grow_unpinned(self, spec: JobSpec, live: Inventory, c: str, k: int, cpus: float, partial: bool) -> None:
+    def _grow_unpinned(self, c: str, k: int, cpus: float, partial: bool) -> None:
         """Strategy default: Ray places the workers; the demand must fit the live nodes' GPUs, as when planned."""
         g = self.workers[c][-1].gpu_fraction
         total = sum(f.num_gpus for f in self.free.values())
@@ -445,7 +446,9 @@ class _Step:
     def _missing(self, c: str, missing: int, k: int, where: str, candidates: list[Place], cpus: float) -> str:
         nodes = list(dict.fromkeys(p.node for p in candidates))
         each = _need_text(self.workers[c][0] if self.workers[c] else None, cpus)
-        state = "; ".join(self._node_text(n) for n in nodes) or "no node to use"
+        state = "; ".join(self._node_text(n) for n in nodes[:_SHOWN]) or "no node to use"
+        if len(nodes) > _SHOWN:
+            state += f"; and {len(nodes) - _SHOWN} more node(s)"
         return f"{c}: {missing} of {k} more worker(s) do not fit ({each}) in {where}: {state}"
 
     def _node_text(self, node: int) -> str:
