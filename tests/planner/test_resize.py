@@ -173,6 +173,8 @@ def test_strategy_default_grows_workers_ray_places_within_the_gpus_of_the_live_n
         r"for 3 of the 4 GPU\(s\) of the live nodes",
     ):
         grow(spec, p, inv, "eval", 2)
+    again = grow(spec, shrink(r.plan, "eval", ranks=[0]).plan, inv, "eval", 1).plan.by_component("eval")
+    assert [w.name for w in again] == ["rlplace:eval:1", "rlplace:eval:1.1"]  # names stay unique without nodes too
     shards = grow(spec, p, inv, "buffer", 2).plan.by_component("buffer")
     assert [w.node_rank for w in shards] == [0, 1, 0]  # round-robin over the GPU nodes, pinned by node affinity
 

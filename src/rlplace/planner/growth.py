@@ -5,7 +5,8 @@ holds a worker: a free seat of a bundle the job already holds there, else a new 
 - Pools (auto disaggregate/colocate, manual): the component's range in its pool, in packing order (whole GPUs one
   worker each, `g` GPUs of one node for `g`-GPU workers, `floor(1/g)` workers per GPU for fractions); in auto mode
   then the pool's other GPUs that no bundle holds, then nodes no pool uses (the pool takes them whole, as auto
-  pools do). Manual ranges are fixed: growth stays inside them.
+  pools do; under env_strategy node-affinity eval takes the lower and env the upper part of such GPUs). Manual
+  ranges are fixed: growth stays inside them.
 - Node groups: the component's written resource ranks, then the other resources of its group(s) that no bundle
   holds, in group-rank order, with the devices per process and processes per device its workers have.
 - Buffer shards under strategy default: round-robin over the GPU nodes, as planned.

@@ -255,7 +255,7 @@ class _Step:
         cpus = sample.num_cpus if sample is not None else _cpus(spec, c)
         if sample is not None and sample.in_driver:
             for _ in range(k):
-                self._add(c, Worker(c, len(self.workers[c]), 0, None, (), 0.0, cpus, None, None, in_driver=True))
+                self._add(c, self._unplaced(c, 0.0, cpus, in_driver=True))
             return
         if sample is not None and sample.node_rank is None:
             self._grow_unpinned(c, k, cpus, partial)
@@ -297,7 +297,7 @@ class _Step:
                 f"{total} GPU(s) of the live nodes ({len(self.free)} node(s), the largest with {biggest})"
             )
         for _ in range(fits):
-            self._add(c, Worker(c, len(self.workers[c]), 0, None, (), g, cpus, None, None))
+            self._add(c, self._unplaced(c, g, cpus, in_driver=False))
 
     def _has_shard(self, node: int) -> bool:
         return any(w.node_rank == node for w in self.workers.get("buffer", ()))
@@ -398,6 +398,11 @@ class _Step:
             False,
             self._name(c, len(self.workers[c])),
         )
+
+    def _unplaced(self, c: str, gpus: float, cpus: float, *, in_driver: bool) -> Worker:
+        """A worker without a node: in the driver, or left to Ray's scheduler (requesting `gpus`)."""
+        rank = len(self.workers[c])
+        return Worker(c, rank, 0, None, (), gpus, cpus, None, None, in_driver=in_driver, actor_name=self._name(c, rank))
 
     def _record_range(self, c: str, place: Place) -> None:
         """A pool records the GPUs its component uses (extended by a node new to the pool)."""
