@@ -42,6 +42,11 @@ class PlacementSettings:
     enable_offload: bool | None = None
     buffer_worker_num: int | Literal["auto"] | None = None
 
+    @property
+    def auto_strategy(self) -> Strategy:
+        """The strategy auto mode uses: as written, else colocate when `is_colocated: true`, else default."""
+        return self.strategy or ("colocate" if self.is_colocated else "default")
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -149,6 +154,22 @@ class NodeGroupSpec:
 
 
 @dataclass(frozen=True)
+class ElasticRange:
+    """`cluster.elastic.<component>`: the sizes a component may take while the job runs (DESIGN.md, "Elastic").
+
+    The written worker count is the starting size; `max is None` means "not written": the starting size, known
+    once the planner counts the workers. `path`, `file` and `line` locate the entry for errors the planner finds.
+    """
+
+    component: str
+    min: int = 1
+    max: int | None = None
+    path: str = ""
+    file: str | None = field(default=None, compare=False)
+    line: int | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A whole, validated `cluster:` section."""
 
@@ -165,9 +186,14 @@ class JobSpec:
     ray_address: str | None = None
     #: Things the loader noticed that are not errors (an unknown key, defaults applied); the plan repeats them.
     warnings: tuple[str, ...] = ()
+    #: Components that may change size while the job runs (`cluster.elastic`), in written order.
+    elastic: tuple[ElasticRange, ...] = ()
 
     def component(self, name: str) -> ComponentSpec | None:
         return next((c for c in self.components if c.name == name), None)
 
     def group(self, label: str) -> NodeGroupSpec | None:
         return next((g for g in self.node_groups if g.label == label), None)
+
+    def elastic_range(self, component: str) -> ElasticRange | None:
+        return next((e for e in self.elastic if e.component == component), None)

@@ -7,6 +7,7 @@ and `groups` for tools that want more.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from rlplace.model import ProcessShape
@@ -31,6 +32,11 @@ class Bundle:
 
     Workers sharing a device share its bundle; each of the k co-residents takes `num_gpus = 1/k`.
     `resources` holds custom resources such as an exclusive robot.
+    `seats` is that k, as planned: a seat stays the bundle's after its worker leaves (a shrink), so a later
+    growth can take it at the same share. `reservation` says which placement groups hold the bundle: 0 the
+    plan's own (one group per node), k the k-th resize step that reserved bundles (one group per node and step);
+    Ray cannot shrink a group, so a bundle leaves the plan only with every other bundle of its group
+    (docs/planner.md, "Incremental planning").
     Not frozen, only for speed (a 4,096-node plan builds ~36k bundles; frozen init costs 3x): treat as
     read-only.
     """
@@ -43,6 +49,8 @@ class Bundle:
     group: str | None = None  # node group or pool it belongs to
     #: Ray resource name of the node's accelerators that `gpus` counts: "GPU", or "NPU", "HPU", ...
     accelerator: str = "GPU"
+    seats: int = 1
+    reservation: int = 0
 
     @property
     def num_gpus(self) -> int:
@@ -89,11 +97,15 @@ class Worker:
     #: Runs in the driver process instead of as a Ray actor (RLightning's `remote_<component>: false`):
     #: no node, no bundle, nothing reserved.
     in_driver: bool = False
+    #: The name the worker's actor was started with, where it is not `rlplace:<component>:<rank>`: a resize
+    #: renumbered the worker (an actor keeps its name), or gave a new worker a rank whose name a renumbered one
+    #: holds. None: the name follows the rank.
+    actor_name: str | None = None
 
     @property
     def name(self) -> str:
         """The Ray actor name of this worker (driver-local workers use it as their name too)."""
-        return f"rlplace:{self.component}:{self.rank}"
+        return self.actor_name or f"rlplace:{self.component}:{self.rank}"
 
     @property
     def num_gpus(self) -> float:
@@ -114,6 +126,16 @@ class GroupSummary:
 
 
 @dataclass(frozen=True)
+class SizeRange:
+    """The sizes an elastic component may take (`cluster.elastic`): `min` to `max` workers, `start` as first
+    planned (what growing back after a lost node aims for)."""
+
+    min: int
+    max: int
+    start: int
+
+
+@dataclass(frozen=True)
 class Plan:
     workers: tuple[Worker, ...]
     bundles: tuple[Bundle, ...]
@@ -126,6 +148,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     #: Devices per process of components whose processes span several devices, with where that came from.
     process_shapes: dict[str, ProcessShape] = field(default_factory=dict, hash=False)
+    #: Components that may change size while the job runs, with their ranges (`cluster.elastic`).
+    elastic: dict[str, SizeRange] = field(default_factory=dict, hash=False)
 
     def by_component(self, component: str) -> list[Worker]:
         return sorted((w for w in self.workers if w.component == component), key=lambda w: w.rank)
@@ -140,7 +164,9 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict) -> Plan:
         """Rebuild a plan from `to_dict()` output (e.g. a saved `rlplace plan --format json`); equal to
-        the plan that wrote it. Extra keys (`estimate`, `compare`) are ignored."""
+        the plan that wrote it. Extra keys (`estimate`, `compare`) are ignored; a plan saved before bundles
+        carried `seats` gets its residents' count."""
+        seats = Counter(w["bundle"] for w in d["workers"] if w["bundle"] is not None)
         return cls(
             workers=tuple(
                 Worker(
@@ -160,6 +186,7 @@ class Plan:
                     w.get("sees_node_gpus", False),
                     None if w.get("visible_gpus") is None else tuple(w["visible_gpus"]),
                     w.get("in_driver", False),
+                    w.get("actor_name"),
                 )
                 for w in d["workers"]
             ),
@@ -172,6 +199,8 @@ class Plan:
                     dict(b["resources"]),
                     b["group"],
                     b.get("accelerator", "GPU"),
+                    b.get("seats", seats.get(b["index"], 1)),
+                    b.get("reservation", 0),
                 )
                 for b in d["bundles"]
             ),
@@ -189,6 +218,7 @@ class Plan:
             uses_placement_groups=d["uses_placement_groups"],
             notes=tuple(d.get("notes", ())),
             process_shapes={c: ProcessShape(**p) for c, p in d.get("process_shapes", {}).items()},
+            elastic={c: SizeRange(**r) for c, r in d.get("elastic", {}).items()},
         )
 
     def to_dict(self) -> dict:
@@ -206,6 +236,8 @@ class Plan:
                     "resources": dict(b.resources),
                     "group": b.group,
                     "accelerator": b.accelerator,
+                    "seats": b.seats,
+                    "reservation": b.reservation,
                 }
                 for b in self.bundles
             ],
@@ -221,6 +253,7 @@ class Plan:
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "process_shapes": {c: asdict(p) for c, p in self.process_shapes.items()},
+            "elastic": {c: asdict(r) for c, r in self.elastic.items()},
         }
 
 
@@ -242,4 +275,5 @@ def _worker_dict(w: Worker) -> dict:
         "sees_node_gpus": w.sees_node_gpus,
         "visible_gpus": None if w.visible_gpus is None else list(w.visible_gpus),
         "in_driver": w.in_driver,
+        "actor_name": w.actor_name,
     }

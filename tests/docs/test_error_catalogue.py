@@ -306,6 +306,22 @@ CONFIG: dict[str, Provoker] = {
     "YAML syntax: ...": config("cluster:\n  train_worker_num: [1\n"),
     "the document is too large": config(TOO_LARGE + "cluster: *f\n"),
     "no cluster: section found; did you mean 'cluster'?": config("clustr:\n  train_worker_num: 2\n"),
+    "'evl' is not a component of this config; did you mean 'eval'?": config("cluster:\n  elastic: {evl: {max: 2}}\n"),
+    "min 4 is larger than max 2": config("cluster:\n  eval_worker_num: 2\n  elastic: {eval: {min: 4, max: 2}}\n"),
+    "eval starts with 4 worker(s) (eval_worker_num: 4), above its elastic max 2": config(
+        "cluster:\n  eval_worker_num: 4\n  elastic: {eval: {max: 2}}\n"
+    ),
+    "env cannot change size on its own: under env_strategy device-colocate env worker i shares eval worker i's GPU": (
+        config("cluster:\n  placement: {strategy: colocate, env_strategy: device-colocate}\n  elastic: {env: {}}\n")
+    ),
+    "buffer cannot change size on its own: under strategy disaggregate there is one buffer shard on each node "
+    "holding train workers": config("cluster:\n  placement: {strategy: disaggregate}\n  elastic: {buffer: {}}\n"),
+    "env cannot change size on its own: it is placed on the Franka units of node group 'arm'": config(
+        TWO_ARMS + "  elastic: {env: {}}\n"
+    ),
+    "in manual mode a component grows only inside its range": config(
+        MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, eval: 0-3}\n  elastic: {eval: {max: 6}}\n"
+    ),
     "no such file": config("no-such-config.yaml"),
 }
 
@@ -327,6 +343,12 @@ PLAN: dict[str, Provoker] = {
             str(ROOT / "examples" / "cartpole_ppo" / "configs" / "colocate-offload.yaml"),
             "nodes:\n  - {count: 2, gpus: 2, cpus: 4}\n",
         )
+    ),
+    "rollout cannot change size: its processes span GPUs that other components' processes hold": planned(
+        RLINF_REASONING.replace("{tensor_parallel_size: 3}", "{tensor_parallel_size: 2}").replace(
+            "actor,rollout: all\n", "actor,rollout: all\n  elastic: {rollout: {}}\n"
+        ),
+        "1x8",
     ),
     "strategy disaggregate needs 6 GPU(s): train_pool 2 (train 2 x 1) + rollout_pool 4 = eval + env "
     "(eval 2 x 1, env 2 x 1); the inventory has 4": planned(

@@ -18,17 +18,23 @@ import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-from rlplace.config import node_groups, pools, training
+from rlplace.config import elastic, node_groups, pools, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, compose_file, compose_with_hydra, has_defaults
 from rlplace.config.problems import Path, Reporter, did_you_mean, show
-from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, POOLS_SECTION, RESOURCE_POOLS
+from rlplace.config.sections import (
+    BOTH_DIALECTS,
+    NODE_GROUPS_KEYS,
+    NODE_GROUPS_SECTION,
+    POOLS_SECTION,
+    RESOURCE_POOLS,
+)
 from rlplace.config.values import Values
 from rlplace.config.yaml_source import read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import JobSpec
 
-POOLS_KEYS = tuple(POOLS_SECTION.fields)
-_ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS)
+POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
+_ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -146,7 +152,8 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
     if group_keys:
         checked = NODE_GROUPS_SECTION.check(section, base, rep)
         spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
-        return training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+        spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+        return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
     pool_list = checked.get("resource_pool")  # type: ignore[union-attr]
@@ -156,7 +163,8 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
             rep.add(pools_path, "resource_pool is written twice, under cluster: and beside it; keep one")
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
     spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
-    return training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+    spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+    return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
 
 
 _ABSENT = object()

@@ -112,7 +112,7 @@ def _driver_and_cpus(
 
 def _check_settings(s: PlacementSettings, base: Path, rep: Reporter) -> None:
     placement = (*base, "placement")
-    strategy = s.strategy or ("colocate" if s.is_colocated else "default")
+    strategy = s.auto_strategy
     if s.mode == "auto" and s.env_strategy not in (None, "default") and strategy == "default":
         rep.warn(
             (*placement, "env_strategy"),
@@ -332,11 +332,16 @@ def _manual_components(
     return tuple(components)
 
 
+def gpus_for(count: int, gpus: float) -> int:
+    """GPUs of a range that `count` workers of `gpus` GPUs each take, packed in index order (0: CPU-only)."""
+    if gpus <= 0:
+        return 0
+    return count * int(gpus) if gpus >= 1 else math.ceil(count / math.floor(1 / gpus + 1e-9))
+
+
 def _check_demand(name: str, count: int, gpus: float, rng: tuple[int, ...], path: Path, rep: Reporter) -> None:
     """Workers are packed in index order onto their range: more demand than it holds is an error."""
-    if gpus <= 0:
-        return
-    needed = count * int(gpus) if gpus >= 1 else math.ceil(count / math.floor(1 / gpus + 1e-9))
+    needed = gpus_for(count, gpus)
     if needed > len(rng):
         rep.add(
             path,

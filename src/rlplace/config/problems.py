@@ -89,6 +89,11 @@ class Reporter:
         """Record something that is not an error but that the user should read (it goes to JobSpec.warnings)."""
         self.warnings.append(self._locate(path, message, value, None))
 
+    def where(self, path: Path) -> tuple[str | None, int | None]:
+        """(file, line) a problem at `path` is reported with: for problems found after loading (the planner's)."""
+        p = self._locate(path, "", None, None)
+        return p.file, p.line
+
     def _locate(self, path: Path, message: str, value: object, line: int | None) -> Problem:
         where = self._written_at(path)
         file = self.files.get(path[:where], self.file) if where is not None else self.file

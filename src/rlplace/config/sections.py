@@ -171,6 +171,23 @@ def _interpreter(value: object) -> str:
     return value
 
 
+# --- both dialects ------------------------------------------------------------------------------------
+
+ELASTIC_RANGE = Section(
+    "an elastic range {min: N, max: M}",
+    {
+        "min": Field(Integer(1), "fewest workers the component may shrink to (default 1)"),
+        "max": Field(Integer(1), "most workers it may grow to (default: its starting size, the written count)"),
+    },
+)
+#: Keys of both dialects: they do not tell the dialect.
+BOTH_DIALECTS = ("elastic",)
+#: `cluster.elastic`: component -> {min, max}; the rules relating it to the components are in `elastic.py`.
+ELASTIC = Field(
+    Maybe(MapOf(Maybe(ELASTIC_RANGE), "component names to elastic ranges {min: N, max: M}")),
+    "components that may change size while the job runs: component -> {min, max} (null: defaults)",
+)
+
 # --- dialect "node_groups" (spec/heterogeneous-cluster.*) -------------------------------------------
 
 # Unknown keys (docs/config.md, "Unknown keys"): where RLinf rejects them (node groups, env configs, hardware)
@@ -256,6 +273,7 @@ NODE_GROUPS_SECTION = Section(
         "num_gpus_per_node": Field(
             Maybe(Integer(1)), "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)"
         ),
+        "elastic": ELASTIC,
     },
     doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
     lenient=True,
@@ -350,6 +368,7 @@ POOLS_SECTION = Section(
         "rollout_env_interaction": Field(
             Maybe(Choice(("batched", "streaming"))), "RLightning: how rollout meets env, kept for the application"
         ),
+        "elastic": ELASTIC,
     },
     doc="Placement strategy: worker counts, placement mode/strategy, resource pools (spec/placement-strategy).",
     lenient=True,

@@ -166,6 +166,7 @@ class PlanBuilder:
         bundle_gpus = self.slot_gpus
         if spanning:
             bundle_gpus = [() if s in spanning else g for s, g in enumerate(self.slot_gpus)]
+        sharers = self._sharers(count, spanning)
         bundles = tuple(
             map(
                 Bundle,
@@ -176,9 +177,9 @@ class PlanBuilder:
                 self.slot_resources,
                 self.slot_group,
                 [self.accelerators.get(n, "GPU") for n in self.slot_node] if self.accelerators else repeat("GPU"),
+                sharers,
             )
         )
-        sharers = self._sharers(count, spanning)
         self._fraction = [1.0 / k if g and k else 0.0 for k, g in zip(sharers, bundle_gpus, strict=True)]
         workers: list[Worker] = []
         for block in self.blocks:

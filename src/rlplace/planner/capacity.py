@@ -6,16 +6,23 @@ placement group, so both refuse the same plans with the same words. A node whose
 state (`--nodes`, an inventory entry without `cpus`) has its CPUs left unchecked; custom resources a node does
 not advertise (a robot on a node not started with `--hardware`) are left out of what Ray reserves there, with
 a warning, not a refusal (docs/ray.md).
+
+It also says what a node still holds for a running job (`free_capacity`: the node minus every bundle of the
+plan), where incremental planning (`planner.resize`) places new workers. Other jobs' use of a node is not known
+here; the Ray layer's reservation reports it (a placement group that cannot be placed names its node).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from rlplace.inventory import Inventory, Node
 from rlplace.plan import Bundle, Plan
 
 Resources = Mapping[str, float]
+EPS = 1e-9
 
 #: Resource names Ray gives every node (with the node's accelerator name, GPU or NPU or ...).
 _RAY_KINDS = ("GPU", "CPU")
@@ -157,3 +164,51 @@ def warnings(plan: Plan, inventory: Inventory) -> list[str]:
 
 def refusal(problems: list[str]) -> str:
     return f"{REFUSAL}\n  " + "\n  ".join(problems)
+
+
+@dataclass(frozen=True)
+class NodeFree:
+    """One live node's capacity outside the plan: local GPU indices no bundle holds, CPUs and custom resources
+    no bundle or pinned worker takes (negative when the plan already asks for more than the node has; infinite
+    CPUs on a node whose CPUs the inventory does not state)."""
+
+    rank: int
+    gpus: tuple[int, ...]
+    cpus: float
+    resources: dict[str, float] = field(default_factory=dict, hash=False)
+    num_gpus: int = 0  # the node's accelerators, reserved or not
+    accelerator: str = "GPU"
+
+
+def free_capacity(plan: Plan, live: Inventory, down: Collection[int] = ()) -> dict[int, NodeFree]:
+    """Per live node rank (nodes in `down`, e.g. lost and not yet replaced, left out): what the plan leaves free.
+
+    Reserved: every bundle of the plan (a bundle holds its GPUs and CPUs whether or not its seats are taken),
+    and the CPUs of workers pinned to a node without a bundle (buffer shards under strategy default). Workers
+    left to Ray's scheduler have no node and take nothing here.
+    """
+    used_gpus: dict[int, set[int]] = {}
+    used_cpus: dict[int, float] = {}
+    used_res: dict[int, dict[str, float]] = {}
+    for b in plan.bundles:
+        used_gpus.setdefault(b.node_rank, set()).update(b.gpus)
+        used_cpus[b.node_rank] = used_cpus.get(b.node_rank, 0.0) + b.num_cpus
+        add(used_res.setdefault(b.node_rank, {}), b.resources)
+    for w in plan.workers:
+        if w.bundle is None and w.node_rank is not None:
+            used_cpus[w.node_rank] = used_cpus.get(w.node_rank, 0.0) + w.num_cpus
+    out = {}
+    for n in live.nodes:
+        if n.rank in down:
+            continue
+        taken = used_gpus.get(n.rank, set())
+        res = used_res.get(n.rank, {})
+        out[n.rank] = NodeFree(
+            rank=n.rank,
+            gpus=tuple(g for g in range(n.num_gpus) if g not in taken),
+            cpus=math.inf if n.num_cpus is None else n.num_cpus - used_cpus.get(n.rank, 0.0),
+            resources={k: v - res.get(k, 0.0) for k, v in n.resources.items()},
+            num_gpus=n.num_gpus,
+            accelerator=n.accelerator_resource,
+        )
+    return out

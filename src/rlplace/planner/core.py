@@ -12,7 +12,7 @@ from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec
 from rlplace.plan import EffectiveSettings, Plan
-from rlplace.planner import auto, buffer, notes
+from rlplace.planner import auto, buffer, elastic, notes
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, Unpinned
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
@@ -21,9 +21,10 @@ from rlplace.planner.settings import Counted, Resolved, auto_counts, buffer_cpus
 
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
-    """Place every worker of `spec` on `inventory`; PlanError names what is missing where."""
+    """Place every worker of `spec` on `inventory`; PlanError names what is missing where. Elastic components
+    carry their ranges (`Plan.elastic`)."""
     with gc_paused():
-        return _plan(spec, inventory)
+        return elastic.attach(spec, _plan(spec, inventory), inventory)
 
 
 def _plan(spec: JobSpec, inventory: Inventory) -> Plan:

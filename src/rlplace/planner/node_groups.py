@@ -76,7 +76,7 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
     """Place every component; returns whether workers of two components share a GPU (is_colocated)."""
     _check_inventory(spec, inventory, builder.warnings)
     groups = {g.label: g for g in spec.node_groups}
-    envs = _Envs(spec, groups, inventory)
+    envs = GroupEnvs(spec, groups, inventory)
     cache: dict[str, Resources] = {}
     placed: dict[str, set[int]] = {}  # component -> its slots
     colocated = False
@@ -91,10 +91,10 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
                 )
             )
         if not c.remote:  # runs in the driver: as many workers as the placement gives, nothing reserved
-            scratch = [_resources(lb, groups, inventory, spec) for lb in c.placement.groups]
+            scratch = [group_resources(lb, groups, inventory, spec) for lb in c.placement.groups]
             builder.add(InDriver(c.name, len(_place(PlanBuilder(), c, scratch, envs, spec).slots), c.cpus_per_worker))
             continue
-        res = [cache.setdefault(lb, _resources(lb, groups, inventory, spec)) for lb in c.placement.groups]
+        res = [cache.setdefault(lb, group_resources(lb, groups, inventory, spec)) for lb in c.placement.groups]
         block = _place(builder, c, res, envs, spec)
         builder.add(block)
         mine = set(block.slots)  # sets: C-speed intersections, not a loop over 80k workers
@@ -140,7 +140,8 @@ def _check_inventory(spec: JobSpec, inventory: Inventory, warnings: list[str]) -
             )
 
 
-def _resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inventory, spec: JobSpec) -> Resources:
+def group_resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inventory, spec: JobSpec) -> Resources:
+    """The resources of group `label` (`node`, `cluster` or a user group) on `inventory`, in group-rank order."""
     if label == NODE_GROUP:
         return _nodes(label, [n.rank for n in inventory.nodes])
     if label == CLUSTER_GROUP:
@@ -182,7 +183,7 @@ def _gpus_or_nodes(label: str, ranks: list[int], inventory: Inventory) -> Resour
     return Resources(label, "gpu", node=nodes, gpus=gpus)
 
 
-def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: _Envs, spec: JobSpec) -> Block:
+def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: GroupEnvs, spec: JobSpec) -> Block:
     """Expand the segments: n processes on m resources share (n % m == 0) or own m/n each (m % n == 0)."""
     starts = list(accumulate((len(r.node) for r in res), initial=0))  # first flat rank of each group
     total = starts[-1]
@@ -280,7 +281,7 @@ def _resolve(
     c: ComponentSpec,
     pick: int | tuple[int, ...],
     locate: Callable[[int], tuple[Resources, int]],
-    envs: _Envs,
+    envs: GroupEnvs,
     where: str,
 ) -> tuple:
     """(slot, group, env vars, interpreter, hardware info, node GPUs seen) of a process on flat rank(s) `pick`."""
@@ -338,7 +339,7 @@ def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) 
         )
 
 
-class _Envs:
+class GroupEnvs:
     """Env vars and interpreter per (group, node), built once and shared by the workers there; and the GPUs a
     worker placed on a node (not on its GPUs) sees there."""
 

@@ -34,9 +34,7 @@ def resolve(spec: JobSpec) -> Resolved:
             )
             warnings.append(f"placement.mode is manual: {written} ignored (resource_pool decides the placement)")
         return Resolved("manual", "manual", "default", s.is_colocated, s.enable_offload, tuple(warnings))
-    strategy = s.strategy
-    if strategy is None:
-        strategy = "colocate" if s.is_colocated else "default"
+    strategy = s.auto_strategy
     if s.is_colocated is not None and s.is_colocated != (strategy == "colocate"):
         raise ConfigError(
             Problem(

@@ -14,7 +14,7 @@ from itertools import groupby
 from operator import attrgetter
 
 from rlplace.model import ProcessShape
-from rlplace.plan import Plan, Worker
+from rlplace.plan import Plan, SizeRange, Worker
 from rlplace.viz.collapse import NodeRun
 from rlplace.viz.text import counted, cpus, fraction_label
 
@@ -32,17 +32,25 @@ class ComponentFacts:
     cpus: str  # CPUs each worker reserves ("1", or "0.5-1" when they differ)
     where: str  # "pinned" | "left to Ray" | "in the driver" | "mixed"
     origin: str = ""  # where a process shape came from (RLinf's tensor-parallel sizes)
+    elastic: SizeRange | None = None  # the sizes it may take while the job runs (`cluster.elastic`)
 
     def to_dict(self) -> dict:
-        return {"workers": self.workers, "gpus": self.gpus, "cpus": self.cpus, "where": self.where}
+        out: dict = {"workers": self.workers, "gpus": self.gpus, "cpus": self.cpus, "where": self.where}
+        if self.elastic is not None:
+            out["elastic"] = {"min": self.elastic.min, "max": self.elastic.max, "start": self.elastic.start}
+        return out
 
     def line(self) -> str:
         workers = f"{self.name}: {counted(self.workers, 'worker')}"
         if self.where == "in the driver":
-            return f"{workers}, in the driver process (remote: false), nothing reserved"
+            return f"{workers}, in the driver process (remote: false), nothing reserved{self._elastic()}"
         origin = f" (from {self.origin})" if self.origin else ""
         where = "" if self.where == "pinned" else f", {self.where}"
-        return f"{workers}, {self.gpus}{origin}, {self.cpus} CPU each{where}"
+        return f"{workers}, {self.gpus}{origin}, {self.cpus} CPU each{where}{self._elastic()}"
+
+    def _elastic(self) -> str:
+        r = self.elastic
+        return "" if r is None else f"; elastic: may change from {r.min} to {r.max} workers (start {r.start})"
 
 
 def unplaced(plan: Plan) -> tuple[list[Worker], list[Worker]]:
@@ -79,7 +87,13 @@ def component_facts(
         where = wheres.pop() if len(wheres) == 1 else "mixed"
         out.append(
             ComponentFacts(
-                name, counts[name], _gpus_each(kinds, shape), _range({s[6] for s in shapes[name]}), where, origin
+                name,
+                counts[name],
+                _gpus_each(kinds, shape),
+                _range({s[6] for s in shapes[name]}),
+                where,
+                origin,
+                plan.elastic.get(name),
             )
         )
     return out
