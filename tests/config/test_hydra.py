@@ -11,7 +11,8 @@ import pytest
 
 from rlplace.cli import main
 from rlplace.config import load
-from rlplace.config.compose import compose_file, compose_with_hydra
+from rlplace.config.compose import compose_file
+from rlplace.config.hydra_compose import compose_with_hydra
 from rlplace.config.problems import Reporter
 from rlplace.config.yaml_source import read_yaml
 from rlplace.errors import ConfigError
@@ -32,8 +33,9 @@ def write_tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
 def test_rlplace_composes_defaults_lists_as_hydra_does(primary):
     pytest.importorskip("hydra")
     rep = Reporter(str(primary))
-    ours = compose_file(primary, rep, read_yaml(primary.read_text(), rep))
-    theirs, _ = compose_with_hydra(primary, [], Reporter(str(primary)))
+    data = read_yaml(primary.read_text(), rep)
+    ours = compose_file(str(primary), rep, data).data
+    theirs = compose_with_hydra(primary, [], Reporter(str(primary)), data).data
     assert not rep.problems
     assert ours == theirs
 
@@ -137,8 +139,9 @@ def test_defaults_order_self_first_packages_and_hydra_groups(tmp_path):
     assert spec.component("train").num_workers == 2  # _self_ first: the group file wins
     assert [g.label for g in spec.node_groups] == ["p"]
     rep = Reporter(str(conf / "main.yaml"))
-    ours = compose_file(conf / "main.yaml", rep, read_yaml((conf / "main.yaml").read_text(), rep))
-    assert ours == compose_with_hydra(conf / "main.yaml", [], Reporter(""))[0]
+    data = read_yaml((conf / "main.yaml").read_text(), rep)
+    ours = compose_file(str(conf / "main.yaml"), rep, data).data
+    assert ours == compose_with_hydra(conf / "main.yaml", [], Reporter(""), data).data
     assert ours["notes"] == "composed at the top level"
 
 

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
-    from rlplace.config.compose import split_arguments
+    from rlplace.config.hydra_compose import split_arguments
 
     files, overrides = split_arguments(args.files)
     status = 0

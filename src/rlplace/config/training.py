@@ -45,9 +45,9 @@ def apply(
     """`spec` (from the cluster section at `base`) completed from the rest of the whole config `top`."""
     if not isinstance(top, Mapping) or base != ("cluster",):
         return spec
-    if spec.dialect == "pools" and all(k in top for k in RLIGHTNING_KEYS):
+    if spec.dialect == "pools" and all(values.present((k,)) for k in RLIGHTNING_KEYS):
         return _rlightning(spec, cluster, values, rep)
-    if spec.dialect == "node_groups" and isinstance(top.get("rollout"), Mapping):
+    if spec.dialect == "node_groups" and values.present(("rollout",)) and isinstance(top.get("rollout"), Mapping):
         return _rlinf_reasoning(spec, values, rep)
     return spec
 

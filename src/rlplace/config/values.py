@@ -6,6 +6,10 @@ few keys of `env:`, `buffer:`, `policy:`, `actor:`, `rollout:`), so an interpola
 the application's own resolvers does not stop a load. Resolution uses OmegaConf on the whole document (so
 `${..sibling}` and `${oc.env:VAR}` work as in the application); omegaconf is imported only when a value
 rlplace reads is an interpolation, and its absence is a clear problem naming the extra to install.
+
+Every read is also checked against the composition's gaps (configs left out because a search path's variable
+is not set, `compose.Gap`): a value that such a config could have supplied (under its package, and not
+written by a config merged after it) is an error naming the variable; any other value is certain.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+from rlplace.config.compose import Gap
 from rlplace.config.fields import INVALID
-from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.problems import Path, Reporter, format_path, show
+from rlplace.errors import Problem
 
 _MARK = "${"
+_ABSENT = object()
 
 
 def has_interpolation(value: object) -> bool:
@@ -37,33 +44,87 @@ class Values:
     built from `data` on the first interpolation.
     """
 
-    def __init__(self, data: object, rep: Reporter, root: object = None):
+    def __init__(
+        self,
+        data: object,
+        rep: Reporter,
+        root: object = None,
+        gaps: tuple[Gap, ...] = (),
+        stamps: Mapping[Path, int] | None = None,
+    ):
         self.data = data
         self.rep = rep
         self._root = root
         self._needed = root is not None or has_interpolation(data)
+        self._gaps = gaps
+        self._stamps = stamps or {}
+        self._reported: set[tuple[str, Path]] = set()
 
     def at(self, path: Path, default: object = None) -> object:
         """The value at `path` (resolved), or `default` when a key on the way is missing."""
-        node = self.data
-        for part in path:
-            if not _has(node, part):
-                return default
-            node = node[part]  # type: ignore[index]
-        return self.tree(node, path)
+        node = self._find(path)
+        self._check(path, node)
+        return default if node is _ABSENT else self._tree(node, path)
+
+    def present(self, path: Path) -> bool:
+        """Whether the document has a key at `path` (nothing is resolved); a key a gap could have supplied is
+        an error."""
+        node = self._find(path)
+        if node is _ABSENT:
+            self._check(path, node)
+        return node is not _ABSENT
 
     def tree(self, value: object, path: Path) -> object:
         """`value` (found at `path`) with every interpolation inside it resolved (INVALID where one could not
         be: that problem is reported)."""
+        self._check(path, value)
+        return self._tree(value, path)
+
+    def _find(self, path: Path) -> object:
+        node = self.data
+        for part in path:
+            if not _has(node, part):
+                return _ABSENT
+            node = node[part]  # type: ignore[index]
+        return node
+
+    def _tree(self, value: object, path: Path) -> object:
         if not self._needed:
             return value
         if isinstance(value, str) and _MARK in value:
             return self._resolve(value, path)
         if isinstance(value, Mapping):
-            return {k: self.tree(v, (*path, k if isinstance(k, str | int) else str(k))) for k, v in value.items()}
+            return {k: self._tree(v, (*path, k if isinstance(k, str | int) else str(k))) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.tree(v, (*path, i)) for i, v in enumerate(value)]
+            return [self._tree(v, (*path, i)) for i, v in enumerate(value)]
         return value
+
+    def _check(self, path: Path, value: object) -> None:
+        """A problem when a gap could have supplied the value read at `path`."""
+        for gap in self._gaps:
+            if not self._uncertain(gap, path, value) or (gap.entry, path) in self._reported:
+                continue
+            self._reported.add((gap.entry, path))
+            names = " and ".join(gap.variables) or "the search path"
+            verb = "is" if len(gap.variables) == 1 else "are"
+            self.rep.problems.append(
+                Problem(
+                    format_path(path),
+                    f"placement reads this value, and '{gap.entry}' may supply it, but that config is left out: "
+                    f"{names} {verb} not set (the search path that finds it); set {names} and run again",
+                    file=gap.file,
+                    line=gap.line,
+                )
+            )
+            return
+
+    def _uncertain(self, gap: Gap, path: Path, value: object) -> bool:
+        package = gap.package
+        if path[: len(package)] == package:  # the value is at or below where the gap would have merged
+            if value is _ABSENT or isinstance(value, Mapping):
+                return True  # it could have written the value, or keys of the mapping
+            return self._stamps.get(path, -1) < gap.position  # else certain if a later config wrote it
+        return package[: len(path)] == path  # the gap is inside the mapping read
 
     def _resolve(self, text: str, path: Path) -> object:
         omegaconf = _omegaconf()

@@ -1,49 +1,78 @@
 """Safe YAML loading that remembers the line of every key, so each Problem can name its line.
 
-PyYAML's SafeLoader composes the node tree (which carries marks); we build the Python values from it
-ourselves, recording the line of every mapping key and list item under its key path. Scalars are
-constructed by the safe constructor, so no object is ever built from a tag. Things PyYAML accepts
-silently but a user never means are reported: duplicate keys (PyYAML keeps the last), custom tags, and
-YAML 1.1 base-60 numbers (`placement: 1:1` would otherwise be the int 61; it stays the string "1:1").
+libyaml (PyYAML's C parser, `CSafeLoader`) composes the node tree, which carries marks; we build the Python
+values from it ourselves, recording the line of every mapping key and list item under its key path. That
+is about ten times faster than PyYAML's pure-Python loader, and where libyaml is missing the pure-Python
+SafeLoader composes the same tree. Scalars are built by the safe constructor's functions for the standard
+tags only, so no object is ever built from a tag. Things PyYAML accepts silently but a user never means are
+reported: duplicate keys (PyYAML keeps the last), custom tags, and YAML 1.1 base-60 numbers (`placement:
+1:1` would otherwise be the int 61; it stays the string "1:1").
+
+Limits, each named in its message: MAX_BYTES of text (checked before parsing, so a huge file is refused at
+once), MAX_VALUES values after aliases are expanded ("billion laughs"), MAX_DEPTH levels of nesting.
 """
 
 from __future__ import annotations
 
 import yaml
 
+from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter
 
-_MAP_TAG = "tag:yaml.org,2002:map"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-#: Aliases can expand a short file into an enormous tree ("billion laughs"); refuse past this.
-MAX_NODES = 100_000
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_YAML = "tag:yaml.org,2002:"
+_MAP_TAG, _SEQ_TAG, _STR_TAG, _MERGE_TAG = _YAML + "map", _YAML + "seq", _YAML + "str", _YAML + "merge"
+_NUMBER_TAGS = frozenset({_YAML + "int", _YAML + "float"})
+#: The scalar tags a plain YAML config uses; anything else (`!include`, `!!python/name:...`) is refused.
+_CONSTRUCT = {
+    _YAML + "int": yaml.SafeLoader.construct_yaml_int,
+    _YAML + "float": yaml.SafeLoader.construct_yaml_float,
+    _YAML + "bool": yaml.SafeLoader.construct_yaml_bool,
+    _YAML + "null": yaml.SafeLoader.construct_yaml_null,
+    _YAML + "timestamp": yaml.SafeLoader.construct_yaml_timestamp,
+}
+
+MAX_BYTES = 2 * 2**20
+MAX_VALUES = 1_000_000
 MAX_DEPTH = 64
 
 
 class _TooLarge(Exception):
-    pass
+    """(key path, message)"""
 
 
 class _Builder:
     def __init__(self, loader: yaml.SafeLoader, rep: Reporter):
         self.loader = loader
         self.rep = rep
+        self.lines = rep.lines
+        self.raw_text = rep.raw_text
         self.visited = 0
+        self.collections: set[int] = set()  # ids of mapping/list nodes built once: a second visit is an alias
+        self.aliased = False
 
     def build(self, node: yaml.Node, path: Path) -> object:
         self.visited += 1
-        if self.visited > MAX_NODES or len(path) > MAX_DEPTH:
-            raise _TooLarge(path)
+        if self.visited > MAX_VALUES:
+            how = "aliases expand it" if self.aliased else "it holds"
+            raise _TooLarge(path[:3], f"the document is too large: {how} more than {MAX_VALUES} values")
+        if len(path) > MAX_DEPTH:
+            raise _TooLarge(path[:3], f"the document is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        if id(node) in self.collections:
+            self.aliased = True
+        self.collections.add(id(node))
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            self._plain_tag(node, _SEQ_TAG, path)
-            out = []
-            for i, item in enumerate(node.value):
-                self.rep.lines[(*path, i)] = item.start_mark.line + 1
-                out.append(self.build(item, (*path, i)))
-            return out
-        return self._scalar(node, path)
+        self._plain_tag(node, _SEQ_TAG, path)
+        out = []
+        lines = self.lines
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            out.append(self.build(item, (*path, i)))
+        return out
 
     def _plain_tag(self, node: yaml.Node, expected: str, path: Path) -> None:
         if node.tag != expected:
@@ -51,17 +80,19 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: Path) -> dict:
         self._plain_tag(node, _MAP_TAG, path)
-        self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        if any(k.tag == _MERGE_TAG for k, _ in node.value):
+            self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
         out: dict = {}
         first_line: dict[object, int] = {}
+        lines = self.lines
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
                 self.rep.add(path, f"line {line}: a key must be a plain word, not a list or mapping")
                 continue
-            key = self._scalar(key_node, path)
-            key_path = (*path, str(key))
-            self.rep.lines.setdefault(key_path, line)
+            key = key_node.value if key_node.tag == _STR_TAG else self._value(key_node, path)
+            key_path = (*path, key if isinstance(key, str) else str(key))
+            lines.setdefault(key_path, line)
             if key in first_line:
                 self.rep.add(
                     key_path,
@@ -74,24 +105,34 @@ class _Builder:
             out[key] = self.build(value_node, key_path)
         return out
 
-    def _scalar(self, node: yaml.Node, path: Path) -> object:
-        value = self.loader.construct_object(node, deep=True)
-        if node.style is None and isinstance(node.value, str):
-            if ":" in node.value and isinstance(value, int | float) and not isinstance(value, bool):
-                return node.value  # YAML 1.1 sexagesimal: `1:1` is a placement, not 61
-            self.rep.raw_text[path] = node.value
-        return value
+    def _scalar(self, node: yaml.ScalarNode, path: Path) -> object:
+        if not node.style:  # plain (None from PyYAML's parser, "" from libyaml's)
+            self.raw_text[path] = node.value
+        return node.value if node.tag == _STR_TAG else self._value(node, path)
+
+    def _value(self, node: yaml.ScalarNode, path: Path) -> object:
+        construct = _CONSTRUCT.get(node.tag)
+        if construct is None:
+            self.rep.add(path, f"the tag {node.tag} is not allowed here; remove it (plain YAML only)", node.tag)
+            return INVALID  # reported: no knock-on problem about its value
+        if not node.style and node.tag in _NUMBER_TAGS and ":" in node.value:
+            return node.value  # YAML 1.1 sexagesimal: `1:1` is a placement, not 61
+        return construct(self.loader, node)
 
 
 def read_yaml(text: str, rep: Reporter) -> object:
     """Parse one YAML document into plain data, recording lines and raw scalars in `rep`.
 
-    Syntax errors and the oddities above are added to `rep` as problems; the data is None when the text
-    could not be parsed at all.
+    Syntax errors, the limits and the oddities above are added to `rep` as problems; the data is None when
+    the text could not be parsed at all.
     """
+    size = len(text.encode("utf-8")) if len(text) > MAX_BYTES // 4 else len(text)
+    if size > MAX_BYTES:
+        rep.add((), too_large(size))
+        return None
     data = None
     try:
-        loader = yaml.SafeLoader(text)  # the reader already refuses control characters
+        loader = _Loader(text)
     except yaml.YAMLError as e:
         rep.add((), f"YAML syntax: {e}".replace("\n", " "))
         return None
@@ -106,17 +147,24 @@ def read_yaml(text: str, rep: Reporter) -> object:
     except yaml.YAMLError as e:
         rep.add((), f"YAML syntax: {e}".replace("\n", " "))
     except _TooLarge as e:
-        rep.add(
-            e.args[0][:3],
-            f"the document is too large: aliases expand it past {MAX_NODES} values or {MAX_DEPTH} levels of nesting",
-        )
+        rep.add(*e.args)
     except RecursionError:
-        rep.add((), f"the document is nested too deeply (more than {MAX_DEPTH} levels)")
+        rep.add((), f"the document is nested more than {MAX_DEPTH} levels deep")
     finally:
         loader.dispose()
     return data
 
 
+def too_large(size: int) -> str:
+    """The message for a file of `size` bytes over MAX_BYTES (the loader checks the size before reading)."""
+    return (
+        f"the file is too large: {size / 2**20:.1f} MiB, and rlplace reads configs of up to {MAX_BYTES // 2**20} "
+        "MiB (a cluster config is a few KiB)"
+    )
+
+
 def _yaml_message(e: yaml.MarkedYAMLError) -> str:
     parts = [p for p in (e.context, e.problem) if p]
+    if any("maximum nesting depth" in p for p in parts):
+        return f"the document is nested more than {MAX_DEPTH} levels deep"
     return ", ".join(parts) or str(e)
