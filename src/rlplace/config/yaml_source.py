@@ -14,12 +14,35 @@ once), MAX_VALUES values after aliases are expanded ("billion laughs"), MAX_DEPT
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Scalars typed as OmegaConf's loader (so Hydra) types them: `1e-5` is a float, `2024-01-01` stays text."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+        |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
 
 _YAML = "tag:yaml.org,2002:"
 _MAP_TAG, _SEQ_TAG, _STR_TAG, _MERGE_TAG = _YAML + "map", _YAML + "seq", _YAML + "str", _YAML + "merge"
@@ -30,7 +53,6 @@ _CONSTRUCT = {
     _YAML + "float": yaml.SafeLoader.construct_yaml_float,
     _YAML + "bool": yaml.SafeLoader.construct_yaml_bool,
     _YAML + "null": yaml.SafeLoader.construct_yaml_null,
-    _YAML + "timestamp": yaml.SafeLoader.construct_yaml_timestamp,
 }
 
 MAX_BYTES = 2 * 2**20
