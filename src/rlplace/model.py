@@ -165,6 +165,9 @@ class JobSpec:
     ray_address: str | None = None
     #: Things the loader noticed that are not errors (an unknown key, defaults applied); the plan repeats them.
     warnings: tuple[str, ...] = ()
+    #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3"}`), by key path
+    #: relative to the cluster section; empty for a dict source.
+    locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def component(self, name: str) -> ComponentSpec | None:
         return next((c for c in self.components if c.name == name), None)

@@ -13,7 +13,11 @@ EXIT_INVALID = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check cluster configs; print every problem with its file, line and key")
+    p = sub.add_parser(
+        "validate",
+        help="check cluster configs; print every problem with its file, line and key",
+        usage="rlplace validate [-h] FILE [FILE ...] [OVERRIDE ...]",
+    )
     p.add_argument(
         "files",
         nargs="+",

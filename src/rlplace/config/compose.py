@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 from collections.abc import Mapping
 
 from rlplace.config.defaults import SELF, Default, GrammarError, parse_entry
 from rlplace.config.problems import Path, Reporter, near_miss
-from rlplace.config.search_path import SearchPath, search_path
+from rlplace.config.search_path import SearchPath, resolve_env, search_path
 from rlplace.config.yaml_source import read_yaml
 from rlplace.errors import Problem
 
@@ -296,7 +297,11 @@ class _Composer:
         return True
 
     def _resolve_interpolation(self, d: Default, parent: _Config) -> Default | None:
-        text = d.interpolation() or ""
+        """`- db: ${choice}` or `${oc.env:VAR}`, resolved as Hydra does: against the other choices."""
+        text, unset = resolve_env(d.interpolation() or "", os.environ)
+        if unset:
+            self._problem(parent, ("defaults", d.index), f"cannot resolve {d.text()!r}: {unset[0]} is not set")
+            return None
 
         def choice(match: re.Match[str]) -> str:
             value = self.choices.get(match.group(1).strip())

@@ -32,8 +32,10 @@ from rlplace.errors import ConfigError, Problem
 VERSION_BASE = "1.1"
 #: Stand-ins for configs of skipped search paths; more than this many missing configs is not a search path gap.
 _MAX_STANDINS = 64
-_COULD_NOT_OVERRIDE = re.compile(r"Could not (?:override|append to config)[^']*'([^']+)'")
+_COULD_NOT_OVERRIDE = re.compile(r"Could not override '([^']+)'")
+_NOISE = ("See http", "full_key:", "object_type=", "reference_type=", "Set the environment variable HYDRA_FULL_ERROR")
 _SEARCHPATH_KEY = "hydra.searchpath"
+_CLOSEST = 5
 
 
 def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Reporter, data: object) -> Composition:
@@ -68,7 +70,7 @@ def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Report
         extra = [] if user_searchpath or not search.skipped else [_searchpath_override(search, standins)]
         cfg, defaults = _compose(path, [*overrides, *extra], search if extra else None, standins, rep)
         choices = cfg.hydra.runtime.choices
-        sources = _sources(cfg.hydra.runtime.config_sources)
+        sources = _sources(cfg.hydra.runtime.config_sources, path)
         with open_dict(cfg):
             del cfg["hydra"]
         composition = Composition(OmegaConf.to_container(cfg, resolve=False), root=cfg)
@@ -131,15 +133,19 @@ def _stand_in(e: Exception, search: SearchPath, standins: str) -> bool:
     return True
 
 
-def _sources(config_sources: object) -> SearchPath:
-    """Hydra's search path (after overrides) as folders, in its order; Hydra's own package left out."""
+def _sources(config_sources: object, path: pathlib.Path) -> SearchPath:
+    """Hydra's search path (after overrides) as folders, in its order; Hydra's own package left out, and the
+    primary's folder written as the user wrote it (messages then name the files as typed)."""
+    from omegaconf import OmegaConf
+
     folders = []
-    for source in config_sources:  # type: ignore[attr-defined]
-        if source.provider == "hydra" or source.schema == "structured":
+    main = str(path.parent.resolve())
+    for source in OmegaConf.to_container(config_sources, resolve=False):  # type: ignore[union-attr]
+        if source["provider"] == "hydra" or source["schema"] == "structured" or "${" in source["path"]:
             continue
-        folder = source.path if source.schema == "file" else package_folder(source.path)
+        folder = source["path"] if source["schema"] == "file" else package_folder(source["path"])
         if folder:
-            folders.append(folder)
+            folders.append(str(path.parent) if folder == main else folder)
     return SearchPath(folders)
 
 
@@ -195,18 +201,21 @@ def _hydra_error(path: pathlib.Path, overrides: Sequence[str], e: Exception) -> 
 
 
 def _root_cause(e: BaseException) -> str:
-    """The first line of each exception of the chain that says something, outermost first (hydra-core wraps
-    an unset variable in an empty ConfigCompositionException)."""
+    """What each exception of the chain says, outermost first, without Hydra's links and OmegaConf's key
+    dumps (hydra-core wraps an unset variable in an empty ConfigCompositionException)."""
     parts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = e
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        text = " ".join(str(current).strip().splitlines()[:1]).strip()
-        if text and not any(text in p for p in parts):
+        lines = [line.strip() for line in str(current).strip().splitlines()]
+        text = " ".join(line for line in lines if line and not line.startswith(_NOISE))
+        if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":
+            text = text[1:-1]  # a KeyError's quotes
+        if text and text != "None" and not any(text in p for p in parts):
             parts.append(text)
         current = current.__cause__ or current.__context__
-    return ": ".join(parts) or type(e).__name__
+    return ": ".join(parts[:2]) or type(e).__name__
 
 
 def _missing_config(e: Exception) -> str | None:
@@ -216,14 +225,17 @@ def _missing_config(e: Exception) -> str | None:
         return None
     first = str(e).strip().splitlines()[0]
     options = list(getattr(e, "options", None) or [])
-    closest = ""
-    if options:
+    name = missing.rsplit("/", 1)[-1]
+    typo = near_miss(name, options)
+    group = missing.rsplit("/", 1)[0]
+    closest = f"; did you mean {group}={typo}?" if typo else ""
+    if len(options) <= _CLOSEST:
+        closest += f"; options: {', '.join(options)}" if options else ""
+    else:
         import difflib
 
-        close = difflib.get_close_matches(missing.rsplit("/", 1)[-1], options, n=5, cutoff=0.3) or options[:5]
-        closest = (
-            f"; {'options' if len(options) <= 5 else f'closest of the {len(options)} options'}: {', '.join(close)}"
-        )
+        close = difflib.get_close_matches(name, options, n=_CLOSEST, cutoff=0.3) or options[:_CLOSEST]
+        closest += f"; closest of the {len(options)} options: {', '.join(close)}"
     searched = [line.strip() for line in str(e).splitlines() if "path=" in line and "provider=hydra" not in line]
     folders = [s.split("path=", 1)[1] for s in searched if "structured://" not in s]
     return f"{first}{closest}" + (f" (searched {', '.join(folders)})" if folders else "")
@@ -273,6 +285,8 @@ def _keys_at(path: pathlib.Path, overrides: list[str], parent: str) -> list[str]
 def _culprit(overrides: Sequence[str], e: Exception) -> str | None:
     """The override an error is about: the one whose key or line the message quotes."""
     text = str(e)
+    if getattr(e, "override", None) in overrides:  # an override that does not parse
+        return e.override  # type: ignore[attr-defined]
     quoted = set(re.findall(r"'([^']+)'", text))
     missing = getattr(e, "missing_cfg_file", None)
     for o in overrides:

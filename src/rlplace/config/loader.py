@@ -49,7 +49,20 @@ def load(source: object, *, filename: str | None = None, overrides: Sequence[str
     spec = _interpret(data, rep, values) if data is not None else None
     if rep.problems or spec is None:
         raise ConfigError(rep.sorted_problems())
-    return dataclasses.replace(spec, source=rep.file, warnings=rep.warning_texts())
+    return dataclasses.replace(spec, source=rep.file, warnings=rep.warning_texts(), locations=_locations(rep, data))
+
+
+def _locations(rep: Reporter, data: object) -> dict[str, str]:
+    """`file:line` of the keys the planner names in its messages (JobSpec.locations)."""
+    base: Path = ("cluster",) if isinstance(data, Mapping) and "cluster" in data else ()
+    out = {}
+    for key in ("num_nodes",):
+        path = (*base, key)
+        if path in rep.lines:
+            line = rep.lines[path]
+            file = rep.files.get(path, rep.file)
+            out[key] = f"{file}:{line}" if line is not None else str(file)
+    return out
 
 
 def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> tuple[Reporter, Composition]:

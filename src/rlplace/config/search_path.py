@@ -88,7 +88,8 @@ def search_path(primary: str, entries: object, environ: Mapping[str, str] | None
     return path
 
 
-def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
+def resolve_env(text: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
+    """`text` with its `${oc.env:VAR[,default]}` resolved, and the variables that are not set (no default)."""
     missing: list[str] = []
 
     def env(match: re.Match[str]) -> str:
@@ -100,7 +101,11 @@ def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
             return ""
         return _default(default)
 
-    resolved = _ENV.sub(env, text)
+    return _ENV.sub(env, text), missing
+
+
+def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
+    resolved, missing = resolve_env(text, environ)
     if missing:
         return Entry(text, key, None, tuple(missing), f"{' and '.join(missing)} {_is(missing)} not set")
     other = _OTHER_INTERPOLATION.search(resolved)
