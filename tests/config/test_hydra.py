@@ -209,3 +209,41 @@ def test_run_takes_overrides_and_refuses_a_bad_one_before_any_cluster_starts(cap
     err = capsys.readouterr().err
     assert "command line 'train_worker_num=0': train_worker_num: must be an integer >= 1, got 0" in err
     assert "Starting an embedded Ray cluster" not in err
+
+
+def test_an_override_of_a_key_that_does_not_exist_gets_did_you_mean_on_that_override():
+    pytest.importorskip("hydra")
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster=1t1e", "cluster.train_worker_nm=3"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster.train_worker_nm=3'"
+    assert "there is no key cluster.train_worker_nm to override; did you mean 'cluster.train_worker_num=3'?" in (
+        problem.message
+    )
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster.colour=red"])
+    assert "there is no key cluster.colour to override (write +cluster.colour=red to add it)" in str(e.value)
+
+
+def test_an_unknown_option_names_the_closest_and_where_hydra_looked():
+    pytest.importorskip("hydra")
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster=1t1"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster=1t1'"
+    assert "Could not find 'cluster/1t1'; did you mean cluster=1t1e?" in problem.message
+    assert "closest of the 10 options: 1t1e" in problem.message and f"(searched file://{CONF})" in problem.message
+    assert "2t2e_pool_group, 4t4e_devcolo, 4t4e_manual, 8t8e_colocate, default_env_strategy" not in problem.message
+
+
+def test_hydra_failures_name_their_root_cause(tmp_path):
+    pytest.importorskip("hydra")
+    conf = write_tree(tmp_path, {"main.yaml": "defaults:\n  - cluster: ${oc.env:RLPLACE_NO_SUCH_VARIABLE}\n"})
+    with pytest.raises(ConfigError) as e:
+        load(conf / "main.yaml", overrides=["cluster.train_worker_num=2"])
+    assert "Environment variable 'RLPLACE_NO_SUCH_VARIABLE' not found" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster.train_worker_num=[1,"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster.train_worker_num=[1,'"
+    assert problem.message == "Hydra could not compose the config: no viable alternative at input '[1,'"

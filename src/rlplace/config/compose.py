@@ -111,6 +111,7 @@ class _Config:
     content: object
     lines: dict[Path, int | None]
     raw: dict[Path, str]
+    entry: tuple[str, int | None] | None = None  # file and line of the defaults entry that chose it
     children: list[_Config | Gap | str] | None = None  # str: SELF, this config's own content
 
 
@@ -132,6 +133,7 @@ class _Composer:
         self.search = search
         self.overrides: dict[str, _Override] = {}
         self.choices: dict[str, object] = {}
+        self.chosen_at: dict[str, tuple[str, int | None]] = {}
         self.stack: list[str] = []
         self.gaps: list[Gap] = []
         self.stamps: dict[Path, int] = {}
@@ -270,9 +272,14 @@ class _Composer:
         data = read_yaml(text, sub) if text is not None else None
         if text is None:
             sub.add((), "cannot read the file")
+        elif data is not None and not isinstance(data, Mapping | list):
+            sub.add((), f"a config file holds a mapping or a list, not {data!r} (Hydra cannot load it)")
+            data = None
         self.rep.problems.extend(sub.problems)
         data = {} if data is None else data
-        config = _Config(d, file, _own(data), sub.lines, sub.raw_text)
+        config = _Config(
+            d, file, _own(data), sub.lines, sub.raw_text, (parent.file, parent.lines.get(("defaults", d.index)))
+        )
         self.stack.append(file)
         try:
             self._expand(config, data)
@@ -281,20 +288,17 @@ class _Composer:
         return [config]
 
     def _known_choice(self, d: Default, parent: _Config) -> bool:
+        """Each group is chosen once: Hydra refuses a second choice, and the same choice listed twice."""
         key, name = d.override_key(), d.name()
-        if key in self.choices and self.choices[key] == name and name is not None:
-            self._problem(parent, ("defaults", d.index), f"config group {key} is chosen twice ({name})")
-            return False
-        if key in self.choices and self.choices[key] != name:
-            self._problem(
-                parent,
-                ("defaults", d.index),
-                f"config group {key} is chosen twice ({self.choices[key]} and {name}); write "
-                f"'override {key}: {name}' to replace the first choice",
-            )
-            return False
-        self.choices[key] = name
-        return True
+        if key not in self.choices:
+            self.choices[key] = name
+            self.chosen_at[key] = (parent.file, parent.lines.get(("defaults", d.index)))
+            return True
+        later, (file, line) = self.choices[key], self.chosen_at[key]  # entries are expanded last to first
+        fix = "delete one of them" if later == name else f"write the later one as '- override {key}: {later}'"
+        message = f"config group {key} is chosen twice ({name}, then {later}); {fix}"
+        self.rep.problems.append(Problem("defaults", message, file=file, line=line))
+        return False
 
     def _resolve_interpolation(self, d: Default, parent: _Config) -> Default | None:
         """`- db: ${choice}` or `${oc.env:VAR}`, resolved as Hydra does: against the other choices."""
@@ -348,6 +352,11 @@ class _Composer:
     # --- merging ---------------------------------------------------------------------------------------
 
     def _emit(self, config: _Config, result: object) -> object:
+        package = _path(config.default.final_package())
+        if config.entry is not None:  # keys only the package makes (`env` of `env.train`): at the entry
+            for n in range(1, len(package)):
+                if package[:n] not in self.rep.lines:
+                    self.rep.files[package[:n]], self.rep.lines[package[:n]] = config.entry
         if config.children is None:
             return self._merge(config, result)
         for child in config.children:

@@ -9,7 +9,8 @@ reported: duplicate keys (PyYAML keeps the last), custom tags, and YAML 1.1 base
 1:1` would otherwise be the int 61; it stays the string "1:1").
 
 Limits, each named in its message: MAX_BYTES of text (checked before parsing, so a huge file is refused at
-once), MAX_VALUES values after aliases are expanded ("billion laughs"), MAX_DEPTH levels of nesting.
+once; a file under it is read in time proportional to its size), MAX_ALIAS_VALUES values built again by
+expanding aliases (a "billion laughs" document is small but expands without end), MAX_DEPTH levels of nesting.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ _Loader.yaml_implicit_resolvers = {
 
 _YAML = "tag:yaml.org,2002:"
 _MAP_TAG, _SEQ_TAG, _STR_TAG, _MERGE_TAG = _YAML + "map", _YAML + "seq", _YAML + "str", _YAML + "merge"
-_NUMBER_TAGS = frozenset({_YAML + "int", _YAML + "float"})
+_INT_TAG = _YAML + "int"
+_NUMBER_TAGS = frozenset({_INT_TAG, _YAML + "float"})
 #: The scalar tags a plain YAML config uses; anything else (`!include`, `!!python/name:...`) is refused.
 _CONSTRUCT = {
     _YAML + "int": yaml.SafeLoader.construct_yaml_int,
@@ -56,7 +58,7 @@ _CONSTRUCT = {
 }
 
 MAX_BYTES = 2 * 2**20
-MAX_VALUES = 1_000_000
+MAX_ALIAS_VALUES = 100_000
 MAX_DEPTH = 64
 
 
@@ -70,22 +72,31 @@ class _Builder:
         self.rep = rep
         self.lines = rep.lines
         self.raw_text = rep.raw_text
-        self.visited = 0
         self.collections: set[int] = set()  # ids of mapping/list nodes built once: a second visit is an alias
-        self.aliased = False
+        self.in_alias = False
+        self.expanded = 0  # values built again through aliases
 
     def build(self, node: yaml.Node, path: Path) -> object:
-        self.visited += 1
-        if self.visited > MAX_VALUES:
-            how = "aliases expand it" if self.aliased else "it holds"
-            raise _TooLarge(path[:3], f"the document is too large: {how} more than {MAX_VALUES} values")
+        if self.in_alias:
+            self.expanded += 1
+            if self.expanded > MAX_ALIAS_VALUES:
+                raise _TooLarge(
+                    path[:3], f"the document is too large: aliases expand it by more than {MAX_ALIAS_VALUES} values"
+                )
         if len(path) > MAX_DEPTH:
             raise _TooLarge(path[:3], f"the document is nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)
-        if id(node) in self.collections:
-            self.aliased = True
+        if id(node) in self.collections and not self.in_alias:
+            self.in_alias = True  # a collection built again: everything inside it counts against the limit
+            try:
+                return self._collection(node, path)
+            finally:
+                self.in_alias = False
         self.collections.add(id(node))
+        return self._collection(node, path)
+
+    def _collection(self, node: yaml.Node, path: Path) -> object:
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
         self._plain_tag(node, _SEQ_TAG, path)
@@ -137,8 +148,11 @@ class _Builder:
         if construct is None:
             self.rep.add(path, f"the tag {node.tag} is not allowed here; remove it (plain YAML only)", node.tag)
             return INVALID  # reported: no knock-on problem about its value
-        if not node.style and node.tag in _NUMBER_TAGS and ":" in node.value:
-            return node.value  # YAML 1.1 sexagesimal: `1:1` is a placement, not 61
+        text = node.value
+        if not node.style and node.tag in _NUMBER_TAGS and ":" in text:
+            return text  # YAML 1.1 sexagesimal: `1:1` is a placement, not 61
+        if node.tag == _INT_TAG and text.isdigit() and (text[0] != "0" or text == "0"):
+            return int(text)  # the common case, without the constructor's generality (0o, 0x, 1_000, 0123)
         return construct(self.loader, node)
 
 
