@@ -76,7 +76,7 @@ def test_every_composed_value_points_at_the_line_that_wrote_it(primary, monkeypa
     for name, value in CORPUS_ENV.items():
         monkeypatch.setenv(name, value)
     data, rep = ours(primary)
-    for path, key, value in _keys(data):
+    for path, key in _keys(data):
         assert path in rep.lines, path
         file = rep.files.get(path, str(primary))
         text = pathlib.Path(file).read_text()
@@ -86,12 +86,12 @@ def test_every_composed_value_points_at_the_line_that_wrote_it(primary, monkeypa
         assert str(key) in line or rep.lines[path] == root.lines[()], (path, file, line)  # or a whole config
 
 
-def _keys(node: object, path: tuple = ()) -> list[tuple[tuple, object, object]]:
-    """(key path, key, value) of every mapping key in `node`."""
+def _keys(node: object, path: tuple = ()) -> list[tuple[tuple, object]]:
+    """(key path, key) of every mapping key in `node`."""
     out = []
     if isinstance(node, dict):
         for k, v in node.items():
-            out.append(((*path, str(k)), k, v))
+            out.append(((*path, str(k)), k))
             out.extend(_keys(v, (*path, str(k))))
     elif isinstance(node, list):
         for i, v in enumerate(node):

@@ -136,7 +136,8 @@ def test_a_file_over_the_byte_limit_is_refused_before_it_is_parsed(tmp_path):
     (problem,) = e.value.problems
     size = big.stat().st_size / 2**20
     assert problem.message == (
-        f"the file is too large: {size:.1f} MiB, and rlplace reads configs of up to 2 MiB (a cluster config is a few KiB)"
+        f"the file is too large: {size:.1f} MiB, and rlplace reads configs of up to 2 MiB "
+        "(a cluster config is a few KiB)"
     )
 
 
