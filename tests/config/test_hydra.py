@@ -179,10 +179,11 @@ def test_interpolations_resolve_where_read_and_only_there():
     assert omegaconf is not None
 
 
-def test_an_interpolation_without_omegaconf_says_what_to_install(monkeypatch):
+def test_a_reference_resolves_without_omegaconf_and_anything_else_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "omegaconf", None)
+    assert load("n: 2\ncluster:\n  train_worker_num: ${n}\n").component("train").num_workers == 2
     with pytest.raises(ConfigError) as e:
-        load("n: 2\ncluster:\n  train_worker_num: ${n}\n")
+        load("cluster:\n  n: 2\n  train_worker_num: ${.n}\n")
     (problem,) = e.value.problems
     assert problem.path == "cluster.train_worker_num" and "pip install 'rlplace[hydra]'" in problem.message
 

@@ -76,12 +76,12 @@ def _rlightning(spec: JobSpec, cluster: Mapping[str, object], values: Values, re
 
 def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] | None:
     """(workers, GPUs and CPUs per worker, key path) of all `env:` groups together, or None if unreadable."""
-    raw = values.at(("env",))
+    raw = values.shape(("env",))
     groups = [(raw, ("env",))] if isinstance(raw, Mapping) else [(g, ("env", i)) for i, g in enumerate(raw or ())]
     if not isinstance(raw, Mapping | list) or not all(isinstance(g, Mapping) for g, _ in groups):
         rep.add(("env",), "env must be one env group (a mapping) or a list of them, as RLightning reads it", raw)
         return None
-    read = [{k: _env_value(g, p, k, rep) for k in _ENV_KEYS} for g, p in groups]
+    read = [{k: _env_value(g, p, k, values, rep) for k in _ENV_KEYS} for g, p in groups]
     if any(v is INVALID for r in read for v in r.values()):
         return None
     workers = sum(int(r["num_workers"]) for r in read)  # type: ignore[arg-type]
@@ -97,9 +97,10 @@ def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] 
     return workers, max(gpus, default=0.0), max(cpus, default=1.0), path
 
 
-def _env_value(group: Mapping[str, object], path: Path, key: str, rep: Reporter) -> object:
+def _env_value(group: Mapping[str, object], path: Path, key: str, values: Values, rep: Reporter) -> object:
+    """One key of an env group, resolved (the group's other keys are the application's: never resolved)."""
     kind, default = _ENV_KEYS[key]
-    return default if key not in group else checked(kind, group[key], (*path, key), rep)
+    return default if key not in group else checked(kind, values.at((*path, key)), (*path, key), rep)
 
 
 def _with_env(

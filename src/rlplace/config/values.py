@@ -3,9 +3,10 @@
 Whole training configs are full of OmegaConf interpolations (`num_workers: ${cluster.eval_worker_num}`,
 `video_base_dir: ${log.log_dir}/...`). rlplace resolves only the values it reads (the cluster section, a
 few keys of `env:`, `buffer:`, `policy:`, `actor:`, `rollout:`), so an interpolation elsewhere that needs
-the application's own resolvers does not stop a load. Resolution uses OmegaConf on the whole document (so
-`${..sibling}` and `${oc.env:VAR}` work as in the application); omegaconf is imported only when a value
-rlplace reads is an interpolation, and its absence is a clear problem naming the extra to install.
+the application's own resolvers does not stop a load. A plain reference (`${cluster.eval_worker_num}`) is
+followed here; anything else is resolved by OmegaConf on the whole document (so `${..sibling}` and
+`${oc.env:VAR}` work as in the application): omegaconf is imported only then, and its absence is a clear
+problem naming the extra to install.
 
 Every read is also checked against the composition's gaps (configs left out because a search path's variable
 is not set, `compose.Gap`): a value that such a config could have supplied (under its package, and not
@@ -14,6 +15,7 @@ written by a config merged after it) is an error naming the variable; any other 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 
@@ -24,6 +26,9 @@ from rlplace.errors import Problem
 
 _MARK = "${"
 _ABSENT = object()
+#: `${a.b.c}`: an absolute reference to another key, followed without OmegaConf.
+_REFERENCE = re.compile(r"\$\{\s*([A-Za-z_][\w-]*(?:\.[\w-]+)*)\s*\}")
+_MAX_REFERENCES = 32  # a chain longer than this (a cycle) goes to OmegaConf, which names it
 
 
 def has_interpolation(value: object) -> bool:
@@ -59,6 +64,7 @@ class Values:
         self._gaps = gaps
         self._stamps = stamps or {}
         self._reported: set[tuple[str, Path]] = set()
+        self._depth = 0
 
     def at(self, path: Path, default: object = None) -> object:
         """The value at `path` (resolved), or `default` when a key on the way is missing."""
@@ -73,6 +79,15 @@ class Values:
         if node is _ABSENT:
             self._check(path, node)
         return node is not _ABSENT
+
+    def shape(self, path: Path) -> object:
+        """The value at `path` as written, for its structure: a mapping or list is not resolved inside (its
+        keys are read one by one with `at`), an interpolation standing for the whole value is."""
+        node = self._find(path)
+        self._check(path, node)
+        if node is _ABSENT:
+            return None
+        return self._tree(node, path) if isinstance(node, str) else node
 
     def tree(self, value: object, path: Path) -> object:
         """`value` (found at `path`) with every interpolation inside it resolved (INVALID where one could not
@@ -127,6 +142,29 @@ class Values:
         return package[: len(path)] == path  # the gap is inside the mapping read
 
     def _resolve(self, text: str, path: Path) -> object:
+        reference = _REFERENCE.fullmatch(text)
+        if reference is not None and self._depth < _MAX_REFERENCES:
+            return self._follow(reference.group(1), text, path)
+        return self._resolve_with_omegaconf(text, path)
+
+    def _follow(self, key: str, text: str, path: Path) -> object:
+        """`${a.b.c}`, the common interpolation, without OmegaConf: the value at that key path, resolved in
+        turn (OmegaConf's answer for an absolute reference; anything else goes to OmegaConf)."""
+        target_path: Path = tuple(int(p) if p.isdigit() else p for p in key.split("."))
+        target = self._find(target_path)
+        if target is _ABSENT:
+            self.rep.add(path, f"cannot resolve {show(text)}: there is no key {key} in the config", text)
+            return INVALID
+        if target == "???":
+            return self._resolve_with_omegaconf(text, path)  # OmegaConf's message for a missing value
+        self._check(target_path, target)
+        self._depth += 1
+        try:
+            return self._tree(target, target_path)
+        finally:
+            self._depth -= 1
+
+    def _resolve_with_omegaconf(self, text: str, path: Path) -> object:
         omegaconf = _omegaconf()
         if omegaconf is None:
             self.rep.add(
