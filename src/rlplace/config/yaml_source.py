@@ -162,6 +162,8 @@ def read_yaml(text: str, rep: Reporter) -> object:
     Syntax errors, the limits and the oddities above are added to `rep` as problems; the data is None when
     the text could not be parsed at all.
     """
+    if type(text) is not str:
+        text = str(text)  # libyaml takes exact str only (a str subclass, like a docs tool's, is refused)
     size = len(text.encode("utf-8")) if len(text) > MAX_BYTES // 4 else len(text)
     if size > MAX_BYTES:
         rep.add((), too_large(size))
