@@ -24,6 +24,7 @@ import argparse
 import collections
 import dataclasses
 import json
+import os
 import pathlib
 import re
 import sys
@@ -85,11 +86,13 @@ def group_cases(root: pathlib.Path) -> list[tuple[pathlib.Path, list[str]]]:
 
 
 def measure(path: pathlib.Path, root: pathlib.Path, overrides: list[str], sizes: list[int], gpus: int) -> Case:
+    """One case, loaded by the path relative to the checkout root (run from there, so messages read as a
+    user's do)."""
     case = Case(str(path.relative_to(root)), overrides)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            spec = load(path, overrides=overrides)
+            spec = load(pathlib.Path(case.file), overrides=overrides)
     except RlplaceError as e:
         case.load_error = _first_problem(e)
         return case
@@ -146,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=pathlib.Path, help="write every case (file, overrides, outcome) here")
     args = p.parse_args(argv)
     root = args.root.resolve()
+    os.chdir(root)
     sizes = [int(s) for s in args.sizes.split(",")]
     todo = [] if args.only_groups else [(f, []) for f in cluster_files(root)]
     if args.cluster_groups or args.only_groups:

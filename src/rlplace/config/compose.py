@@ -95,10 +95,12 @@ def warn_skipped(rep: Reporter, search: SearchPath, gaps: list[Gap]) -> None:
     left_out = ", ".join(dict.fromkeys(g.entry for g in gaps))
     variables = search.variables()
     fix = f"set {' and '.join(variables)} to compose them" if variables else "fix the entry to compose them"
+    many = len(search.skipped) > 1
     rep.warn(
         search.skipped[0].key,
-        f"the search path {entries} is skipped ({reasons}), so rlplace composes without what only it could supply: "
-        f"{left_out}; placement reads none of their values ({fix})",
+        f"the search path{'s' if many else ''} {entries} {'are' if many else 'is'} skipped ({reasons}), so rlplace "
+        f"composes without what only {'they' if many else 'it'} could supply: {left_out}; placement reads none of "
+        f"their values ({fix})",
     )
 
 
