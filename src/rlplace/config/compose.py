@@ -41,6 +41,7 @@ class Gap:
     """A config left out because it can only come from a skipped search path entry."""
 
     entry: str  # the defaults entry as written: "model/pi0@actor.model"
+    config_path: str  # what was looked for, from the config root: "model/pi0"
     package: Path  # where its content would have been merged
     variables: tuple[str, ...]  # the environment variables that would have found it
     file: str  # where the entry is written
@@ -70,13 +71,14 @@ def compose_file(path: str, rep: Reporter, data: object, text: str | None = None
 
     Problems (a missing option, a malformed entry) go to `rep`; a skipped search path is warned about there.
     """
-    composer = _Composer(rep, search_path(path, _searchpath_entries(data, rep)))
+    composer = _Composer(rep, search_path(path, searchpath_entries(data, rep)))
     result = composer.compose(path, data, _read_text(path) if text is None else text)
     warn_skipped(rep, composer.search, composer.gaps)
     return Composition(result, tuple(composer.gaps), composer.stamps)
 
 
-def _searchpath_entries(data: object, rep: Reporter) -> list:
+def searchpath_entries(data: object, rep: Reporter) -> list:
+    """The primary's `hydra.searchpath` (a problem in `rep` if it is not a list of strings)."""
     hydra = data.get("hydra") if isinstance(data, Mapping) else None
     entries = hydra.get("searchpath") if isinstance(hydra, Mapping) else None
     if entries is None:
@@ -246,8 +248,8 @@ class _Composer:
 
     def _added(self, d: Default, parent: _Config) -> list:
         """What one entry adds to its parent's children: a loaded config, a gap, or nothing."""
-        if d.group is not None and d.group_path().split("/")[0] == "hydra":
-            return []  # Hydra's own groups (hydra/job_logging, ...): they configure Hydra, not the config
+        if d.group_path().split("/")[0] == "hydra":
+            return []  # Hydra's own configs (hydra/job_logging, ...): they configure Hydra, not the config
         if d.group is not None and not self._known_choice(d, parent):
             return []
         name = d.name()
@@ -339,7 +341,9 @@ class _Composer:
         options = self.search.options(group)
         if self.search.skipped and not near_miss(name, options):
             line = parent.lines.get(("defaults", d.index))
-            return [Gap(d.text(), _path(d.final_package()), self.search.variables(), parent.file, line, -1)]
+            return [
+                Gap(d.text(), d.config_path(), _path(d.final_package()), self.search.variables(), parent.file, line, -1)
+            ]
         what = f"config group {group}: no option '{name}'" if d.group is not None or group else f"no config '{name}'"
         looked = self.search.where(d.config_path())
         where = looked[0] if len(looked) == 1 else "any of " + ", ".join(looked)

@@ -22,7 +22,15 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 
-from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, Gap, locate, warn_skipped
+from rlplace.config.compose import (
+    OVERRIDE_ORIGIN,
+    Composition,
+    Gap,
+    compose_file,
+    locate,
+    searchpath_entries,
+    warn_skipped,
+)
 from rlplace.config.problems import Reporter, near_miss
 from rlplace.config.search_path import SearchPath, package_folder, search_path
 from rlplace.config.sections import NODE_GROUPS_KEYS, POOLS_SECTION
@@ -41,7 +49,7 @@ _CLOSEST = 5
 def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Reporter, data: object) -> Composition:
     """`path` (read as `data`) composed by hydra-core with `overrides`; values located in `rep`."""
     try:
-        import hydra
+        import hydra  # noqa: F401  (the package itself: its submodules may be importable while it is not)
         from hydra.core.global_hydra import GlobalHydra
         from omegaconf import OmegaConf, open_dict
     except ImportError as e:
@@ -62,13 +70,14 @@ def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Report
                 file=str(path),
             )
         )
-    hydra = data.get("hydra") if isinstance(data, Mapping) else None
-    entries = hydra.get("searchpath") if isinstance(hydra, Mapping) else None
-    search = search_path(str(path), entries if isinstance(entries, list) else [])
+    search = search_path(str(path), searchpath_entries(data, Reporter(str(path))))
     user_searchpath = any(o.split("=", 1)[0].lstrip("+~") == _SEARCHPATH_KEY for o in overrides)
     with tempfile.TemporaryDirectory(prefix="rlplace-standins-") as standins:
         extra = [] if user_searchpath or not search.skipped else [_searchpath_override(search, standins)]
-        cfg, defaults = _compose(path, [*overrides, *extra], search if extra else None, standins, rep)
+        if extra:  # the configs missing without overrides: stood in for at once, not one retry each
+            for gap in compose_file(str(path), Reporter(str(path)), data).gaps:
+                _write_stand_in(standins, gap.config_path)
+        cfg, defaults = _compose(path, [*overrides, *extra], search if extra else None, standins)
         choices = cfg.hydra.runtime.choices
         sources = _sources(cfg.hydra.runtime.config_sources, path)
         with open_dict(cfg):
@@ -89,9 +98,7 @@ def _searchpath_override(search: SearchPath, standins: str) -> str:
     return f"{_SEARCHPATH_KEY}=[{quoted}]"
 
 
-def _compose(
-    path: pathlib.Path, overrides: list[str], search: SearchPath | None, standins: str, rep: Reporter
-) -> tuple[object, list]:
+def _compose(path: pathlib.Path, overrides: list[str], search: SearchPath | None, standins: str) -> tuple[object, list]:
     """(DictConfig with the hydra node, Hydra's final defaults list); a config missing only because of a skipped
     search path gets an empty stand-in and the composition is retried."""
     from hydra import compose, initialize_config_dir
@@ -125,7 +132,12 @@ def _stand_in(e: Exception, search: SearchPath, standins: str) -> bool:
         return False
     if near_miss(missing.rsplit("/", 1)[-1], options):
         return False  # a typo of an option that exists: an error, whatever the search path
-    target = pathlib.Path(standins, f"{missing}.yaml")
+    return _write_stand_in(standins, missing)
+
+
+def _write_stand_in(standins: str, config_path: str) -> bool:
+    """An empty config at `config_path` in the stand-ins folder; False if there is one already."""
+    target = pathlib.Path(standins, f"{config_path}.yaml")
     if target.exists():
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -166,7 +178,7 @@ def _locate_defaults(
         if file.startswith(standins):
             parent = files.get(d.parent or "", rep.file or "")
             entry = f"{d.config_path}@{d.package}" if d.package else d.config_path
-            gaps.append(Gap(entry, package, search.variables(), parent, None, position))
+            gaps.append(Gap(entry, d.config_path, package, search.variables(), parent, None, position))
             continue
         scratch = Reporter(file)
         try:
