@@ -294,6 +294,11 @@ BAD = {
         ["config group env is chosen twice (a, then b)", "write the later one as '- override env: b'"],
         3,
     ),
+    "an empty defaults key": (
+        {"main.yaml": "defaults:\ncluster: {}\n"},
+        ["defaults must be a list like '- cluster: 1t1e', got None"],
+        1,
+    ),
     "a list merged over a mapping": (
         {"main.yaml": "defaults:\n  - base\n  - _self_\npools: [1]\n", "base.yaml": "pools: {a: 1}\n"},
         ["merges a list and a mapping at this key"],

@@ -192,10 +192,10 @@ class _Composer:
             config.children = list(reversed(children))
 
     def _entries(self, config: _Config, data: object) -> list[Default] | None:
-        raw = data.get("defaults") if isinstance(data, Mapping) else None
-        if raw is None:
+        if not isinstance(data, Mapping) or "defaults" not in data:
             return None
-        if not isinstance(raw, list):
+        raw = data["defaults"]
+        if not isinstance(raw, list):  # `defaults:` with nothing after it too: Hydra refuses it
             self._problem(config, ("defaults",), f"defaults must be a list like '- cluster: 1t1e', got {raw!r}")
             return None
         entries = []

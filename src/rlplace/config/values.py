@@ -120,13 +120,17 @@ class Values:
             if not self._uncertain(gap, path, value) or (gap.entry, path) in self._reported:
                 continue
             self._reported.add((gap.entry, path))
-            names = " and ".join(gap.variables) or "the search path"
-            verb = "is" if len(gap.variables) == 1 else "are"
+            names = " and ".join(gap.variables)
+            why = (
+                f"{names} {'is' if len(gap.variables) == 1 else 'are'} not set (the search path that finds it); set "
+                f"{names} and run again"
+                if names
+                else "its search path entry cannot be resolved (hydra.searchpath); fix the entry"
+            )
             self.rep.problems.append(
                 Problem(
                     format_path(path),
-                    f"placement reads this value, and '{gap.entry}' may supply it, but that config is left out: "
-                    f"{names} {verb} not set (the search path that finds it); set {names} and run again",
+                    f"placement reads this value, and '{gap.entry}' may supply it, but that config is left out: {why}",
                     file=gap.file,
                     line=gap.line,
                 )
