@@ -160,12 +160,15 @@ def _buffer(
     spec: JobSpec, cluster: Mapping[str, object], values: Values, rep: Reporter
 ) -> tuple[object, ComponentSpec | None]:
     """Settings with RLightning's buffer count for `buffer.storage`, and the buffer component it implies."""
-    storage = values.at(("buffer", "storage"), {})
+    where = ("buffer", "storage")
+    storage = values.shape(where)
+    if storage is None:
+        storage = {}
     if not isinstance(storage, Mapping):
-        rep.add(("buffer", "storage"), "must be a mapping (type, device, ...), as RLightning reads it", storage)
+        rep.add(where, "must be a mapping (type, device, ...), as RLightning reads it", storage)
         return spec.settings, None
-    kind = checked(Choice(("unified", "sharded")), storage.get("type", "unified"), ("buffer", "storage", "type"), rep)
-    device = storage.get("device", "cpu")
+    kind = checked(Choice(("unified", "sharded")), values.at((*where, "type"), "unified"), (*where, "type"), rep)
+    device = values.at((*where, "device"), "cpu")
     written_num = spec.settings.buffer_worker_num
     if kind == "unified":
         count: object = 1
@@ -189,7 +192,7 @@ def _buffer(
                 device,
             )
         count = written_num
-        shards = storage.get("num_shards")
+        shards = values.at((*where, "num_shards"))
         if shards is not None:
             count = checked(Integer(1), shards, ("buffer", "storage", "num_shards"), rep)
             if count is not INVALID and written_num is not None and written_num != count:
