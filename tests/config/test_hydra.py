@@ -248,3 +248,24 @@ def test_hydra_failures_name_their_root_cause(tmp_path):
     (problem,) = e.value.problems
     assert problem.file == "command line 'cluster.train_worker_num=[1,'"
     assert problem.message == "Hydra could not compose the config: no viable alternative at input '[1,'"
+
+
+def test_a_whole_training_config_resolves_only_the_keys_placement_reads(monkeypatch):
+    """env: and buffer.storage are read key by key: their other interpolations (the application's) stay."""
+    pytest.importorskip("omegaconf")
+    monkeypatch.delenv("RLPLACE_NOT_SET", raising=False)
+    text = """\
+        cluster: {train_worker_num: 1, eval_worker_num: 2}
+        env:
+          num_workers: ${cluster.eval_worker_num}
+          video_dir: ${oc.env:RLPLACE_NOT_SET}/videos
+        policy: {}
+        train: {}
+        buffer:
+          storage:
+            type: ${kind}
+            path: ${oc.env:RLPLACE_NOT_SET}/buffer
+        kind: sharded
+        """
+    spec = load(textwrap.dedent(text))
+    assert spec.component("env").num_workers == 2 and spec.settings.buffer_worker_num is None
