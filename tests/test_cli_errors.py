@@ -96,3 +96,12 @@ def test_help_shows_the_defaults(capsys):
         main(["plan", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "(default: 14G)" in out and "(default: table)" in out
+
+
+def test_plan_without_nodes_and_no_cluster_suggests_planning_offline(tmp_path):
+    """`rlplace plan FILE` reads the live cluster; with none reachable it says so and how to plan offline."""
+    done, seconds = timed([RLPLACE, "plan", str(CONFIGS / "disaggregate.yaml")], {"RAY_ADDRESS": "127.0.0.1:6399"})
+    assert seconds < FAST_S, f"took {seconds:.1f} s"
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "no Ray cluster reachable at RAY_ADDRESS=127.0.0.1:6399" in done.stderr
+    assert "plan offline with --nodes" in done.stderr

@@ -188,6 +188,9 @@ class JobSpec:
     warnings: tuple[str, ...] = ()
     #: Components that may change size while the job runs (`cluster.elastic`), in written order.
     elastic: tuple[ElasticRange, ...] = ()
+    #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3"}`), by key path
+    #: relative to the cluster section; empty for a dict source.
+    locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def component(self, name: str) -> ComponentSpec | None:
         return next((c for c in self.components if c.name == name), None)

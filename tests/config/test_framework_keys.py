@@ -260,8 +260,10 @@ def test_auto_scheduler_places_like_rlinfs_auto_mode_and_says_so():
     assert gpus["actor"] == [(g,) for g in range(8)]
     assert gpus["rollout"] == [(0, 1), (2, 3), (4, 5)]
     assert gpus["inference"] == [(6,), (7,)] and len(gpus["reward"]) == 8
-    # on a bigger inventory "every GPU" grows with it, as RLinf's cluster-wide actor does
-    assert len(_gpus_by_component(DYNAMIC, "2x8")["actor"]) == 16
+    # "every GPU" is every GPU of the cluster's num_nodes nodes, as RLinf's cluster-wide actor: a bigger
+    # inventory adds nodes only when num_nodes does
+    assert len(_gpus_by_component(DYNAMIC, "2x8")["actor"]) == 8
+    assert len(_gpus_by_component(DYNAMIC.replace("num_nodes: 1", "num_nodes: 2"), "2x8")["actor"]) == 16
 
 
 def test_auto_scheduler_without_pre_process_keeps_rollout_and_without_auto_keeps_everything():

@@ -11,7 +11,8 @@ import pytest
 
 from rlplace.cli import main
 from rlplace.config import load
-from rlplace.config.compose import compose_file, compose_with_hydra
+from rlplace.config.compose import compose_file
+from rlplace.config.hydra_compose import compose_with_hydra
 from rlplace.config.problems import Reporter
 from rlplace.config.yaml_source import read_yaml
 from rlplace.errors import ConfigError
@@ -32,8 +33,9 @@ def write_tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
 def test_rlplace_composes_defaults_lists_as_hydra_does(primary):
     pytest.importorskip("hydra")
     rep = Reporter(str(primary))
-    ours = compose_file(primary, rep, read_yaml(primary.read_text(), rep))
-    theirs, _ = compose_with_hydra(primary, [], Reporter(str(primary)))
+    data = read_yaml(primary.read_text(), rep)
+    ours = compose_file(str(primary), rep, data).data
+    theirs = compose_with_hydra(primary, [], Reporter(str(primary)), data).data
     assert not rep.problems
     assert ours == theirs
 
@@ -137,8 +139,9 @@ def test_defaults_order_self_first_packages_and_hydra_groups(tmp_path):
     assert spec.component("train").num_workers == 2  # _self_ first: the group file wins
     assert [g.label for g in spec.node_groups] == ["p"]
     rep = Reporter(str(conf / "main.yaml"))
-    ours = compose_file(conf / "main.yaml", rep, read_yaml((conf / "main.yaml").read_text(), rep))
-    assert ours == compose_with_hydra(conf / "main.yaml", [], Reporter(""))[0]
+    data = read_yaml((conf / "main.yaml").read_text(), rep)
+    ours = compose_file(str(conf / "main.yaml"), rep, data).data
+    assert ours == compose_with_hydra(conf / "main.yaml", [], Reporter(""), data).data
     assert ours["notes"] == "composed at the top level"
 
 
@@ -176,10 +179,11 @@ def test_interpolations_resolve_where_read_and_only_there():
     assert omegaconf is not None
 
 
-def test_an_interpolation_without_omegaconf_says_what_to_install(monkeypatch):
+def test_a_reference_resolves_without_omegaconf_and_anything_else_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "omegaconf", None)
+    assert load("n: 2\ncluster:\n  train_worker_num: ${n}\n").component("train").num_workers == 2
     with pytest.raises(ConfigError) as e:
-        load("n: 2\ncluster:\n  train_worker_num: ${n}\n")
+        load("cluster:\n  n: 2\n  train_worker_num: ${.n}\n")
     (problem,) = e.value.problems
     assert problem.path == "cluster.train_worker_num" and "pip install 'rlplace[hydra]'" in problem.message
 
@@ -206,3 +210,62 @@ def test_run_takes_overrides_and_refuses_a_bad_one_before_any_cluster_starts(cap
     err = capsys.readouterr().err
     assert "command line 'train_worker_num=0': train_worker_num: must be an integer >= 1, got 0" in err
     assert "Starting an embedded Ray cluster" not in err
+
+
+def test_an_override_of_a_key_that_does_not_exist_gets_did_you_mean_on_that_override():
+    pytest.importorskip("hydra")
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster=1t1e", "cluster.train_worker_nm=3"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster.train_worker_nm=3'"
+    assert "there is no key cluster.train_worker_nm to override; did you mean 'cluster.train_worker_num=3'?" in (
+        problem.message
+    )
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster.colour=red"])
+    assert "there is no key cluster.colour to override (write +cluster.colour=red to add it)" in str(e.value)
+
+
+def test_an_unknown_option_names_the_closest_and_where_hydra_looked():
+    pytest.importorskip("hydra")
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster=1t1"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster=1t1'"
+    assert "Could not find 'cluster/1t1'; did you mean cluster=1t1e?" in problem.message
+    assert "closest of the 10 options: 1t1e" in problem.message and f"(searched file://{CONF})" in problem.message
+    assert "2t2e_pool_group, 4t4e_devcolo, 4t4e_manual, 8t8e_colocate, default_env_strategy" not in problem.message
+
+
+def test_hydra_failures_name_their_root_cause(tmp_path):
+    pytest.importorskip("hydra")
+    conf = write_tree(tmp_path, {"main.yaml": "defaults:\n  - cluster: ${oc.env:RLPLACE_NO_SUCH_VARIABLE}\n"})
+    with pytest.raises(ConfigError) as e:
+        load(conf / "main.yaml", overrides=["cluster.train_worker_num=2"])
+    assert "Environment variable 'RLPLACE_NO_SUCH_VARIABLE' not found" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load(CONF / "train_ppo.yaml", overrides=["cluster.train_worker_num=[1,"])
+    (problem,) = e.value.problems
+    assert problem.file == "command line 'cluster.train_worker_num=[1,'"
+    assert problem.message == "Hydra could not compose the config: no viable alternative at input '[1,'"
+
+
+def test_a_whole_training_config_resolves_only_the_keys_placement_reads(monkeypatch):
+    """env: and buffer.storage are read key by key: their other interpolations (the application's) stay."""
+    pytest.importorskip("omegaconf")
+    monkeypatch.delenv("RLPLACE_NOT_SET", raising=False)
+    text = """\
+        cluster: {train_worker_num: 1, eval_worker_num: 2}
+        env:
+          num_workers: ${cluster.eval_worker_num}
+          video_dir: ${oc.env:RLPLACE_NOT_SET}/videos
+        policy: {}
+        train: {}
+        buffer:
+          storage:
+            type: ${kind}
+            path: ${oc.env:RLPLACE_NOT_SET}/buffer
+        kind: sharded
+        """
+    spec = load(textwrap.dedent(text))
+    assert spec.component("env").num_workers == 2 and spec.settings.buffer_worker_num is None

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from rlplace.config import load
+from rlplace.config.yaml_source import MAX_ALIAS_VALUES, MAX_BYTES, MAX_DEPTH
 from rlplace.errors import ConfigError
 from rlplace.model import Segment
 
@@ -117,11 +118,40 @@ def test_yaml_base_60_numbers_stay_placement_text():
     assert spec.component("agent").placement.segments == (Segment((1,), (0,)),)
 
 
-def test_alias_bomb_is_refused_quickly():
+def test_alias_bomb_is_refused_naming_the_aliases_and_the_limit():
     layers = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     layers += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 7)]
-    with pytest.raises(ConfigError, match="too large"):
+    with pytest.raises(ConfigError) as e:
         load("\n".join(layers) + "\n")
+    (problem,) = e.value.problems
+    assert f"the document is too large: aliases expand it by more than {MAX_ALIAS_VALUES} values" in problem.message
+
+
+def test_a_file_over_the_byte_limit_is_refused_before_it_is_parsed(tmp_path):
+    """A file of plain keys (no aliases) past MAX_BYTES: the message names its size and the limit."""
+    big = tmp_path / "big.yaml"
+    big.write_text("cluster: {}\n" + "".join(f"key_{i}: {i}\n" for i in range(MAX_BYTES // 12)))
+    with pytest.raises(ConfigError) as e:
+        load(big)
+    (problem,) = e.value.problems
+    size = big.stat().st_size / 2**20
+    assert problem.message == (
+        f"the file is too large: {size:.1f} MiB, and rlplace reads configs of up to 2 MiB "
+        "(a cluster config is a few KiB)"
+    )
+
+
+def test_a_long_list_outside_the_cluster_section_loads():
+    """150k list items beside the section: under the byte limit, so read in proportion to its size."""
+    text = "cluster:\n  train_worker_num: 2\ndataset:\n" + "".join(f"  - {i}\n" for i in range(150_000))
+    assert load(text).component("train").num_workers == 2
+
+
+def test_deep_nesting_names_the_depth_limit():
+    text = "cluster:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(MAX_DEPTH + 2)) + "  " * 70 + "x: 1\n"
+    with pytest.raises(ConfigError) as e:
+        load(text)
+    assert any(f"nested more than {MAX_DEPTH} levels deep" in p.message for p in e.value.problems)
 
 
 def test_a_bad_value_causes_no_knock_on_problems_elsewhere():

@@ -9,7 +9,10 @@ The convention, also written in docs/decisions.md ("Executable docs"):
 - ` ```python `: Sybil runs it in the page's namespace, blocks in order; a block that starts with `>>>` is a
   doctest (ELLIPSIS and NORMALIZE_WHITESPACE on).
 - ` ```yaml ` with a top-level `cluster:` key must load with `rlplace.config.load`.
-- Opting out: `<!-- skip: next "REASON" -->` on the line before the fence (Sybil's skip directive).
+- Opting out: `<!-- skip: next "REASON" -->` on the line before the fence (Sybil's skip directive), with one
+  of the fixed reasons: "needs a live multi-node cluster", "needs a browser", "illustrative: names not
+  defined here", "long-running: covered by a slow test", "needs the framework's checkout (DEVELOPERS.md)"
+  (commands run from the root of RLinf's or RLightning's tree, which stays out of this repository).
 
 Every page runs in its own scratch directory laid out like the repository root (a copy of src/, examples/,
 bench/, scripts/, docs/, tests/data/, the venv running the tests as .venv), holding `job.yaml` (the shipped
@@ -36,7 +39,7 @@ from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipP
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: The pages whose blocks run, relative to the repository root.
-PAGES = ("README.md", "docs/*.md", "examples/*/README.md")
+PAGES = ("README.md", "DEVELOPERS.md", "docs/*.md", "examples/*/README.md")
 #: What the scratch directory copies from the repository (read-only material the docs refer to).
 COPIED = ("src", "examples", "bench", "scripts", "docs", "tests/data", "pyproject.toml", "Makefile", "README.md")
 #: `job.yaml` in the docs: a config that plans on every inventory they use, and exports pools.

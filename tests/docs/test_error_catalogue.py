@@ -116,6 +116,12 @@ def without_module(module: str, provoker: Provoker) -> Provoker:
     return provoke
 
 
+def value_of_a_left_out_config(request: pytest.FixtureRequest) -> str:
+    """The corpus's reasoning config whose actor TP comes from a group behind an unset search path variable."""
+    request.getfixturevalue("monkeypatch").delenv("CORPUS_REPO_PATH", raising=False)
+    return raised(lambda: load(ROOT / "tests/data/frameworks/rlinf/e2e/reasoning/grpo_model_group.yaml"))
+
+
 #: Node 3's Franka configured by two groups.
 TWO_ARMS = """\
 cluster:
@@ -155,8 +161,22 @@ CONFIG: dict[str, Provoker] = {
         TWO_ARMS.replace("    - label: arm2", "      hardware_type: Franka\n    - label: arm2")
     ),
     "is an interpolation; resolving it needs omegaconf": without_module(
-        "omegaconf", config("sizes: {train: 3}\ncluster:\n  train_worker_num: ${sizes.train}\n")
+        "omegaconf", config("cluster:\n  train_worker_num: ${oc.env:RLPLACE_WORKERS,3}\n")
     ),
+    "config group env is chosen twice (a, then b)": config_tree(
+        {"main.yaml": "defaults:\n  - env: a\n  - env: b\n", "env/a.yaml": "x: 1\n", "env/b.yaml": "x: 2\n"},
+        "main.yaml",
+    ),
+    "... comes after 'override env': Hydra requires overrides at the end of the defaults list": config_tree(
+        {"main.yaml": "defaults:\n  - override env: b\n  - model: a\n", "model/a.yaml": "y: 1\n"}, "main.yaml"
+    ),
+    "placement reads this value, and '...' may supply it, but that config is left out: ... is not set": (
+        value_of_a_left_out_config
+    ),
+    "there is no key ... to override; did you mean '...'?": config_tree(
+        HYDRA_TREE, "main.yaml", overrides=["cluster.train_worker_nm=2"]
+    ),
+    "Could not find '...'; did you mean ...?": config_tree(HYDRA_TREE, "main.yaml", overrides=["cluster=1t1"]),
     "node_ranks: all needs num_nodes": config(
         "cluster:\n  component_placement: {actor: {node_group: a, placement: 0}}\n  node_groups:\n"
         "    - label: a\n      node_ranks: all\n"
@@ -304,7 +324,12 @@ CONFIG: dict[str, Provoker] = {
         "cluster: !!python/object:os.system\n  x: 1\n"
     ),
     "YAML syntax: ...": config("cluster:\n  train_worker_num: [1\n"),
-    "the document is too large": config(TOO_LARGE + "cluster: *f\n"),
+    "the file is too large: ... MiB, and rlplace reads configs of up to 2 MiB": config_tree(
+        {"big.yaml": "cluster: {}\n" + "".join(f"key_{i}: {i}\n" for i in range(200_000))}, "big.yaml"
+    ),
+    "the document is too large: aliases expand it by more than 100000 values": config(TOO_LARGE + "cluster: *f\n"),
+    "the document is nested more than 64 levels deep": config("cluster: " + "[" * 70 + "]" * 70 + "\n"),
+    "is a directory, not a config file": config_tree({"conf/job.yaml": "cluster: {}\n"}, "conf"),
     "no cluster: section found; did you mean 'cluster'?": config("clustr:\n  train_worker_num: 2\n"),
     "'evl' is not a component of this config; did you mean 'eval'?": config("cluster:\n  elastic: {evl: {max: 2}}\n"),
     "min 4 is larger than max 2": config("cluster:\n  eval_worker_num: 2\n  elastic: {eval: {min: 4, max: 2}}\n"),

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 from tests.conftest import EXAMPLES
 
@@ -136,3 +137,51 @@ def test_a_saved_json_plan_reloads_equal(capsys):
     for name, nodes in (("hetero-18-nodes.yaml", "8x8:A800,8x8:RTX4090,2x0"), ("auto-default.yaml", "2x4")):
         _, out, _ = run(capsys, str(EXAMPLES / name), "--nodes", nodes, "--format", "json")
         assert Plan.from_dict(json.loads(out)) == plan(load(EXAMPLES / name), parse_nodes(nodes))
+
+
+NUM_NODES_1 = "cluster:\n  num_nodes: 1\n  component_placement:\n    actor: 0-9\n    rollout: 0-7\n"
+
+
+@pytest.mark.parametrize("nodes", ["1x8", "2x8"])
+def test_a_plan_never_uses_nodes_past_num_nodes_and_the_refusal_names_its_line(nodes, capsys, tmp_path):
+    """RLinf uses the first num_nodes nodes of a bigger cluster: actor 8-9 has nowhere to go on either."""
+    job = tmp_path / "job.yaml"
+    job.write_text(NUM_NODES_1)
+    code, _, err = run(capsys, str(job), "--nodes", nodes)
+    assert code == 3
+    assert "actor: placement asks for resource rank 8 in cluster, which has ranks 0-7" in err
+    assert f"num_nodes: 1 at {job}:2 makes the cluster nodes 0" in err
+
+
+def test_a_bigger_inventory_than_num_nodes_plans_on_the_first_nodes_with_a_warning(capsys, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(NUM_NODES_1.replace("0-9", "0-7"))
+    code, out, _ = run(capsys, str(job), "--nodes", "3x8", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and {w["node_rank"] for w in doc["workers"]} == {0}
+    (warning,) = [w for w in doc["warnings"] if "num_nodes" in w]
+    assert f"num_nodes is 1 but the inventory has 3 nodes (num_nodes is written at {job}:2)" in warning
+    assert "only the first 1 (ranks 0) are used; nodes 1-2 stay idle" in warning
+
+
+def test_too_few_nodes_for_num_nodes_says_where_and_what_to_pass(capsys, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(NUM_NODES_1.replace("num_nodes: 1", "num_nodes: 16").replace("0-9", "0-7"))
+    code, _, err = run(capsys, str(job), "--nodes", "8x8")
+    assert code == 3
+    assert f"num_nodes is 16 but the inventory has 8 node(s) (num_nodes is written at {job}:2)" in err
+    assert "plan on 16 nodes (--nodes 16x8) or lower num_nodes" in err
+
+
+def test_plan_on_a_directory_or_a_missing_file_says_so(capsys, tmp_path):
+    code, _, err = run(capsys, str(tmp_path), "--nodes", "1x8")
+    assert code == 2 and f"{tmp_path}: is a directory, not a config file: name one of its YAML files" in err
+    code, _, err = run(capsys, "no-such-job", "--nodes", "1x8")
+    assert code == 2 and "no-such-job: no such file" in err
+
+
+def test_plan_usage_shows_overrides_as_optional(capsys):
+    with pytest.raises(SystemExit):
+        main(["plan"])
+    err = capsys.readouterr().err
+    assert "file [OVERRIDE ...]" in " ".join(err.split()) and "the following arguments are required: file\n" in err

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import pathlib
 import re
 import sys
 from collections import Counter
@@ -29,7 +30,9 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
     p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
-    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8")
+    p.add_argument(
+        "overrides", nargs="*", default=[], metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8"
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--nodes",
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
     from rlplace.planner import estimate, plan, write_resource_pool
 
-    spec = load(args.file, overrides=args.overrides)
+    spec = load(pathlib.Path(args.file), overrides=args.overrides)
     inventory = _inventory(args)
     result = _checked(plan(spec, inventory), inventory)
     if args.export:
@@ -127,12 +130,26 @@ def _inventory(args: argparse.Namespace) -> Inventory:
         return parse_nodes(args.nodes)
     if args.inventory:
         return load_inventory(args.inventory)
+    return _live_inventory()
+
+
+def _live_inventory() -> Inventory:
+    """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
+        import ray
+
         from rlplace.ray.cluster import live_inventory
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e
-    return live_inventory()
+    inventory = live_inventory()
+    address = ray.get_runtime_context().gcs_address
+    print(
+        f"planning on the live Ray cluster at {address}: {len(inventory)} node(s), {inventory.total_gpus} GPU(s) "
+        "(plan offline with --nodes COUNTxGPUS or --inventory FILE)",
+        file=sys.stderr,
+    )
+    return inventory
 
 
 def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.Namespace) -> dict[str, dict]:

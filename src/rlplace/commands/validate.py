@@ -13,7 +13,11 @@ EXIT_INVALID = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check cluster configs; print every problem with its file, line and key")
+    p = sub.add_parser(
+        "validate",
+        help="check cluster configs; print every problem with its file, line and key",
+        usage="rlplace validate [-h] FILE [FILE ...] [OVERRIDE ...]",
+    )
     p.add_argument(
         "files",
         nargs="+",
@@ -26,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
-    from rlplace.config.compose import split_arguments
+    from rlplace.config.hydra_compose import split_arguments
 
     files, overrides = split_arguments(args.files)
     status = 0

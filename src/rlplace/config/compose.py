@@ -1,331 +1,483 @@
-"""Hydra configs as their users run them: `defaults:` lists, config groups and command-line overrides.
+"""Hydra configs as their users run them: `defaults:` lists, config groups and search paths, composed by rlplace.
 
-RLightning's (and many RLinf users') configs are Hydra config trees: a primary config (`conf/train_ppo.yaml`)
-whose `defaults:` list picks one file per config group (`- cluster: 4t4e` -> `conf/cluster/4t4e.yaml`,
-merged under `cluster:`), and group files with defaults lists of their own (`- resource_pool: global_pool`
-in `conf/cluster/2t2e_manual.yaml` -> `conf/cluster/resource_pool/global_pool.yaml`, merged under
-`resource_pool:`).
+RLightning's and RLinf's configs are Hydra config trees: a primary config (`conf/train_ppo.yaml`,
+`examples/embodiment/config/maniskill_ppo_openvlaoft.yaml`) whose `defaults:` list picks configs of config
+groups (`- cluster: 4t4e` -> `conf/cluster/4t4e.yaml` under `cluster:`; `- env/libero_spatial@env.train` ->
+`env/libero_spatial.yaml` under `env.train:`), which may have defaults lists of their own. Without
+command-line overrides rlplace composes the tree itself, with Hydra's whole defaults grammar (`defaults`) and
+search path (`search_path`), so that every value keeps the file and line it was written at and no Hydra
+install is needed. Overrides go through hydra-core (`hydra_compose`).
 
-- Without overrides, rlplace composes a file's defaults list itself, the way Hydra does for the forms
-  configs use (`- group: option`, `- group@package: option`, `- override group: option`, `- optional ...`,
-  `- other_config`, `_self_` where written, else last; `# @package _global_`). Every value keeps the file
-  and line it was written at, and no Hydra install is needed.
-- With overrides (`cluster=4t4e_manual cluster.train_worker_num=8`), hydra-core's compose API does the
-  composition (optional extra `rlplace[hydra]`); values are then located in the files of the options Hydra
-  chose, and a value set on the command line points at the override that set it.
+What placement does not read never blocks it: a config that cannot be found because a `hydra.searchpath`
+entry's variable is not set (RLinf's `${oc.env:EMBODIED_PATH}`) is left out, recorded as a `Gap`, and the
+loader warns once naming the variable and what was left out; only a value rlplace reads that such a config
+could have supplied is an error (`values.Values` checks each read against the gaps).
 """
 
 from __future__ import annotations
 
-import pathlib
+import dataclasses
+import difflib
+import os
 import re
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.defaults import SELF, Default, GrammarError, parse_entry
+from rlplace.config.problems import Path, Reporter, near_miss
+from rlplace.config.search_path import SearchPath, resolve_env, search_path
 from rlplace.config.yaml_source import read_yaml
-from rlplace.errors import ConfigError, Problem
+from rlplace.errors import Problem
 
 #: The file a value set by a command-line override comes from, in messages: `command line 'a.b=1'`.
 OVERRIDE_ORIGIN = "command line {!r}"
-_PACKAGE_HEADER = re.compile(r"^\s*#\s*@package\s+(\S+)", re.MULTILINE)
-_SUFFIXES = (".yaml", ".yml")
+_HEADER_LINE = re.compile(r"^\s*#\s*@")
+_MISSING = "???"
+_CLOSEST = 5
+_DEFERRED = object()  # where an interpolated entry goes once the other choices are known
+
+
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    """A config left out because it can only come from a skipped search path entry."""
+
+    entry: str  # the defaults entry as written: "model/pi0@actor.model"
+    config_path: str  # what was looked for, from the config root: "model/pi0"
+    package: Path  # where its content would have been merged
+    variables: tuple[str, ...]  # the environment variables that would have found it
+    file: str  # where the entry is written
+    line: int | None
+    position: int  # its place in the merge order (a later config's value is certain)
+
+
+@dataclasses.dataclass
+class Composition:
+    """A composed config: plain data, the gaps, and the merge position of the config that last wrote each key
+    path (`stamps`; a gap only matters for a value written before it or not at all). `root` is hydra-core's
+    DictConfig when hydra-core composed it."""
+
+    data: object
+    gaps: tuple[Gap, ...] = ()
+    stamps: dict[Path, int] = dataclasses.field(default_factory=dict)
+    root: object = None
 
 
 def has_defaults(data: object) -> bool:
     return isinstance(data, Mapping) and "defaults" in data
 
 
-def compose_file(path: pathlib.Path, rep: Reporter, data: object, choices: Mapping[str, str] | None = None) -> object:
-    """The file's content with its defaults list composed in (recursively), located in `rep`.
+def compose_file(path: str, rep: Reporter, data: object, text: str | None = None) -> Composition:
+    """The primary config `path` (its `text`, read as `data`, located in `rep`) with its defaults lists
+    composed in.
 
-    `choices` (group path -> option) replaces the options written in defaults lists (Hydra's choices after
-    overrides). Problems (a missing option file, a malformed entry) go to `rep`.
+    Problems (a missing option, a malformed entry) go to `rep`; a skipped search path is warned about there.
     """
-    return _Composer(rep, dict(choices or {})).primary(path, data)
+    composer = _Composer(rep, search_path(path, searchpath_entries(data, rep)))
+    result = composer.compose(path, data, _read_text(path) if text is None else text)
+    warn_skipped(rep, composer.search, composer.gaps)
+    return Composition(result, tuple(composer.gaps), composer.stamps)
+
+
+def searchpath_entries(data: object, rep: Reporter) -> list:
+    """The primary's `hydra.searchpath` (a problem in `rep` if it is not a list of strings)."""
+    hydra = data.get("hydra") if isinstance(data, Mapping) else None
+    entries = hydra.get("searchpath") if isinstance(hydra, Mapping) else None
+    if entries is None:
+        return []
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        rep.add(("hydra", "searchpath"), "hydra.searchpath must be a list of strings (folders)", entries)
+        return []
+    return entries
+
+
+def warn_skipped(rep: Reporter, search: SearchPath, gaps: list[Gap]) -> None:
+    if not gaps:
+        return
+    entries = ", ".join(repr(e.text) for e in search.skipped)
+    reasons = "; ".join(dict.fromkeys(e.reason for e in search.skipped))
+    left_out = ", ".join(dict.fromkeys(g.entry for g in gaps))
+    variables = search.variables()
+    fix = f"set {' and '.join(variables)} to compose them" if variables else "fix the entry to compose them"
+    many = len(search.skipped) > 1
+    rep.warn(
+        search.skipped[0].key,
+        f"the search path{'s' if many else ''} {entries} {'are' if many else 'is'} skipped ({reasons}), so rlplace "
+        f"composes without what only {'they' if many else 'it'} could supply: {left_out}; placement reads none of "
+        f"their values ({fix})",
+    )
+
+
+@dataclasses.dataclass
+class _Config:
+    """One loaded config of the tree: its entry, file, own content and the lines of its own keys."""
+
+    default: Default
+    file: str
+    content: object
+    lines: dict[Path, int | None]
+    raw: dict[Path, str]
+    entry: tuple[str, int | None] | None = None  # file and line of the defaults entry that chose it
+    children: list[_Config | Gap | str] | None = None  # str: SELF, this config's own content
+
+
+@dataclasses.dataclass
+class _Override:
+    value: object
+    file: str
+    line: int | None
+    used: bool = False
 
 
 class _Composer:
-    def __init__(self, rep: Reporter, choices: dict[str, str]):
+    """Hydra's defaults-tree algorithm (hydra/_internal/defaults_list.py): entries are expanded last to first
+    so that an `override` written later in a list (or deeper in a later entry) wins, then the tree is
+    merged depth first with each config's own content where its `_self_` is."""
+
+    def __init__(self, rep: Reporter, search: SearchPath):
         self.rep = rep
-        self.choices = choices
-        self.stack: list[pathlib.Path] = []
+        self.search = search
+        self.overrides: dict[str, _Override] = {}
+        self.choices: dict[str, object] = {}
+        self.chosen_at: dict[str, tuple[str, int | None]] = {}
+        self.stack: list[str] = []
+        self.gaps: list[Gap] = []
+        self.stamps: dict[Path, int] = {}
+        self.position = 0
 
-    def primary(self, path: pathlib.Path, data: object) -> object:
-        self._collect_overrides(data)
-        return self._compose(path, data, "", (), dict(self.rep.lines), dict(self.rep.raw_text))
+    def compose(self, path: str, data: object, text: str | None) -> object:
+        primary = Default(path=path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
+        root = _Config(primary, path, _own(data), dict(self.rep.lines), dict(self.rep.raw_text))
+        primary.set_header(package_header(text))
+        self.stack.append(path)
+        self._expand(root, data)
+        self._check_overrides_used()
+        out = self._emit(root, {})
+        if isinstance(out, dict):
+            out.pop("hydra", None)  # Hydra's own settings: hydra-core keeps them apart from the config
+        return out
 
-    def _collect_overrides(self, data: object) -> None:
-        """`- override group: option` in the primary's list changes the option wherever the group is chosen."""
-        entries = data.get("defaults") if has_defaults(data) else None  # type: ignore[union-attr]
-        for entry in entries if isinstance(entries, list) else ():
-            if isinstance(entry, Mapping) and len(entry) == 1:
-                ((key, option),) = entry.items()
-                words = str(key).split()
-                if len(words) == 2 and words[0] == "override" and isinstance(option, str):
-                    self.choices.setdefault(words[1].split("@")[0], option)
+    # --- building the tree ---------------------------------------------------------------------------
 
-    def _compose(
-        self, file: pathlib.Path, data: object, group: str, package: Path, lines: dict[Path, int], raw: dict[Path, str]
-    ) -> object:
-        """This file's defaults and own content, placed at `package` (from the root); `lines`/`raw` are the
-        file's own (key paths relative to the file)."""
+    def _expand(self, config: _Config, data: object) -> None:
+        entries = self._entries(config, data)
+        if entries is None:
+            return
+        base, package = config.default.group_path(), config.default.final_package()
+        self._register_overrides(config, entries, base, package)
+        children: list[_Config | Gap | str] = []
+        deferred: list[tuple[int, Default]] = []
+        for d in reversed(entries):
+            if d.is_self:
+                children.append(SELF)
+                continue
+            if d.override:
+                continue
+            d.set_parent(base, package)
+            if d.group is not None and d.override_key() in self.overrides:
+                chosen = self.overrides[d.override_key()]
+                d.value, chosen.used = chosen.value, True
+            if d.group is not None and isinstance(d.value, list):
+                for item in reversed(d.value):
+                    each = Default(path=f"{d.group}/{item}", package=d.package, optional=d.optional, index=d.index)
+                    each.set_parent(base, package)
+                    self._add(children, each, config)
+            elif d.interpolation() is not None:
+                deferred.append((len(children), d))
+                children.append(_DEFERRED)
+            else:
+                self._add(children, d, config)
+        for at, d in reversed(deferred):  # from the end, so that earlier indices stay valid
+            resolved = self._resolve_interpolation(d, config)
+            children[at : at + 1] = [] if resolved is None else self._added(resolved, config)
+        if children:
+            config.children = list(reversed(children))
+
+    def _entries(self, config: _Config, data: object) -> list[Default] | None:
+        if not isinstance(data, Mapping) or "defaults" not in data:
+            return None
+        raw = data["defaults"]
+        if not isinstance(raw, list):  # `defaults:` with nothing after it too: Hydra refuses it
+            self._problem(config, ("defaults",), f"defaults must be a list like '- cluster: 1t1e', got {raw!r}")
+            return None
+        entries = []
+        for i, item in enumerate(raw):
+            try:
+                entries.append(parse_entry(item, i))
+            except GrammarError as e:
+                self._problem(config, ("defaults", i), str(e))
+        selves = [d for d in entries if d.is_self]
+        if len(selves) > 1:
+            self._problem(config, ("defaults", selves[1].index), "_self_ is written twice in this defaults list")
+        if not selves and (any(not d.override for d in entries) or not entries):
+            entries.append(Default(path=SELF, index=len(raw)))  # Hydra 1.1+: the file's own content comes last
+        return entries
+
+    def _register_overrides(self, config: _Config, entries: list[Default], base: str, package: str) -> None:
+        seen_override: Default | None = None
+        for d in entries:
+            if d.is_self:
+                continue
+            d.set_parent(base, package)
+            if seen_override is not None and not d.override:
+                self._problem(
+                    config,
+                    ("defaults", d.index),
+                    f"'{d.text()}' comes after 'override {seen_override.override_key()}': Hydra requires overrides "
+                    "at the end of the defaults list",
+                )
+            if d.override and d.group is not None:
+                seen_override = d
+                if d.group_path().split("/")[0] != "hydra":
+                    line = config.lines.get(("defaults", d.index))
+                    self.overrides.setdefault(d.override_key(), _Override(d.value, config.file, line))
+
+    def _check_overrides_used(self) -> None:
+        for key, o in self.overrides.items():
+            if not o.used:
+                self.rep.problems.append(
+                    Problem(
+                        "defaults",
+                        f"'override {key}: {o.value}' matches no entry of the defaults lists (nothing chooses "
+                        f"config group {key.split('@')[0]})",
+                        file=o.file,
+                        line=o.line,
+                    )
+                )
+
+    def _add(self, children: list, d: Default, parent: _Config) -> None:
+        children.extend(reversed(self._added(d, parent)))
+
+    def _added(self, d: Default, parent: _Config) -> list:
+        """What one entry adds to its parent's children: a loaded config, a gap, or nothing."""
+        if d.group_path().split("/")[0] == "hydra":
+            return []  # Hydra's own configs (hydra/job_logging, ...): they configure Hydra, not the config
+        if d.group is not None and not self._known_choice(d, parent):
+            return []
+        name = d.name()
+        if name is None:
+            return []  # `- group: null`
+        if name == _MISSING:
+            key = d.override_key()
+            self._problem(
+                parent,
+                ("defaults", d.index),
+                f"no option is chosen for config group '{key}' (???): "
+                f"choose one with {key}=OPTION; options: {', '.join(self.search.options(d.group_path()))}",
+            )
+            return []
+        file = self.search.find(d.config_path())
+        if file is None:
+            return self._not_found(d, parent)
+        text = _read_text(file)
+        d.set_header(package_header(text))
         if file in self.stack:
-            self._problem(file, lines, ("defaults",), f"the defaults lists include {file} again (a cycle)")
-            return {}
+            self._problem(parent, ("defaults", d.index), f"the defaults lists include {file} again (a cycle)")
+            return []
+        sub = Reporter(file)
+        data = read_yaml(text, sub) if text is not None else None
+        if text is None:
+            sub.add((), "cannot read the file")
+        elif data is not None and not isinstance(data, Mapping | list):
+            sub.add((), f"a config file holds a mapping or a list, not {data!r} (Hydra cannot load it)")
+            data = None
+        self.rep.problems.extend(sub.problems)
+        data = {} if data is None else data
+        config = _Config(
+            d, file, _own(data), sub.lines, sub.raw_text, (parent.file, parent.lines.get(("defaults", d.index)))
+        )
         self.stack.append(file)
         try:
-            return self._merge_defaults(file, data, group, package, lines, raw)
+            self._expand(config, data)
         finally:
             self.stack.pop()
+        return [config]
 
-    def _merge_defaults(
-        self, file: pathlib.Path, data: object, group: str, package: Path, lines: dict[Path, int], raw: dict[Path, str]
-    ) -> object:
-        own = {k: v for k, v in data.items() if k != "defaults"} if isinstance(data, Mapping) else data
-        entries = data.get("defaults") if has_defaults(data) else []  # type: ignore[union-attr]
-        if entries is None:
-            entries = []
-        if not isinstance(entries, list):
+    def _known_choice(self, d: Default, parent: _Config) -> bool:
+        """Each group is chosen once: Hydra refuses a second choice, and the same choice listed twice."""
+        key, name = d.override_key(), d.name()
+        if key not in self.choices:
+            self.choices[key] = name
+            self.chosen_at[key] = (parent.file, parent.lines.get(("defaults", d.index)))
+            return True
+        later, (file, line) = self.choices[key], self.chosen_at[key]  # entries are expanded last to first
+        fix = "delete one of them" if later == name else f"write the later one as '- override {key}: {later}'"
+        message = f"config group {key} is chosen twice ({name}, then {later}); {fix}"
+        self.rep.problems.append(Problem("defaults", message, file=file, line=line))
+        return False
+
+    def _resolve_interpolation(self, d: Default, parent: _Config) -> Default | None:
+        """`- db: ${choice}` or `${oc.env:VAR}`, resolved as Hydra does: against the other choices."""
+        text, unset = resolve_env(d.interpolation() or "", os.environ)
+        if unset:
+            self._problem(parent, ("defaults", d.index), f"cannot resolve {d.text()!r}: {unset[0]} is not set")
+            return None
+
+        def choice(match: re.Match[str]) -> str:
+            value = self.choices.get(match.group(1).strip())
+            if not isinstance(value, str):
+                raise KeyError(match.group(1))
+            return value
+
+        try:
+            resolved = re.sub(r"\$\{([^}]*)\}", choice, text)
+        except KeyError as e:
+            known = ", ".join(k for k in self.choices if isinstance(self.choices[k], str))
             self._problem(
-                file, lines, ("defaults",), f"defaults must be a list like '- cluster: 1t1e', got {show(entries)}"
+                parent,
+                ("defaults", d.index),
+                f"cannot resolve {text!r}: no config group {e.args[0]!r} is "
+                f"chosen before it (chosen: {known or 'none'})",
             )
-            entries = []
-        if "_self_" not in entries:
-            entries = [*entries, "_self_"]  # Hydra 1.1+: the file's own content comes last
-        result: object = {}
-        for i, entry in enumerate(entries):
-            if entry == "_self_":
-                self._locate(file, package, lines, raw)
-                result = _at(result, package, own)
-                continue
-            for sub_file, sub_group, sub_package in self._entry(file, lines, group, package, entry, i):
-                result = _merge(result, self._include(sub_file, sub_group, sub_package))
+            return None
+        if d.group is None:
+            d.path = resolved
+        else:
+            d.value = resolved
+        return d
+
+    def _not_found(self, d: Default, parent: _Config) -> list:
+        if d.optional:
+            return []
+        group, name = d.group_path(), d.name() or ""
+        options = self.search.options(group)
+        if self.search.skipped and not near_miss(name, options):
+            line = parent.lines.get(("defaults", d.index))
+            return [
+                Gap(d.text(), d.config_path(), _path(d.final_package()), self.search.variables(), parent.file, line, -1)
+            ]
+        what = f"config group {group}: no option '{name}'" if d.group is not None or group else f"no config '{name}'"
+        looked = self.search.where(d.config_path())
+        where = looked[0] if len(looked) == 1 else "any of " + ", ".join(looked)
+        skipped = "".join(f"; the search path {e.text!r} is skipped ({e.reason})" for e in self.search.skipped)
+        self._problem(parent, ("defaults", d.index), f"{what} ({where}){_options_hint(name, options, group)}{skipped}")
+        return []
+
+    def _problem(self, config: _Config, path: Path, message: str) -> None:
+        line = config.lines.get(path, config.lines.get(path[:1]))
+        self.rep.problems.append(Problem("defaults" if path else "", message, file=config.file, line=line))
+
+    # --- merging ---------------------------------------------------------------------------------------
+
+    def _emit(self, config: _Config, result: object) -> object:
+        package = _path(config.default.final_package())
+        if config.entry is not None:  # keys only the package makes (`env` of `env.train`): at the entry
+            for n in range(1, len(package)):
+                if package[:n] not in self.rep.lines:
+                    self.rep.files[package[:n]], self.rep.lines[package[:n]] = config.entry
+        if config.children is None:
+            return self._merge(config, result)
+        for child in config.children:
+            if child is SELF:
+                result = self._merge(config, result)
+            elif isinstance(child, Gap):
+                self.gaps.append(dataclasses.replace(child, position=self.position))
+                self.position += 1
+            else:
+                result = self._emit(child, result)  # type: ignore[arg-type]
         return result
 
-    def _entry(
-        self, file: pathlib.Path, lines: dict[Path, int], group: str, package: Path, entry: object, i: int
-    ) -> list[tuple[pathlib.Path, str, Path]]:
-        """The files one defaults entry includes, with the group and package of each."""
-        where = ("defaults", i)
-        folder = file.parent
-        if isinstance(entry, str):  # another config of this group, merged at this package
-            found = _find(folder, entry)
-            if found is None:
-                self._missing(file, lines, where, folder, group or "(primary)", entry)
-                return []
-            return [(found, group, package)]
-        if not isinstance(entry, Mapping) or len(entry) != 1:
-            self._problem(
-                file,
-                lines,
-                where,
-                f"a defaults entry is '- group: option', '- config' or '- _self_', got {show(entry)}",
+    def _merge(self, config: _Config, result: object) -> object:
+        package = _path(config.default.final_package())
+        self.position += 1
+        locate(self.rep, self.stamps, self.position, config.file, package, config.lines, config.raw)
+        conflicts: list[Path] = []
+        merged = merge_at(result, package, config.content, conflicts)
+        for path in conflicts:
+            self.rep.add(
+                path,
+                f"{config.file} merges a list and a mapping at this key (one over the other); Hydra "
+                "cannot merge them: make both a list or both a mapping",
             )
-            return []
-        ((key, option),) = entry.items()
-        words = str(key).split()
-        if len(words) == 2 and words[0] in ("override", "optional"):
-            optional, key = words[0] == "optional", words[1]
-        elif len(words) == 1:
-            optional = False
-        else:
-            self._problem(file, lines, where, f"cannot read the defaults entry {show(entry)}")
-            return []
-        name, _, at = str(key).partition("@")
-        full = _join(group, name)
-        if full.split("/")[0] == "hydra":
-            return []  # Hydra's own groups (hydra/job_logging, ...): they configure Hydra, not the config
-        option = self.choices.get(full, option)
-        if option is None:
-            return []
-        if option == "???":
-            self._problem(
-                file,
-                lines,
-                where,
-                f"no option is chosen for config group '{full}' (???): choose one with {full}=OPTION",
-            )
-            return []
-        target = _package(package, name, at)
-        out = []
-        for opt in option if isinstance(option, list) else [option]:
-            found = _find(folder / name, str(opt))
-            if found is not None:
-                out.append((found, full, target))
-            elif not optional:
-                self._missing(file, lines, where, folder / name, full, str(opt))
-        return out
-
-    def _include(self, sub_file: pathlib.Path, group: str, package: Path) -> object:
-        sub_rep = Reporter(str(sub_file))
-        try:
-            text = sub_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            self.rep.problems.append(Problem("", f"cannot read the file: {e}", file=str(sub_file)))
-            return {}
-        data = read_yaml(text, sub_rep)
-        self.rep.problems.extend(sub_rep.problems)
-        header = _PACKAGE_HEADER.search(text)
-        if header:
-            package = _header_package(header.group(1), package)
-        return self._compose(sub_file, {} if data is None else data, group, package, sub_rep.lines, sub_rep.raw_text)
-
-    def _locate(self, file: pathlib.Path, package: Path, lines: dict[Path, int], raw: dict[Path, str]) -> None:
-        """Record where the file's own keys (placed at `package`) were written."""
-        for path, line in lines.items():
-            if path[:1] != ("defaults",):
-                self.rep.lines[(*package, *path)] = line
-                self.rep.files[(*package, *path)] = str(file)
-        for path, text in raw.items():
-            self.rep.raw_text[(*package, *path)] = text
-
-    def _problem(self, file: pathlib.Path, lines: dict[Path, int], path: Path, message: str) -> None:
-        line = lines.get(path, lines.get(path[:1]))
-        self.rep.problems.append(Problem("defaults" if path else "", message, file=str(file), line=line))
-
-    def _missing(
-        self, file: pathlib.Path, lines: dict[Path, int], where: Path, folder: pathlib.Path, group: str, option: str
-    ) -> None:
-        found = sorted(p.stem for p in folder.glob("*") if p.suffix in _SUFFIXES) if folder.is_dir() else []
-        have = f"; options there: {', '.join(found)}" if found else f"; there is no folder {folder}"
-        self._problem(file, lines, where, f"config group {group}: no option '{option}' ({folder / option}.yaml){have}")
+        return merged
 
 
-def _find(folder: pathlib.Path, option: str) -> pathlib.Path | None:
-    for suffix in _SUFFIXES:
-        candidate = folder / f"{option}{suffix}"
-        if candidate.is_file():
-            return candidate
-    return None
+def locate(
+    rep: Reporter,
+    stamps: dict[Path, int],
+    position: int,
+    file: str,
+    package: Path,
+    lines: Mapping[Path, int | None],
+    raw: Mapping[Path, str],
+) -> None:
+    """Record where a config's own keys (merged at `package`) were written: file, line and merge position."""
+    rep_lines, rep_files = rep.lines, rep.files
+    for path, line in lines.items():
+        if path and path[0] == "defaults":
+            continue
+        full = (*package, *path)
+        rep_lines[full] = line
+        rep_files[full] = file
+        stamps[full] = position
+    for path, text in raw.items():
+        rep.raw_text[(*package, *path)] = text
 
 
-def _join(group: str, name: str) -> str:
-    return f"{group}/{name}" if group else name
-
-
-def _package(current: Path, name: str, at: str) -> Path:
-    """Where a group's option is merged: under the group's name, or `group@pkg` (`_here_`, `_global_`)."""
-    if not at:
-        return (*current, *name.split("/"))
-    if at == "_here_":
-        return current
-    if at.startswith("_global_"):
-        return tuple(p for p in at[len("_global_") :].split(".") if p)
-    return (*current, *at.split("."))
-
-
-def _header_package(header: str, default: Path) -> Path:
-    if header == "_group_":
-        return default
-    if header.startswith("_global_"):
-        return tuple(p for p in header[len("_global_") :].split(".") if p)
-    return tuple(header.split("."))
-
-
-def _merge(base: object, over: object) -> object:
-    """OmegaConf's merge: mappings merge key by key, anything else (lists too) replaces."""
-    if isinstance(base, Mapping) and isinstance(over, Mapping):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = _merge(out[k], v) if k in out else v
-        return out
-    return over
-
-
-def _at(base: object, package: Path, value: object) -> object:
-    """`base` with `value` merged at key path `package`."""
+def merge_at(base: object, package: Path, value: object, conflicts: list[Path]) -> object:
+    """`base` with `value` merged at key path `package`, as OmegaConf merges: mappings key by key, anything else
+    (lists too) replaces, and `???` never replaces a value. A mapping over a list (or the reverse) is kept as
+    it was and its path added to `conflicts` (Hydra refuses it)."""
     nested: object = value
     for part in reversed(package):
         nested = {part: nested}
-    return _merge(base, nested)
+    return _merge(base, nested, (), conflicts)
 
 
-# --- Hydra, for command-line overrides ---------------------------------------------------------------
+def _merge(base: object, over: object, path: Path, conflicts: list[Path]) -> object:
+    if isinstance(base, dict) and isinstance(over, Mapping):
+        out = dict(base)
+        for k, v in over.items():
+            if k in out:
+                out[k] = _merge(out[k], v, (*path, k), conflicts)
+            else:
+                out[k] = v
+        return out
+    if over == _MISSING and base is not None:
+        return base
+    if (isinstance(base, Mapping) and isinstance(over, list)) or (isinstance(base, list) and isinstance(over, Mapping)):
+        conflicts.append(path)
+        return base
+    return over
 
 
-def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Reporter) -> tuple[object, object]:
-    """(plain data, DictConfig) of `path` composed by Hydra with `overrides`; values located in `rep`."""
+def _own(data: object) -> object:
+    """A config's content without its own `defaults:` list (Hydra removes the top-level one only)."""
+    if isinstance(data, Mapping) and "defaults" in data:
+        return {k: v for k, v in data.items() if k != "defaults"}
+    return {} if data is None else data
+
+
+def package_header(text: str | None) -> str | None:
+    """The `# @package` header, read as Hydra reads it: leading `# @key value` lines of the first 512 chars."""
+    for line in (text or "")[:512].splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if not _HEADER_LINE.match(line):
+            break
+        words = line.lstrip("#").strip().split()
+        if len(words) == 2 and words[0] == "@package":
+            return words[1]
+    return None
+
+
+def _read_text(file: str) -> str | None:
     try:
-        from hydra import compose, initialize_config_dir
-        from hydra.core.global_hydra import GlobalHydra
-        from omegaconf import OmegaConf, open_dict
-    except ImportError as e:
-        raise ConfigError(
-            Problem(
-                "",
-                f"Hydra overrides ({' '.join(overrides)}) need hydra-core, which is not installed ({e.name}): "
-                "pip install 'rlplace[hydra]'",
-                file=OVERRIDE_ORIGIN.format(" ".join(overrides)),
-            )
-        ) from None
-    if GlobalHydra.instance().is_initialized():
-        raise ConfigError(
-            Problem(
-                "",
-                "Hydra is already initialized in this process (inside @hydra.main?): pass the composed config "
-                "(cfg, or cfg.cluster) to rlplace.config.load instead of a file with overrides",
-                file=str(path),
-            )
-        )
-    try:
-        with warnings.catch_warnings():  # "Defaults list is missing _self_": Hydra's migration notice, not the user's
-            warnings.simplefilter("ignore", UserWarning)
-            with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
-                cfg = compose(config_name=path.stem, overrides=list(overrides), return_hydra_config=True)
-    except Exception as e:  # Hydra's own errors: a bad override, a missing option, a grammar error
-        raise ConfigError(
-            Problem("", f"Hydra could not compose the config: {_one_line(e)}", file=_blame(path, overrides, e))
-        ) from None
-    choices = {k: v for k, v in OmegaConf.to_container(cfg.hydra.runtime.choices).items() if not k.startswith("hydra")}
-    with open_dict(cfg):
-        del cfg["hydra"]
-    _locate_composed(path, rep, choices)
-    for override in overrides:
-        _locate_override(override, choices, rep)
-    return OmegaConf.to_container(cfg, resolve=False), cfg
-
-
-def _locate_composed(path: pathlib.Path, rep: Reporter, choices: Mapping[str, object]) -> None:
-    """Lines of the composed config: the same files composed by rlplace, with Hydra's choices."""
-    scratch = Reporter(str(path))
-    try:
-        data = read_yaml(path.read_text(encoding="utf-8"), scratch)
+        with open(file, encoding="utf-8") as f:
+            return f.read()
     except (OSError, UnicodeDecodeError):
-        return
-    compose_file(path, scratch, data, {k: str(v) for k, v in choices.items() if v is not None})
-    rep.lines.update(scratch.lines)
-    rep.files.update(scratch.files)
-    rep.raw_text.update(scratch.raw_text)
+        return None
 
 
-def _locate_override(override: str, choices: Mapping[str, object], rep: Reporter) -> None:
-    key = override.split("=", 1)[0].lstrip("+~").strip()
-    if not key or key in choices or "/" in key or "@" in key:
-        return  # a group choice: its values are located in the chosen file
-    path = tuple(int(p) if p.isdigit() else p for p in key.split("."))
-    for known in [p for p in rep.lines if p[: len(path)] == path]:
-        del rep.lines[known]  # the override replaced what the files wrote below it
-    rep.lines[path] = None
-    rep.files[path] = OVERRIDE_ORIGIN.format(override)
+def _path(package: str) -> Path:
+    return tuple(p for p in package.split(".") if p) if package else ()
 
 
-def _blame(path: pathlib.Path, overrides: Sequence[str], e: Exception) -> str:
-    """An error about an override names it; anything else names the file."""
-    text = str(e)
-    culprit = next((o for o in overrides if o in text or o.split("=", 1)[0] in text), None)
-    return OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
-
-
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
-
-
-def split_arguments(args: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Command-line words -> (config files, Hydra overrides): `key=value`, `+key=value`, `~key` are overrides."""
-    files: list[str] = []
-    overrides: list[str] = []
-    for arg in args:
-        is_override = arg.startswith(("+", "~")) or ("=" in arg and not pathlib.Path(arg).exists())
-        (overrides if is_override else files).append(arg)
-    return files, overrides
+def _options_hint(name: str, options: list[str], group: str) -> str:
+    """`; options there: a, b` (few), `; closest of the 38 options there: ...` (many), or that the group is
+    not there."""
+    if not options:
+        return f"; there is no config group {group} on the search path" if group else ""
+    if len(options) <= _CLOSEST:
+        return f"; options there: {', '.join(options)}"
+    close = difflib.get_close_matches(name, options, n=_CLOSEST, cutoff=0.3) or options[:_CLOSEST]
+    return f"; closest of the {len(options)} options there: {', '.join(close)}"

@@ -19,7 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from rlplace.config import elastic, node_groups, pools, training
-from rlplace.config.compose import OVERRIDE_ORIGIN, compose_file, compose_with_hydra, has_defaults
+from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
+from rlplace.config.fields import INVALID
+from rlplace.config.hydra_compose import compose_with_hydra
 from rlplace.config.problems import Path, Reporter, did_you_mean, show
 from rlplace.config.sections import (
     BOTH_DIALECTS,
@@ -29,7 +31,7 @@ from rlplace.config.sections import (
     RESOURCE_POOLS,
 )
 from rlplace.config.values import Values
-from rlplace.config.yaml_source import read_yaml
+from rlplace.config.yaml_source import MAX_BYTES, read_yaml, too_large
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import JobSpec
 
@@ -45,36 +47,46 @@ def load(source: object, *, filename: str | None = None, overrides: Sequence[str
     overrides (`["cluster=4t4e_manual", "cluster.train_worker_num=8"]`) for a file: it is composed by
     hydra-core (the optional extra `rlplace[hydra]`).
     """
-    rep, data, root = _read(source, filename, tuple(overrides))
+    rep, composed = _read(source, filename, tuple(overrides))
+    data = composed.data
     if data is None and not rep.problems:
         data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
-    spec = _interpret(data, rep, Values(data, rep, root)) if data is not None else None
+    values = Values(data, rep, composed.root, composed.gaps, composed.stamps)
+    spec = _interpret(data, rep, values) if data is not None else None
     if rep.problems or spec is None:
         raise ConfigError(rep.sorted_problems())
-    return dataclasses.replace(spec, source=rep.file, warnings=rep.warning_texts())
+    return dataclasses.replace(spec, source=rep.file, warnings=rep.warning_texts(), locations=_locations(rep, data))
 
 
-def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> tuple[Reporter, object, object]:
-    """(reporter, plain data, the DictConfig it came from or None)."""
+def _locations(rep: Reporter, data: object) -> dict[str, str]:
+    """`file:line` of the keys the planner names in its messages (JobSpec.locations)."""
+    base: Path = ("cluster",) if isinstance(data, Mapping) and "cluster" in data else ()
+    out = {}
+    for key in ("num_nodes",):
+        path = (*base, key)
+        if path in rep.lines:
+            line = rep.lines[path]
+            file = rep.files.get(path, rep.file)
+            out[key] = f"{file}:{line}" if line is not None else str(file)
+    return out
+
+
+def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> tuple[Reporter, Composition]:
+    """(reporter, the plain data with what came with it: Hydra's gaps, the DictConfig it came from)."""
     if isinstance(source, str) and _looks_like_path(source):
         source = pathlib.Path(source)
     if isinstance(source, pathlib.Path):
         rep = Reporter(filename or str(source))
-        try:
-            text = source.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(Problem("", "no such file", file=rep.file)) from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(Problem("", f"cannot read the file: {e}", file=rep.file)) from None
+        text = _read_file(source, rep.file)
         data = read_yaml(text, rep)
         if overrides and not rep.problems:
-            data, root = compose_with_hydra(source, overrides, rep)
-            return rep, data, root
+            return rep, compose_with_hydra(source, overrides, rep, data)
         if has_defaults(data) and not rep.problems:
-            data = compose_file(source, rep, data)
+            composed = compose_file(str(source), rep, data, text)
             if rep.problems:  # a missing option file: the rest would only be knock-on problems
                 raise ConfigError(rep.sorted_problems())
-        return rep, data, None
+            return rep, composed
+        return rep, Composition(data)
     if overrides:
         raise ConfigError(
             Problem(
@@ -85,13 +97,13 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
         )
     if isinstance(source, str):
         rep = Reporter(filename or "<string>")
-        return rep, read_yaml(source, rep), None
+        return rep, Composition(read_yaml(source, rep))
     rep = Reporter(filename)
     container = _from_omegaconf(source, rep)
     if container is not None:
-        return rep, container, source
+        return rep, Composition(container, root=source)
     if isinstance(source, Mapping):
-        return rep, source, None
+        return rep, Composition(source)
     raise ConfigError(
         Problem(
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
@@ -99,9 +111,25 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
     )
 
 
+def _read_file(path: pathlib.Path, name: str | None) -> str:
+    """The text of a config file; its size is checked before it is read, so a huge file is refused at once."""
+    try:
+        if path.is_dir():
+            raise ConfigError(Problem("", "is a directory, not a config file: name one of its YAML files", file=name))
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ConfigError(Problem("", too_large(size), file=name))
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(Problem("", "no such file", file=name)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(Problem("", f"cannot read the file: {e}", file=name)) from None
+
+
 def _looks_like_path(text: str) -> bool:
-    """A one-line string naming a YAML file (existing or not) is a path; anything else is YAML text."""
-    return "\n" not in text and (text.strip().lower().endswith(_YAML_SUFFIXES) or os.path.isfile(text))
+    """A one-line string naming a YAML file (existing or not) or an existing path is a path; anything else
+    is YAML text."""
+    return "\n" not in text and (text.strip().lower().endswith(_YAML_SUFFIXES) or os.path.exists(text))
 
 
 def _from_omegaconf(source: object, rep: Reporter) -> object | None:
@@ -116,10 +144,12 @@ def _from_omegaconf(source: object, rep: Reporter) -> object | None:
 
 
 def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
-    located = _locate(data, rep)
+    located = _locate(data, rep, values)
     if located is None:
         return None
     section, base, top_pools = located
+    if section is INVALID:
+        return None  # already reported (a refused tag)
     section = values.tree(section, base)
     if section is None or section == {}:
         section = {}
@@ -170,14 +200,16 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
 _ABSENT = object()
 
 
-def _locate(data: object, rep: Reporter) -> tuple[object, Path, object] | None:
+def _locate(data: object, rep: Reporter, values: Values) -> tuple[object, Path, object] | None:
     """(cluster section, its key path, top-level resource_pool or _ABSENT), or None when there is none."""
     if data == {}:
         return data, (), _ABSENT
     if not isinstance(data, Mapping):
         rep.add((), f"the config must be a mapping with a cluster: section, got {show(data)}", data)
         return None
-    if "cluster" not in data:
+    if not values.present(("cluster",)):
+        if rep.problems:
+            return None  # a left-out config could have supplied the section
         if not _ALL_KEYS & {k for k in data if isinstance(k, str)}:
             hints = "".join(did_you_mean(k, ["cluster"]) for k in data)
             local = (

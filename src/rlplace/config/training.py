@@ -45,9 +45,9 @@ def apply(
     """`spec` (from the cluster section at `base`) completed from the rest of the whole config `top`."""
     if not isinstance(top, Mapping) or base != ("cluster",):
         return spec
-    if spec.dialect == "pools" and all(k in top for k in RLIGHTNING_KEYS):
+    if spec.dialect == "pools" and all(values.present((k,)) for k in RLIGHTNING_KEYS):
         return _rlightning(spec, cluster, values, rep)
-    if spec.dialect == "node_groups" and isinstance(top.get("rollout"), Mapping):
+    if spec.dialect == "node_groups" and values.present(("rollout",)) and isinstance(top.get("rollout"), Mapping):
         return _rlinf_reasoning(spec, values, rep)
     return spec
 
@@ -76,12 +76,12 @@ def _rlightning(spec: JobSpec, cluster: Mapping[str, object], values: Values, re
 
 def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] | None:
     """(workers, GPUs and CPUs per worker, key path) of all `env:` groups together, or None if unreadable."""
-    raw = values.at(("env",))
+    raw = values.shape(("env",))
     groups = [(raw, ("env",))] if isinstance(raw, Mapping) else [(g, ("env", i)) for i, g in enumerate(raw or ())]
     if not isinstance(raw, Mapping | list) or not all(isinstance(g, Mapping) for g, _ in groups):
         rep.add(("env",), "env must be one env group (a mapping) or a list of them, as RLightning reads it", raw)
         return None
-    read = [{k: _env_value(g, p, k, rep) for k in _ENV_KEYS} for g, p in groups]
+    read = [{k: _env_value(g, p, k, values, rep) for k in _ENV_KEYS} for g, p in groups]
     if any(v is INVALID for r in read for v in r.values()):
         return None
     workers = sum(int(r["num_workers"]) for r in read)  # type: ignore[arg-type]
@@ -97,9 +97,10 @@ def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] 
     return workers, max(gpus, default=0.0), max(cpus, default=1.0), path
 
 
-def _env_value(group: Mapping[str, object], path: Path, key: str, rep: Reporter) -> object:
+def _env_value(group: Mapping[str, object], path: Path, key: str, values: Values, rep: Reporter) -> object:
+    """One key of an env group, resolved (the group's other keys are the application's: never resolved)."""
     kind, default = _ENV_KEYS[key]
-    return default if key not in group else checked(kind, group[key], (*path, key), rep)
+    return default if key not in group else checked(kind, values.at((*path, key)), (*path, key), rep)
 
 
 def _with_env(
@@ -159,12 +160,15 @@ def _buffer(
     spec: JobSpec, cluster: Mapping[str, object], values: Values, rep: Reporter
 ) -> tuple[object, ComponentSpec | None]:
     """Settings with RLightning's buffer count for `buffer.storage`, and the buffer component it implies."""
-    storage = values.at(("buffer", "storage"), {})
+    where = ("buffer", "storage")
+    storage = values.shape(where)
+    if storage is None:
+        storage = {}
     if not isinstance(storage, Mapping):
-        rep.add(("buffer", "storage"), "must be a mapping (type, device, ...), as RLightning reads it", storage)
+        rep.add(where, "must be a mapping (type, device, ...), as RLightning reads it", storage)
         return spec.settings, None
-    kind = checked(Choice(("unified", "sharded")), storage.get("type", "unified"), ("buffer", "storage", "type"), rep)
-    device = storage.get("device", "cpu")
+    kind = checked(Choice(("unified", "sharded")), values.at((*where, "type"), "unified"), (*where, "type"), rep)
+    device = values.at((*where, "device"), "cpu")
     written_num = spec.settings.buffer_worker_num
     if kind == "unified":
         count: object = 1
@@ -188,7 +192,7 @@ def _buffer(
                 device,
             )
         count = written_num
-        shards = storage.get("num_shards")
+        shards = values.at((*where, "num_shards"))
         if shards is not None:
             count = checked(Integer(1), shards, ("buffer", "storage", "num_shards"), rep)
             if count is not INVALID and written_num is not None and written_num != count:

@@ -3,20 +3,32 @@
 Whole training configs are full of OmegaConf interpolations (`num_workers: ${cluster.eval_worker_num}`,
 `video_base_dir: ${log.log_dir}/...`). rlplace resolves only the values it reads (the cluster section, a
 few keys of `env:`, `buffer:`, `policy:`, `actor:`, `rollout:`), so an interpolation elsewhere that needs
-the application's own resolvers does not stop a load. Resolution uses OmegaConf on the whole document (so
-`${..sibling}` and `${oc.env:VAR}` work as in the application); omegaconf is imported only when a value
-rlplace reads is an interpolation, and its absence is a clear problem naming the extra to install.
+the application's own resolvers does not stop a load. A plain reference (`${cluster.eval_worker_num}`) is
+followed here; anything else is resolved by OmegaConf on the whole document (so `${..sibling}` and
+`${oc.env:VAR}` work as in the application): omegaconf is imported only then, and its absence is a clear
+problem naming the extra to install.
+
+Every read is also checked against the composition's gaps (configs left out because a search path's variable
+is not set, `compose.Gap`): a value that such a config could have supplied (under its package, and not
+written by a config merged after it) is an error naming the variable; any other value is certain.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 
+from rlplace.config.compose import Gap
 from rlplace.config.fields import INVALID
-from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.problems import Path, Reporter, format_path, show
+from rlplace.errors import Problem
 
 _MARK = "${"
+_ABSENT = object()
+#: `${a.b.c}`: an absolute reference to another key, followed without OmegaConf.
+_REFERENCE = re.compile(r"\$\{\s*([A-Za-z_][\w-]*(?:\.[\w-]+)*)\s*\}")
+_MAX_REFERENCES = 32  # a chain longer than this (a cycle) goes to OmegaConf, which names it
 
 
 def has_interpolation(value: object) -> bool:
@@ -37,35 +49,126 @@ class Values:
     built from `data` on the first interpolation.
     """
 
-    def __init__(self, data: object, rep: Reporter, root: object = None):
+    def __init__(
+        self,
+        data: object,
+        rep: Reporter,
+        root: object = None,
+        gaps: tuple[Gap, ...] = (),
+        stamps: Mapping[Path, int] | None = None,
+    ):
         self.data = data
         self.rep = rep
         self._root = root
         self._needed = root is not None or has_interpolation(data)
+        self._gaps = gaps
+        self._stamps = stamps or {}
+        self._reported: set[tuple[str, Path]] = set()
+        self._depth = 0
 
     def at(self, path: Path, default: object = None) -> object:
         """The value at `path` (resolved), or `default` when a key on the way is missing."""
-        node = self.data
-        for part in path:
-            if not _has(node, part):
-                return default
-            node = node[part]  # type: ignore[index]
-        return self.tree(node, path)
+        node = self._find(path)
+        self._check(path, node)
+        return default if node is _ABSENT else self._tree(node, path)
+
+    def present(self, path: Path) -> bool:
+        """Whether the document has a key at `path` (nothing is resolved); a key a gap could have supplied is
+        an error."""
+        node = self._find(path)
+        if node is _ABSENT:
+            self._check(path, node)
+        return node is not _ABSENT
+
+    def shape(self, path: Path) -> object:
+        """The value at `path` as written, for its structure: a mapping or list is not resolved inside (its
+        keys are read one by one with `at`), an interpolation standing for the whole value is."""
+        node = self._find(path)
+        self._check(path, node)
+        if node is _ABSENT:
+            return None
+        return self._tree(node, path) if isinstance(node, str) else node
 
     def tree(self, value: object, path: Path) -> object:
         """`value` (found at `path`) with every interpolation inside it resolved (INVALID where one could not
         be: that problem is reported)."""
+        self._check(path, value)
+        return self._tree(value, path)
+
+    def _find(self, path: Path) -> object:
+        node = self.data
+        for part in path:
+            if not _has(node, part):
+                return _ABSENT
+            node = node[part]  # type: ignore[index]
+        return node
+
+    def _tree(self, value: object, path: Path) -> object:
         if not self._needed:
             return value
         if isinstance(value, str) and _MARK in value:
             return self._resolve(value, path)
         if isinstance(value, Mapping):
-            return {k: self.tree(v, (*path, k if isinstance(k, str | int) else str(k))) for k, v in value.items()}
+            return {k: self._tree(v, (*path, k if isinstance(k, str | int) else str(k))) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.tree(v, (*path, i)) for i, v in enumerate(value)]
+            return [self._tree(v, (*path, i)) for i, v in enumerate(value)]
         return value
 
+    def _check(self, path: Path, value: object) -> None:
+        """A problem when a gap could have supplied the value read at `path`."""
+        for gap in self._gaps:
+            if not self._uncertain(gap, path, value) or (gap.entry, path) in self._reported:
+                continue
+            self._reported.add((gap.entry, path))
+            names = " and ".join(gap.variables)
+            why = (
+                f"{names} {'is' if len(gap.variables) == 1 else 'are'} not set (the search path that finds it); set "
+                f"{names} and run again"
+                if names
+                else "its search path entry cannot be resolved (hydra.searchpath); fix the entry"
+            )
+            self.rep.problems.append(
+                Problem(
+                    format_path(path),
+                    f"placement reads this value, and '{gap.entry}' may supply it, but that config is left out: {why}",
+                    file=gap.file,
+                    line=gap.line,
+                )
+            )
+            return
+
+    def _uncertain(self, gap: Gap, path: Path, value: object) -> bool:
+        package = gap.package
+        if path[: len(package)] == package:  # the value is at or below where the gap would have merged
+            if value is _ABSENT or isinstance(value, Mapping):
+                return True  # it could have written the value, or keys of the mapping
+            return self._stamps.get(path, -1) < gap.position  # else certain if a later config wrote it
+        return package[: len(path)] == path  # the gap is inside the mapping read
+
     def _resolve(self, text: str, path: Path) -> object:
+        reference = _REFERENCE.fullmatch(text)
+        if reference is not None and self._depth < _MAX_REFERENCES:
+            return self._follow(reference.group(1), text, path)
+        return self._resolve_with_omegaconf(text, path)
+
+    def _follow(self, key: str, text: str, path: Path) -> object:
+        """`${a.b.c}`, the common interpolation, without OmegaConf: the value at that key path, resolved in
+        turn (OmegaConf's answer for an absolute reference; anything else goes to OmegaConf)."""
+        target_path: Path = tuple(int(p) if p.isdigit() else p for p in key.split("."))
+        target = self._find(target_path)
+        if target is _ABSENT:
+            self.rep.add(path, f"cannot resolve {show(text)}: there is no key {key} in the config", text)
+            return INVALID
+        if target == "???":
+            return self._resolve_with_omegaconf(text, path)  # OmegaConf's message for a missing value
+        self._check(target_path, target)
+        self._depth += 1
+        try:
+            return self._tree(target, target_path)
+        finally:
+            self._depth -= 1
+
+    def _resolve_with_omegaconf(self, text: str, path: Path) -> object:
         omegaconf = _omegaconf()
         if omegaconf is None:
             self.rep.add(

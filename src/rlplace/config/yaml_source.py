@@ -1,49 +1,111 @@
 """Safe YAML loading that remembers the line of every key, so each Problem can name its line.
 
-PyYAML's SafeLoader composes the node tree (which carries marks); we build the Python values from it
-ourselves, recording the line of every mapping key and list item under its key path. Scalars are
-constructed by the safe constructor, so no object is ever built from a tag. Things PyYAML accepts
-silently but a user never means are reported: duplicate keys (PyYAML keeps the last), custom tags, and
-YAML 1.1 base-60 numbers (`placement: 1:1` would otherwise be the int 61; it stays the string "1:1").
+libyaml (PyYAML's C parser, `CSafeLoader`) composes the node tree, which carries marks; we build the Python
+values from it ourselves, recording the line of every mapping key and list item under its key path. That
+is about ten times faster than PyYAML's pure-Python loader, and where libyaml is missing the pure-Python
+SafeLoader composes the same tree. Scalars are built by the safe constructor's functions for the standard
+tags only, so no object is ever built from a tag. Things PyYAML accepts silently but a user never means are
+reported: duplicate keys (PyYAML keeps the last), custom tags, and YAML 1.1 base-60 numbers (`placement:
+1:1` would otherwise be the int 61; it stays the string "1:1").
+
+Limits, each named in its message: MAX_BYTES of text (checked before parsing, so a huge file is refused at
+once; a file under it is read in time proportional to its size), MAX_ALIAS_VALUES values built again by
+expanding aliases (a "billion laughs" document is small but expands without end), MAX_DEPTH levels of nesting.
 """
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
+from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter
 
-_MAP_TAG = "tag:yaml.org,2002:map"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-#: Aliases can expand a short file into an enormous tree ("billion laughs"); refuse past this.
-MAX_NODES = 100_000
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Scalars typed as OmegaConf's loader (so Hydra) types them: `1e-5` is a float, `2024-01-01` stays text."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+        |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+
+_YAML = "tag:yaml.org,2002:"
+_MAP_TAG, _SEQ_TAG, _STR_TAG, _MERGE_TAG = _YAML + "map", _YAML + "seq", _YAML + "str", _YAML + "merge"
+_INT_TAG = _YAML + "int"
+_NUMBER_TAGS = frozenset({_INT_TAG, _YAML + "float"})
+#: The scalar tags a plain YAML config uses; anything else (`!include`, `!!python/name:...`) is refused.
+_CONSTRUCT = {
+    _YAML + "int": yaml.SafeLoader.construct_yaml_int,
+    _YAML + "float": yaml.SafeLoader.construct_yaml_float,
+    _YAML + "bool": yaml.SafeLoader.construct_yaml_bool,
+    _YAML + "null": yaml.SafeLoader.construct_yaml_null,
+}
+
+MAX_BYTES = 2 * 2**20
+MAX_ALIAS_VALUES = 100_000
 MAX_DEPTH = 64
 
 
 class _TooLarge(Exception):
-    pass
+    """(key path, message)"""
 
 
 class _Builder:
     def __init__(self, loader: yaml.SafeLoader, rep: Reporter):
         self.loader = loader
         self.rep = rep
-        self.visited = 0
+        self.lines = rep.lines
+        self.raw_text = rep.raw_text
+        self.collections: set[int] = set()  # ids of mapping/list nodes built once: a second visit is an alias
+        self.in_alias = False
+        self.expanded = 0  # values built again through aliases
 
     def build(self, node: yaml.Node, path: Path) -> object:
-        self.visited += 1
-        if self.visited > MAX_NODES or len(path) > MAX_DEPTH:
-            raise _TooLarge(path)
+        if self.in_alias:
+            self.expanded += 1
+            if self.expanded > MAX_ALIAS_VALUES:
+                raise _TooLarge(
+                    path[:3], f"the document is too large: aliases expand it by more than {MAX_ALIAS_VALUES} values"
+                )
+        if len(path) > MAX_DEPTH:
+            raise _TooLarge(path[:3], f"the document is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        if id(node) in self.collections and not self.in_alias:
+            self.in_alias = True  # a collection built again: everything inside it counts against the limit
+            try:
+                return self._collection(node, path)
+            finally:
+                self.in_alias = False
+        self.collections.add(id(node))
+        return self._collection(node, path)
+
+    def _collection(self, node: yaml.Node, path: Path) -> object:
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            self._plain_tag(node, _SEQ_TAG, path)
-            out = []
-            for i, item in enumerate(node.value):
-                self.rep.lines[(*path, i)] = item.start_mark.line + 1
-                out.append(self.build(item, (*path, i)))
-            return out
-        return self._scalar(node, path)
+        self._plain_tag(node, _SEQ_TAG, path)
+        out = []
+        lines = self.lines
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            out.append(self.build(item, (*path, i)))
+        return out
 
     def _plain_tag(self, node: yaml.Node, expected: str, path: Path) -> None:
         if node.tag != expected:
@@ -51,17 +113,19 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: Path) -> dict:
         self._plain_tag(node, _MAP_TAG, path)
-        self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        if any(k.tag == _MERGE_TAG for k, _ in node.value):
+            self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
         out: dict = {}
         first_line: dict[object, int] = {}
+        lines = self.lines
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
                 self.rep.add(path, f"line {line}: a key must be a plain word, not a list or mapping")
                 continue
-            key = self._scalar(key_node, path)
-            key_path = (*path, str(key))
-            self.rep.lines.setdefault(key_path, line)
+            key = key_node.value if key_node.tag == _STR_TAG else self._value(key_node, path)
+            key_path = (*path, key if isinstance(key, str) else str(key))
+            lines.setdefault(key_path, line)
             if key in first_line:
                 self.rep.add(
                     key_path,
@@ -74,24 +138,39 @@ class _Builder:
             out[key] = self.build(value_node, key_path)
         return out
 
-    def _scalar(self, node: yaml.Node, path: Path) -> object:
-        value = self.loader.construct_object(node, deep=True)
-        if node.style is None and isinstance(node.value, str):
-            if ":" in node.value and isinstance(value, int | float) and not isinstance(value, bool):
-                return node.value  # YAML 1.1 sexagesimal: `1:1` is a placement, not 61
-            self.rep.raw_text[path] = node.value
-        return value
+    def _scalar(self, node: yaml.ScalarNode, path: Path) -> object:
+        if not node.style:  # plain (None from PyYAML's parser, "" from libyaml's)
+            self.raw_text[path] = node.value
+        return node.value if node.tag == _STR_TAG else self._value(node, path)
+
+    def _value(self, node: yaml.ScalarNode, path: Path) -> object:
+        construct = _CONSTRUCT.get(node.tag)
+        if construct is None:
+            self.rep.add(path, f"the tag {node.tag} is not allowed here; remove it (plain YAML only)", node.tag)
+            return INVALID  # reported: no knock-on problem about its value
+        text = node.value
+        if not node.style and node.tag in _NUMBER_TAGS and ":" in text:
+            return text  # YAML 1.1 sexagesimal: `1:1` is a placement, not 61
+        if node.tag == _INT_TAG and text.isdigit() and (text[0] != "0" or text == "0"):
+            return int(text)  # the common case, without the constructor's generality (0o, 0x, 1_000, 0123)
+        return construct(self.loader, node)
 
 
 def read_yaml(text: str, rep: Reporter) -> object:
     """Parse one YAML document into plain data, recording lines and raw scalars in `rep`.
 
-    Syntax errors and the oddities above are added to `rep` as problems; the data is None when the text
-    could not be parsed at all.
+    Syntax errors, the limits and the oddities above are added to `rep` as problems; the data is None when
+    the text could not be parsed at all.
     """
+    if type(text) is not str:
+        text = str(text)  # libyaml takes exact str only (a str subclass, like a docs tool's, is refused)
+    size = len(text.encode("utf-8")) if len(text) > MAX_BYTES // 4 else len(text)
+    if size > MAX_BYTES:
+        rep.add((), too_large(size))
+        return None
     data = None
     try:
-        loader = yaml.SafeLoader(text)  # the reader already refuses control characters
+        loader = _Loader(text)
     except yaml.YAMLError as e:
         rep.add((), f"YAML syntax: {e}".replace("\n", " "))
         return None
@@ -106,17 +185,24 @@ def read_yaml(text: str, rep: Reporter) -> object:
     except yaml.YAMLError as e:
         rep.add((), f"YAML syntax: {e}".replace("\n", " "))
     except _TooLarge as e:
-        rep.add(
-            e.args[0][:3],
-            f"the document is too large: aliases expand it past {MAX_NODES} values or {MAX_DEPTH} levels of nesting",
-        )
+        rep.add(*e.args)
     except RecursionError:
-        rep.add((), f"the document is nested too deeply (more than {MAX_DEPTH} levels)")
+        rep.add((), f"the document is nested more than {MAX_DEPTH} levels deep")
     finally:
         loader.dispose()
     return data
 
 
+def too_large(size: int) -> str:
+    """The message for a file of `size` bytes over MAX_BYTES (the loader checks the size before reading)."""
+    return (
+        f"the file is too large: {size / 2**20:.1f} MiB, and rlplace reads configs of up to {MAX_BYTES // 2**20} "
+        "MiB (a cluster config is a few KiB)"
+    )
+
+
 def _yaml_message(e: yaml.MarkedYAMLError) -> str:
     parts = [p for p in (e.context, e.problem) if p]
+    if any("maximum nesting depth" in p for p in parts):
+        return f"the document is nested more than {MAX_DEPTH} levels deep"
     return ", ".join(parts) or str(e)

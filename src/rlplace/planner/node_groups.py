@@ -74,7 +74,8 @@ class Resources:
 
 def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) -> bool:
     """Place every component; returns whether workers of two components share a GPU (is_colocated)."""
-    _check_inventory(spec, inventory, builder.warnings)
+    inventory = within_num_nodes(spec, inventory, builder.warnings)
+    _check_inventory(spec, inventory)
     groups = {g.label: g for g in spec.node_groups}
     envs = GroupEnvs(spec, groups, inventory)
     cache: dict[str, Resources] = {}
@@ -123,14 +124,39 @@ def _share_gpus(builder: PlanBuilder, placed: dict[str, set[int]]) -> bool:
     return False
 
 
-def _check_inventory(spec: JobSpec, inventory: Inventory, warnings: list[str]) -> None:
-    if spec.num_nodes is not None and spec.num_nodes > len(inventory):
-        raise PlanError(f"num_nodes is {spec.num_nodes} but the inventory has {len(inventory)} node(s)")
-    if spec.num_nodes is not None and spec.num_nodes < len(inventory):
-        warnings.append(
-            f"num_nodes is {spec.num_nodes} but the inventory has {len(inventory)} nodes; "
-            f"nodes {spec.num_nodes}-{len(inventory) - 1} are not in any group but `node`/`cluster`"
+def within_num_nodes(spec: JobSpec, inventory: Inventory, warnings: list[str]) -> Inventory:
+    """The nodes the config's cluster has, as RLinf counts them (rlinf/scheduler/cluster: it waits until
+    `num_nodes` nodes have joined, and with more uses the first `num_nodes` in rank order, with a warning)."""
+    n = spec.num_nodes
+    if n is None or n == len(inventory):
+        return inventory
+    where = _num_nodes_at(spec)
+    if n > len(inventory):
+        gpus = inventory.nodes[0].num_gpus if inventory.nodes else 8
+        raise PlanError(
+            f"num_nodes is {n} but the inventory has {len(inventory)} node(s){where}; RLinf waits until {n} nodes "
+            f"have joined: plan on {n} nodes (--nodes {n}x{gpus}) or lower num_nodes"
         )
+    warnings.append(
+        f"num_nodes is {n} but the inventory has {len(inventory)} nodes{where}: as RLinf does, only the first {n} "
+        f"(ranks {format_ranks(range(n))}) are used; nodes {format_ranks(range(n, len(inventory)))} stay idle"
+    )
+    return Inventory(inventory.nodes[:n])
+
+
+def _num_nodes_at(spec: JobSpec) -> str:
+    return f" (num_nodes is written at {spec.locations['num_nodes']})" if "num_nodes" in spec.locations else ""
+
+
+def _num_nodes_limit(spec: JobSpec) -> str:
+    """`; num_nodes: 1 at job.yaml:2 makes the cluster nodes 0`: why a range may end early."""
+    if not spec.num_nodes:
+        return ""
+    at = f" at {spec.locations['num_nodes']}" if "num_nodes" in spec.locations else ""
+    return f"; num_nodes: {spec.num_nodes}{at} makes the cluster nodes {format_ranks(range(spec.num_nodes))}"
+
+
+def _check_inventory(spec: JobSpec, inventory: Inventory) -> None:
     for g in spec.node_groups:
         missing = [r for r in g.node_ranks if r >= len(inventory)]
         if missing:
@@ -204,7 +230,7 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
             raise PlanError(
                 f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
-                f"which has ranks 0-{total - 1} ({have})"
+                f"which has ranks 0-{total - 1} ({have}{_num_nodes_limit(spec)})"
             )
         if c.process_shape is not None:
             picks.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does

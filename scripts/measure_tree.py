@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Validate and plan every YAML with a cluster section in a framework's checkout, and count per folder.
+
+    cd /path/to/RLinf && env -i PATH="$PATH" HOME="$HOME" /path/to/rlplace/.venv/bin/python \\
+        /path/to/rlplace/scripts/measure_tree.py .
+    cd /path/to/RLightning && ... measure_tree.py . --cluster-groups
+
+Each file is loaded as `rlplace validate FILE` loads it and planned as `rlplace plan FILE --nodes Nx8` plans it:
+on `num_nodes` x 8 GPUs when the config writes `num_nodes`, else on 1, 2 and 4 nodes of 8 GPUs (`--sizes`).
+A file "with a cluster section" has `cluster:` at its top level, picks a `cluster` group in its `defaults:`
+list, or has `component_placement` somewhere. `--cluster-groups` also measures every primary config of a
+Hydra tree that has a `cluster/` group folder beside it with each option of that group (`cluster=OPTION`, or
+`+cluster=OPTION` when the primary picks none), as `rlplace plan PRIMARY cluster=OPTION` does.
+
+Run it with no environment variables set (`env -i` above) to measure what a user who just cloned the tree
+gets. It prints one line per folder (cases; loaded; planned on every size tried; plans that fit, of those tried) and
+every refusal with its first problem;
+`--json FILE` writes every case. DEVELOPERS.md says how to bring the trees onto a machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+import warnings
+
+from rlplace.config import load
+from rlplace.errors import RlplaceError
+from rlplace.inventory import parse_nodes
+from rlplace.planner import plan
+
+_CLUSTER_KEY = re.compile(
+    r"^cluster:|^\s*-\s*(?:override\s+|optional\s+)*/?cluster(?:@\S+)?\s*:|component_placement:", re.M
+)
+_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv"}
+
+
+@dataclasses.dataclass
+class Case:
+    file: str
+    overrides: list[str]
+    loaded: bool = False
+    load_error: str = ""
+    warnings: int = 0
+    plans: dict[str, str] = dataclasses.field(default_factory=dict)  # nodes -> "ok" or the refusal
+
+    @property
+    def planned(self) -> bool:
+        return self.loaded and bool(self.plans) and all(v == "ok" for v in self.plans.values())
+
+    def label(self) -> str:
+        return " ".join([self.file, *self.overrides])
+
+
+def cluster_files(root: pathlib.Path) -> list[pathlib.Path]:
+    """Every YAML under `root` with a cluster section (see the module docstring), sorted."""
+    out = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in (".yaml", ".yml") or _SKIP_DIRS & set(path.relative_to(root).parts):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if _CLUSTER_KEY.search(text):
+            out.append(path)
+    return out
+
+
+def group_cases(root: pathlib.Path) -> list[tuple[pathlib.Path, list[str]]]:
+    """(primary, [cluster=OPTION]) for every primary config beside a `cluster/` group folder."""
+    out = []
+    for folder in sorted(p.parent for p in root.rglob("cluster") if p.is_dir() and not _SKIP_DIRS & set(p.parts)):
+        options = sorted(p.stem for p in (folder / "cluster").glob("*.yaml"))
+        for primary in sorted(folder.glob("*.yaml")):
+            picks = bool(re.search(r"^\s*-\s*cluster\s*:", primary.read_text(encoding="utf-8"), re.M))
+            out.extend((primary, [f"{'' if picks else '+'}cluster={option}"]) for option in options)
+    return out
+
+
+def measure(path: pathlib.Path, root: pathlib.Path, overrides: list[str], sizes: list[int], gpus: int) -> Case:
+    """One case, loaded by the path relative to the checkout root (run from there, so messages read as a
+    user's do)."""
+    case = Case(str(path.relative_to(root)), overrides)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spec = load(pathlib.Path(case.file), overrides=overrides)
+    except RlplaceError as e:
+        case.load_error = _first_problem(e)
+        return case
+    case.loaded, case.warnings = True, len(spec.warnings)
+    for n in [spec.num_nodes] if spec.num_nodes else sizes:
+        nodes = f"{n}x{gpus}"
+        try:
+            plan(spec, parse_nodes(nodes))
+            case.plans[nodes] = "ok"
+        except RlplaceError as e:
+            case.plans[nodes] = _first_problem(e)
+    return case
+
+
+def _first_problem(e: RlplaceError) -> str:
+    problems = getattr(e, "problems", None)
+    text = str(problems[0]) if problems else str(e)
+    return " ".join(text.split())
+
+
+def folder_of(case: Case, depth: int) -> str:
+    parts = pathlib.PurePath(case.file).parts[:-1]
+    return "/".join(parts[:depth]) or "."
+
+
+def report(cases: list[Case], depth: int, out=sys.stdout) -> None:
+    by_folder: dict[str, list[Case]] = collections.defaultdict(list)
+    for c in cases:
+        by_folder[folder_of(c, depth)].append(c)
+    width = max((len(f) for f in by_folder), default=6)
+    print(f"{'folder':<{width}}  cases  load  plan  plans ok/tried", file=out)
+    for folder, group in [*sorted(by_folder.items()), ("total", cases)]:
+        loaded = sum(c.loaded for c in group)
+        planned = sum(c.planned for c in group)
+        ok = sum(v == "ok" for c in group for v in c.plans.values())
+        tried = sum(len(c.plans) for c in group)
+        print(f"{folder:<{width}}  {len(group):5}  {loaded:4}  {planned:4}  {ok:5}/{tried}", file=out)
+    for c in cases:
+        if not c.loaded:
+            print(f"refused: {c.label()}: {c.load_error}", file=out)
+        for nodes, outcome in c.plans.items():
+            if outcome != "ok":
+                print(f"not planned on {nodes}: {c.label()}: {outcome}", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("root", type=pathlib.Path, help="the framework's checkout (run from there: paths print relative)")
+    p.add_argument("--cluster-groups", action="store_true", help="also every primary with each cluster/ option")
+    p.add_argument("--only-groups", action="store_true", help="only the primary x cluster-option cases")
+    p.add_argument("--sizes", default="1,2,4", help="node counts for configs without num_nodes (default: 1,2,4)")
+    p.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: 8)")
+    p.add_argument("--depth", type=int, default=2, help="folder depth of the per-folder counts (default: 2)")
+    p.add_argument("--json", type=pathlib.Path, help="write every case (file, overrides, outcome) here")
+    args = p.parse_args(argv)
+    root = args.root.resolve()
+    os.chdir(root)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    todo = [] if args.only_groups else [(f, []) for f in cluster_files(root)]
+    if args.cluster_groups or args.only_groups:
+        todo += group_cases(root)
+    start = time.perf_counter()
+    cases = [measure(f, root, o, sizes, args.gpus) for f, o in todo]
+    report(cases, args.depth)
+    print(f"{len(cases)} case(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([dataclasses.asdict(c) for c in cases], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
