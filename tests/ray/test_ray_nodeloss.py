@@ -20,9 +20,9 @@ import ray
 from ray.util.placement_group import placement_group_table
 from ray_plans import Row, pinned_plan
 from ray_workers import Stepper
+from tests.ray_helpers import leftovers, wait_until_dead
 
 import rlplace
-from conftest import leftovers
 from rlplace.commands.status import collect_all, render
 from rlplace.errors import NodeLostError, PlacementError
 from rlplace.ray.cluster import live_inventory
@@ -71,9 +71,7 @@ class Extra:
         for node in self.nodes:
             self.cluster.remove_node(node)
         self.nodes.clear()
-        deadline = time.monotonic() + 30
-        while any(n["Alive"] for n in ray.nodes() if n["NodeID"] in self.ids) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until_dead(self.ids)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import ray
 
 from rlplace.errors import PlacementError
 from rlplace.plan import Worker
+from rlplace.ray._compat import user_class
 from rlplace.ray.launch import actor_options, placed_class, remote_class
 from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
 from rlplace.ray.rendezvous import PORT_RANGE_ENV, free_ports, port_range
@@ -107,9 +108,8 @@ def test_an_actor_class_is_unwrapped_keeping_its_options():
     actor_class = ray.remote(max_concurrency=4, num_cpus=2)(Policy)
     placed = remote_class(actor_class)
     assert placed is remote_class(actor_class)  # once per class
-    assert placed._default_options == {"max_concurrency": 4, "num_cpus": 2}
-    base = placed.__ray_metadata__.modified_class.__ray_actor_class__
-    assert base.__mro__[1] is Policy
+    base, options = user_class(placed)
+    assert options == {"max_concurrency": 4, "num_cpus": 2} and base.__mro__[1] is Policy
 
 
 def test_a_robot_config_left_without_its_ip_is_filled_from_the_nodes_environment(monkeypatch):

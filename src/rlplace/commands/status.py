@@ -107,16 +107,16 @@ def collect() -> list[WorkerRow]:
 def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     """The troubled nodes of live jobs, and every rlplace worker of every live job (by job, component, rank)."""
     import ray
-    from ray._private import state
 
+    from rlplace.ray import _compat
     from rlplace.ray.failover import read_records
 
-    live_jobs = {j["JobID"] for j in state.jobs() if not j["IsDead"]}
+    live_jobs = _compat.live_ray_jobs()
     records = [r for r in read_records() if r.get("ray_job") in live_jobs]
     raw_nodes = ray.nodes()
     planned = _planned_names()
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
-    for a in state.actors().values():
+    for a in _compat.actor_table().values():
         if (
             a.get("Name", "").startswith("rlplace:")
             and a.get("JobID") in live_jobs
@@ -303,6 +303,8 @@ def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
     """
     import ray
 
+    from rlplace.ray import _compat
+
     refs = {}
     for entry in ray.util.list_named_actors(all_namespaces=True):
         if not entry["name"].startswith("rlplace:"):
@@ -311,8 +313,8 @@ def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
             handle = ray.get_actor(entry["name"], namespace=entry["namespace"])
         except ValueError:  # died between listing and lookup
             continue
-        if handle._actor_id.hex() in actor_ids:
-            refs[handle.__ray_call__.remote(_gpu_ids)] = handle._actor_id.hex()
+        if _compat.actor_id(handle) in actor_ids:
+            refs[handle.__ray_call__.remote(_gpu_ids)] = _compat.actor_id(handle)
     if not refs:
         return {}
     ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=PROBE_TIMEOUT_S)

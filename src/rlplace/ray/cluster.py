@@ -16,6 +16,7 @@ from typing import Any
 
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
+from rlplace.ray import _compat
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
@@ -48,14 +49,12 @@ def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
     to, when that differs: Ray turns 127.0.0.1 into the node's IP): Ray alone retries an unreachable GCS
     for more than a minute, and "auto" with nothing running ends in a ConnectionError traceback.
     """
-    from ray._private.services import canonicalize_bootstrap_address
-
     typed = address
     if address == "auto":
         env = os.environ.get("RAY_ADDRESS")
         typed = f"RAY_ADDRESS={env}" if env else "auto (the cluster started on this machine)"
     try:
-        resolved = canonicalize_bootstrap_address(address)
+        resolved = _compat.bootstrap_address(address)
     except ConnectionError:
         raise RlplaceError(
             f"no Ray cluster to join: address auto finds none running on this machine and $RAY_ADDRESS is not "

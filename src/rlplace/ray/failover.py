@@ -37,7 +37,7 @@ import ray
 
 from rlplace.errors import NodeLostError, PlacementError
 from rlplace.inventory import Inventory, Node
-from rlplace.ray import diagnose
+from rlplace.ray import _compat, diagnose
 from rlplace.ray.cluster import node_of, spare_nodes
 from rlplace.ray.labels import NODE_RANK_LABEL, SPARE_LABEL
 
@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 WATCH_PERIOD_S = 0.5
 #: A TCP connection to a raylet's port that neither connects nor is refused within this is inconclusive.
 PROBE_TIMEOUT_S = 0.5
-_KV_NAMESPACE = "rlplace"
 _RECORD_PREFIX = "job-health/"
 _MOVABLE = ("CPU", "GPU")
 
@@ -342,7 +341,7 @@ class Failover:
         if hardware:
             return out  # a robot cannot move: only its own node, started again, can take the rank back
         taken = set(self._spare_of.values())
-        free = ray._private.state.available_resources_per_node() if alive else {}
+        free = _compat.available_resources_per_node() if alive else {}
         for spare in spare_nodes(alive):
             if str(spare.node_id) in taken:
                 continue
@@ -471,20 +470,16 @@ class Failover:
             "failed": sorted(self._failed),
             "events": [e.to_dict() for e in self.events[-50:]],
         }
-        from ray.experimental import internal_kv
-
         try:
-            internal_kv._internal_kv_put(self._key(), json.dumps(record), overwrite=True, namespace=_KV_NAMESPACE)
+            _compat.kv_put(self._key(), json.dumps(record))
         except Exception as e:  # the record only feeds `rlplace status`; never fail the job over it
             log.debug("could not publish the job record: %s", e)
 
     def forget(self) -> None:
         if not ray.is_initialized():
             return
-        from ray.experimental import internal_kv
-
         try:
-            internal_kv._internal_kv_del(self._key(), namespace=_KV_NAMESPACE)
+            _compat.kv_delete(self._key())
         except Exception as e:
             log.debug("could not delete the job record: %s", e)
 
@@ -494,11 +489,9 @@ class Failover:
 
 def read_records() -> list[dict[str, Any]]:
     """Every job record on the connected cluster (`rlplace status`)."""
-    from ray.experimental import internal_kv
-
     out = []
-    for key in internal_kv._internal_kv_list(_RECORD_PREFIX, namespace=_KV_NAMESPACE):
-        raw = internal_kv._internal_kv_get(key, namespace=_KV_NAMESPACE)
+    for key in _compat.kv_keys(_RECORD_PREFIX):
+        raw = _compat.kv_get(key)
         if raw:
             out.append(json.loads(raw))
     return out

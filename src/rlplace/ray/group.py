@@ -22,6 +22,7 @@ from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError
 
 from rlplace.errors import NodeLostError, PlacementError
 from rlplace.plan import Worker
+from rlplace.ray import _compat
 from rlplace.ray.worker import WorkerPlacement, placement
 
 if TYPE_CHECKING:
@@ -78,6 +79,12 @@ class WorkerGroup:
 
     def __len__(self) -> int:
         return len(self.actors)
+
+    @property
+    def actor_ids(self) -> tuple[str, ...]:
+        """The workers' actor ids in rank order (a driver-local worker has one too): who they are right now,
+        so a rank relaunched after a node loss counts as a new member."""
+        return tuple(_compat.actor_id(a) for a in self.actors)
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
@@ -232,7 +239,7 @@ class WorkerGroup:
         """
         actor = self._actor(rank)
         ray.kill(actor, no_restart=not restart)
-        if not restart and wait_dead([actor._actor_id.hex()], timeout_s):
+        if not restart and wait_dead([_compat.actor_id(actor)], timeout_s):
             raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
 
     def _actor(self, rank: int) -> ActorHandle:
@@ -243,12 +250,10 @@ class WorkerGroup:
 
 def wait_dead(actor_ids: Sequence[str], timeout_s: float) -> set[str]:
     """Poll the GCS actor table until every actor in `actor_ids` is DEAD; return those still not dead."""
-    from ray._private import state
-
     left = set(actor_ids)
     deadline = time.monotonic() + timeout_s
     while left:
-        table = state.actors()
+        table = _compat.actor_table()
         left = {i for i in left if table.get(i, {}).get("State", "DEAD") != "DEAD"}
         if not left or time.monotonic() >= deadline:
             break

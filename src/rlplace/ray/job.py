@@ -26,6 +26,7 @@ from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
+from rlplace.ray import _compat
 from rlplace.ray.cluster import join, live_inventory
 from rlplace.ray.failover import Failover, NodeEvent, replace_node
 from rlplace.ray.group import WorkerGroup, wait_dead
@@ -281,7 +282,7 @@ class Job:
         for group in self.groups.values():
             for i, w in enumerate(group.workers):
                 if w.node_rank == rank:
-                    ids.append(group.actors[i]._actor_id.hex())
+                    ids.append(_compat.actor_id(group.actors[i]))
                     try:
                         ray.kill(group.actors[i], no_restart=True)
                     except Exception as e:  # already dead
@@ -330,7 +331,7 @@ class Job:
             raise PlacementError(f"job {self.name} is shut down")
 
     def _wait_dead(self) -> None:
-        ids = wait_dead([h._actor_id.hex() for _, h in self._actors], _DEATH_WAIT_S)
+        ids = wait_dead([_compat.actor_id(h) for _, h in self._actors], _DEATH_WAIT_S)
         if ids:
             log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), _DEATH_WAIT_S)
 

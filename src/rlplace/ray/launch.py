@@ -22,6 +22,7 @@ from ray.actor import ActorClass, ActorHandle
 
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.plan import Worker
+from rlplace.ray import _compat
 from rlplace.ray import worker as worker_record
 from rlplace.ray.cluster import accelerator_of
 from rlplace.ray.labels import HIDE_GPUS_ENV
@@ -39,11 +40,9 @@ def remote_class(cls: type | ActorClass) -> ActorClass:
     """The placed subclass of `cls` as a Ray actor class, once per class (Ray exports a class's code once per
     ActorClass). An ActorClass (`ray.remote(C)` or `@ray.remote(...)`) is unwrapped to C, keeping its options."""
     if cls not in _remote_classes:
-        if isinstance(cls, ActorClass):
-            base = cls.__ray_metadata__.modified_class.__ray_actor_class__
-            _remote_classes[cls] = ray.remote(**cls._default_options)(placed_class(base))
-        else:
-            _remote_classes[cls] = ray.remote(placed_class(cls))
+        base, written = _compat.user_class(cls)
+        placed = placed_class(base)
+        _remote_classes[cls] = ray.remote(**written)(placed) if written else ray.remote(placed)
     return _remote_classes[cls]
 
 

@@ -14,6 +14,7 @@ at the call, with the driver's own traceback; there is nothing to kill or restar
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from ray.actor import ActorClass
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory
 from rlplace.plan import Worker
+from rlplace.ray import _compat
 from rlplace.ray.group import WorkerGroup
 from rlplace.ray.worker import WorkerPlacement
 
@@ -42,6 +44,7 @@ class LocalHandle:
 
     def __init__(self, instance: object):
         self.instance = instance
+        self.actor_id = f"local-{uuid.uuid4().hex}"  # what `_compat.actor_id` answers for it
 
     def __getattr__(self, name: str) -> _LocalMethod:
         if name == "__ray_call__":  # run a function on the instance, as Ray's actors allow
@@ -109,9 +112,7 @@ def launch_local(
 
 def _plain_class(cls: type | ActorClass) -> type:
     """The user's class behind a `ray.remote` one (a driver-local component is not an actor)."""
-    if isinstance(cls, ActorClass):
-        return cls.__ray_actor_class__
-    return cls
+    return _compat.user_class(cls)[0]
 
 
 def _driver_placement(live: Inventory) -> WorkerPlacement:

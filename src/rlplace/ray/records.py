@@ -17,12 +17,9 @@ from __future__ import annotations
 import json
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
-from ray.experimental import internal_kv
+from rlplace.ray import _compat
 
-#: The internal-KV namespace of everything rlplace stores.
-KV_NAMESPACE = "rlplace"
 _PREFIX = "job/"
 
 
@@ -109,36 +106,26 @@ def key(namespace: str, job: str) -> str:
 
 def write(record: JobRecord) -> None:
     """Publish (or replace) a job's record: one KV write."""
-    internal_kv._internal_kv_put(
-        key(record.namespace, record.job), record.to_bytes(), overwrite=True, namespace=KV_NAMESPACE
-    )
+    _compat.kv_put(key(record.namespace, record.job), record.to_bytes())
 
 
 def read(namespace: str, job: str) -> JobRecord | None:
-    raw = internal_kv._internal_kv_get(key(namespace, job), namespace=KV_NAMESPACE)
+    raw = _compat.kv_get(key(namespace, job))
     return JobRecord.from_bytes(raw) if raw else None
 
 
 def read_all(*, live_only: bool = False) -> list[JobRecord]:
     """Every job record on the connected cluster (with `live_only`, only those whose driver still runs)."""
-    keys = internal_kv._internal_kv_list(_PREFIX, namespace=KV_NAMESPACE)
     records = []
-    for k in keys:
-        raw = internal_kv._internal_kv_get(k, namespace=KV_NAMESPACE)
+    for k in _compat.kv_keys(_PREFIX):
+        raw = _compat.kv_get(k.decode())
         if raw:
             records.append(JobRecord.from_bytes(raw))
     if live_only:
-        alive = _live_ray_jobs()
+        alive = _compat.live_ray_jobs()
         records = [r for r in records if r.ray_job_id in alive]
     return records
 
 
 def delete(namespace: str, job: str) -> None:
-    internal_kv._internal_kv_del(key(namespace, job), namespace=KV_NAMESPACE)
-
-
-def _live_ray_jobs() -> set[str]:
-    from ray._private import state
-
-    jobs: list[dict[str, Any]] = state.jobs()
-    return {j["JobID"] for j in jobs if not j.get("IsDead")}
+    _compat.kv_delete(key(namespace, job))

@@ -47,15 +47,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.experimental import internal_kv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Node
 from rlplace.plan import Worker
-from rlplace.ray import records
+from rlplace.ray import _compat, records
 from rlplace.ray.labels import NODE_RANK_LABEL
-from rlplace.ray.worker import visible_devices_var
 
 if TYPE_CHECKING:
     from rlplace.ray.job import Job
@@ -212,7 +210,7 @@ class Rendezvous:
         if self._record is None:
             return
         records.delete(self.job.namespace, self.job.name)
-        internal_kv._internal_kv_del(self._exchange_prefix(""), del_by_prefix=True, namespace=records.KV_NAMESPACE)
+        _compat.kv_delete(self._exchange_prefix(""), by_prefix=True)
         self._record = None
 
     # -- internals --------------------------------------------------------------------------------------
@@ -335,7 +333,7 @@ def visibility_env(worker: Worker, node: Node | None) -> dict[str, str]:
     GPUs of a process spanning GPUs that other processes share (it asks Ray for none). Empty for the rest."""
     if worker.visible_gpus is None or node is None or not node.num_gpus:
         return {}
-    return {visible_devices_var(node.accelerator_resource): ",".join(map(str, worker.visible_gpus))}
+    return {_compat.visible_devices_var(node.accelerator_resource): ",".join(map(str, worker.visible_gpus))}
 
 
 def hardware_env_fallbacks(hardware: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -439,7 +437,7 @@ def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
             low, high = port_range()
             first = low + (hash((placement["instance"], placement["component"])) % (high - low + 1))
             mine["port"] = free_ports(1, (), low, high, first=first)[0]
-    internal_kv._internal_kv_put(prefix + str(rank), json.dumps(mine), overwrite=True, namespace=records.KV_NAMESPACE)
+    _compat.kv_put(prefix + str(rank), json.dumps(mine))
     entries = _wait_for_peers(prefix, world, timeout_s, placement)
     same_node = [r for r in range(world) if entries[r]["node_id"] == node_id]
     nodes = sorted({(e["node_rank"] if e["node_rank"] is not None else -1, e["node_id"]) for e in entries})
@@ -461,7 +459,7 @@ def _wait_for_peers(prefix: str, world: int, timeout_s: float, placement: dict[s
     deadline = time.monotonic() + timeout_s
     pause = 0.01
     while True:
-        keys = internal_kv._internal_kv_list(prefix, namespace=records.KV_NAMESPACE)
+        keys = _compat.kv_keys(prefix)
         if len(keys) >= world:
             break
         if time.monotonic() >= deadline:
@@ -482,7 +480,7 @@ def _wait_for_peers(prefix: str, world: int, timeout_s: float, placement: dict[s
 
 
 def _kv_json(key: str) -> dict[str, Any] | None:
-    raw = internal_kv._internal_kv_get(key, namespace=records.KV_NAMESPACE)
+    raw = _compat.kv_get(key)
     return json.loads(raw) if raw else None
 
 

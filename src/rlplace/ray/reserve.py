@@ -25,7 +25,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node
 from rlplace.plan import Bundle, Plan, Worker
-from rlplace.ray import diagnose
+from rlplace.ray import _compat, diagnose
 from rlplace.ray.cluster import inventory_from_nodes
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 
@@ -209,7 +209,7 @@ class Reservation:
         deadline = time.monotonic() + _FILLER_WAIT_S
         short: dict[int, float] = {}
         while holed:
-            available = ray._private.state.available_resources_per_node()
+            available = _compat.available_resources_per_node()
             short = {}
             for r in holed:
                 acc = r.node.accelerator_resource
@@ -309,11 +309,11 @@ class Reservation:
         )
 
     def _starved(self, pending: list[tuple[_NodeReservation, dict[str, float]]], waited_s: float) -> str:
-        available = ray._private.state.available_resources_per_node()
+        available = _compat.available_resources_per_node()
         table = placement_group_table()
         ours = {pg.id.hex() for pg in self._created}
         try:
-            actors = list(ray._private.state.actors().values())
+            actors = list(_compat.actor_table().values())
         except Exception:  # the actor table is a debugging API: explain without it if it fails
             actors = []
         lines = []

@@ -20,6 +20,7 @@ from typing import Any
 import ray
 
 from rlplace.errors import RlplaceError
+from rlplace.ray import _compat
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def _read() -> WorkerPlacement:
         group_world_size=int(env.get("GROUP_WORLD_SIZE", 1)),
         master_addr=env.get("MASTER_ADDR", ""),
         master_port=int(env.get("MASTER_PORT", 0)),
-        visible_devices=os.environ.get(visible_devices_var(planned["accelerator_resource"])),
+        visible_devices=os.environ.get(_compat.visible_devices_var(planned["accelerator_resource"])),
         planned_visible=None if planned.get("visible_gpus") is None else tuple(planned["visible_gpus"]),
         rendezvous_env=dict(env),
     )
@@ -174,18 +175,6 @@ def _with_node_env(hardware: dict[str, Any] | None, fallbacks: Any) -> dict[str,
     """The robot's config with keys it left out read from this node's environment (`ROBOT_IP`, ...)."""
     filled = {key: os.environ[var] for key, var in fallbacks if var in os.environ}
     return {**hardware, **filled} if hardware and filled else hardware
-
-
-def visible_devices_var(resource: str = "GPU") -> str:
-    """The variable Ray sets to mask an accelerator resource: CUDA_VISIBLE_DEVICES for "GPU",
-    ASCEND_RT_VISIBLE_DEVICES for "NPU", HABANA_VISIBLE_MODULES for "HPU", ..."""
-    from ray._private.accelerators import get_accelerator_manager_for_resource
-
-    try:
-        manager = get_accelerator_manager_for_resource(resource)
-    except Exception:  # an accelerator Ray does not know: nothing masks it
-        manager = None
-    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
 
 
 def _was_restarted(ctx: Any) -> bool:

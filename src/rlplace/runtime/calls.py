@@ -14,7 +14,7 @@ from rlplace.plan import Worker
 
 
 class Group(Protocol):
-    """The slice of a WorkerGroup the runtime needs: actor handles and plan rows in rank order, `call_async`
+    """The slice of a WorkerGroup the runtime needs: actor handles, their ids and plan rows in rank order, `call_async`
     (calls through it are re-run on a worker moved off a lost node) and `get`."""
 
     component: str
@@ -24,6 +24,9 @@ class Group(Protocol):
 
     @property
     def workers(self) -> Sequence[Worker]: ...
+
+    @property
+    def actor_ids(self) -> tuple[str, ...]: ...
 
     def call_async(self, method: str, *args: Any, rank: int | None = None, **kwargs: Any) -> Any: ...
 

@@ -161,7 +161,7 @@ def _collective(
     """Build the groups if needed, then one round of calls per sync. If a member cannot take part (it
     restarted, or its tensors changed), nobody broadcasts: the groups are rebuilt (a changed layout then
     fails with the worker's name) and the sync runs again, once."""
-    key = (len(sources), tuple(a._actor_id.hex() for g in targets for a in g.actors))
+    key = (len(sources), tuple(i for g in targets for i in g.actor_ids))
     built = _built.setdefault(train, {}).get(key)
     if built is not None and backend and backend != built.backend:
         built = None
