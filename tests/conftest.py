@@ -81,8 +81,8 @@ def ray_cluster() -> Iterator[RayCluster]:
     import ray
     from ray.cluster_utils import Cluster
 
-    from rlplace.ray.cluster import live_inventory
     from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
+    from rlplace.ray.nodes import live_inventory
 
     saved = {k: os.environ.get(k) for k in HIDE_GPUS_ENV}
     os.environ.update(HIDE_GPUS_ENV)  # inherited by every raylet and so by every worker

@@ -13,9 +13,9 @@ from tests.ray_helpers import wait_until_dead
 from rlplace.model import ComponentSpec, JobSpec, NodeGroupSpec, Placement, PlacementSettings, Segment
 from rlplace.plan import Bundle, Worker
 from rlplace.planner import plan
-from rlplace.ray.cluster import accelerator_of, inventory_from_nodes, live_inventory
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.ray.launch import actor_options
+from rlplace.ray.nodes import accelerator_of, inventory_from_nodes, live_inventory
 from rlplace.ray.reserve import bundle_resources
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # NpuProbe runs in the workers

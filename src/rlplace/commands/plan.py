@@ -86,7 +86,7 @@ def _inventory(args: argparse.Namespace) -> Inventory:
     if args.inventory:
         return load_inventory(args.inventory)
     try:
-        from rlplace.ray.cluster import live_inventory
+        from rlplace.ray.nodes import live_inventory
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e

@@ -7,7 +7,8 @@ user runs `status` for). The GPUs a worker holds are asked from the worker itsel
 `__ray_call__`, no method of the user's class), with a short timeout: a worker busy in a long call
 shows `?` rather than hang the command.
 
-During node failures it reads each job's health record (`rlplace.ray.failover`): a lost node is shown
+Which ranks each job runs where, and its nodes' trouble, come from the one record each job keeps in the GCS
+(`rlplace.ray.records`, written from the job's state): a lost node is shown
 LOST with how long ago and what the job waits for, workers that are not running (restarting, pending,
 dead) are shown on their planned node with no PID (the actor table keeps the dead process's), and
 workers on a spare are shown on it. A node whose raylet refuses connections is shown LOST before Ray's
@@ -21,7 +22,10 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlplace.ray.records import JobRecord
 
 PROBE_TIMEOUT_S = 2.0
 _RUNNING = "ALIVE"
@@ -109,12 +113,12 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     import ray
 
     from rlplace.ray import _compat
-    from rlplace.ray.failover import read_records
+    from rlplace.ray.records import read_all
 
     live_jobs = _compat.live_ray_jobs()
-    records = [r for r in read_records() if r.get("ray_job") in live_jobs]
+    records = [r for r in read_all() if r.ray_job_id in live_jobs]
     raw_nodes = ray.nodes()
-    planned = _planned_names()
+    planned = _planned_names(records)
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
     for a in _compat.actor_table().values():
         if (
@@ -131,7 +135,7 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
     # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
     hosting = {_node_id(a) for a in actors if a["State"] == _RUNNING}
-    hosting |= {n["node_id"] for r in records for n in r.get("nodes", {}).values() if n.get("node_id")}
+    hosting |= {n.node_id for r in records for n in r.nodes.values() if n.node_id}
     down = _down_nodes(raw_nodes, hosting)
     gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == _RUNNING and _node_id(a) not in down})
     rows = []
@@ -164,16 +168,16 @@ def _node_id(actor: dict) -> str:
     return (actor.get("Address") or {}).get("NodeID", "")
 
 
-def _planned_node(records: list[dict], job: str, name: str) -> int | None:
+def _planned_node(records: list[JobRecord], job: str, name: str) -> int | None:
     """The node rank the plan gave worker `name` of Ray job `job` (the newest rlplace job of that driver)."""
-    mine = [r for r in records if r["ray_job"] == job and name in r["workers"]]
-    return max(mine, key=lambda r: r.get("written_at", 0))["workers"][name] if mine else None
+    mine = [r for r in records if r.ray_job_id == job and name in r.worker_nodes()]
+    return max(mine, key=lambda r: r.written_at).worker_nodes()[name] if mine else None
 
 
 def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     """Node id -> why, for nodes hosting running workers that are gone: Ray declared them dead, or their
     raylet refuses connections (Ray's health checks have not noticed yet)."""
-    from rlplace.ray.failover import raylet_refuses
+    from rlplace.ray.nodes import raylet_refuses
 
     by_id = {n["NodeID"]: n for n in raw_nodes}
     down = {}
@@ -186,27 +190,24 @@ def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     return down
 
 
-def _node_rows(records: list[dict], down: dict[str, str], names: dict[str, str]) -> list[NodeRow]:
+def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, str]) -> list[NodeRow]:
     now = time.time()
     rows: list[NodeRow] = []
     for r in records:
-        lost, failed = r.get("lost", {}), set(r.get("failed", []))
-        latest: dict[int, dict] = {}
-        for e in r.get("events", []):
-            latest[e["node_rank"]] = e
+        latest = {e.node_rank: e for e in r.events}
         for rank, e in sorted(latest.items()):
-            since = e["at"]
-            if rank in failed:
-                rows.append(NodeRow(f"node {rank}", "FAILED", since, e["detail"], r["ray_job"]))
-            elif str(rank) in lost:
-                left = max(0.0, lost[str(rank)]["until"] - now)
+            if rank in r.failed:
+                rows.append(NodeRow(f"node {rank}", "FAILED", e.at, e.detail, r.ray_job_id))
+            elif rank in r.lost:
+                since, until = r.lost[rank]
+                left = max(0.0, until - now)
                 detail = f"waiting for a hot spare or a replacement node ({left:.0f} s left); workers: "
-                detail += ", ".join(e["workers"]) or "none launched"
-                rows.append(NodeRow(f"node {rank}", "LOST", lost[str(rank)]["since"], detail, r["ray_job"]))
-            elif e["kind"] in ("spare", "replacement"):
-                state = "SPARE" if e["kind"] == "spare" else "REPLACED"
-                detail = f"{e['detail']}, {e['seconds']:.1f} s after the loss was declared"
-                rows.append(NodeRow(f"node {rank}", state, since, detail, r["ray_job"]))
+                detail += ", ".join(e.workers) or "none launched"
+                rows.append(NodeRow(f"node {rank}", "LOST", since, detail, r.ray_job_id))
+            elif e.kind in ("spare", "replacement"):
+                state = "SPARE" if e.kind == "spare" else "REPLACED"
+                detail = f"{e.detail}, {e.seconds:.1f} s after the loss was declared"
+                rows.append(NodeRow(f"node {rank}", state, e.at, detail, r.ray_job_id))
     known = {row.node for row in rows}
     for node_id, why in down.items():
         name = names.get(node_id, node_id[:8])
@@ -221,15 +222,12 @@ def _started(actor: dict) -> float:
     return actor.get("StartTime") or (0.0 if actor.get("State") == "DEAD" else float("inf"))
 
 
-def _planned_names() -> dict[str, set[str]]:
-    """Ray job id -> the worker names its live rlplace Jobs planned (ray/records.py). A driver that closed a
-    Job and connected again keeps the same Ray job id: the closed Job's workers are not listed."""
-    from rlplace.ray import records
-
+def _planned_names(records: list[JobRecord]) -> dict[str, set[str]]:
+    """Ray job id -> the worker names its live rlplace Jobs planned. A driver that closed a Job and connected
+    again keeps the same Ray job id: the closed Job's workers are not listed."""
     planned: dict[str, set[str]] = {}
-    for r in records.read_all(live_only=True):
-        names = planned.setdefault(r.ray_job_id, set())
-        names.update(f"rlplace:{c}:{i}" for c, comp in r.components.items() for i in range(comp.world_size))
+    for r in records:
+        planned.setdefault(r.ray_job_id, set()).update(r.worker_nodes())
     return planned
 
 
@@ -271,12 +269,12 @@ def _parse(name: str) -> tuple[str, int] | None:
     return parts[1], int(parts[2])
 
 
-def _node_names(raw_nodes: list[dict], records: list[dict]) -> dict[str, str]:
+def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, str]:
     """Ray node id -> "node <rank>" from the rlplace rank label, "node <rank> (spare IP)" for a spare serving a
     job's rank, "spare IP" for an idle spare, else the node's IP."""
-    from rlplace.ray.cluster import is_spare
+    from rlplace.ray.nodes import is_spare
 
-    serving = {n["node_id"]: rank for r in records for rank, n in r.get("nodes", {}).items() if n.get("spare")}
+    serving = {n.node_id: rank for r in records for rank, n in r.nodes.items() if n.spare}
     names = {}
     for n in raw_nodes:
         ip = n.get("NodeManagerAddress", "?")

@@ -1,5 +1,8 @@
 """What a worker knows about its own placement, from one object (`rlplace.worker_placement()`).
 
+This is the worker-side API of the Ray layer, the one `rlplace.runtime` builds on: `placement()`, the
+installed job's record (`job_record()`), and the rendezvous wait (`rendezvous_timeout_s()`).
+
 The driver hands each worker its planned placement and its rendezvous variables as a constructor
 argument (`rlplace.ray.rendezvous`); the thin subclass `rlplace.ray.launch` puts around the user's class
 calls `install()` with it before the user's constructor runs. `placement()` then adds what Ray really
@@ -15,15 +18,23 @@ import os
 import sys
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
-from rlplace.errors import RlplaceError
+from rlplace.errors import PlacementError, RlplaceError
 from rlplace.ray import _compat
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
+if TYPE_CHECKING:
+    from rlplace.ray.records import JobRecord
+
 log = logging.getLogger(__name__)
+
+#: How long the ranks of a component wait for each other at a rendezvous (the exchange of a component Ray
+#: placed itself, and `init_component_group()`), unless told otherwise.
+RENDEZVOUS_TIMEOUT_ENV = "RLPLACE_RENDEZVOUS_TIMEOUT_S"
+DEFAULT_RENDEZVOUS_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -99,7 +110,7 @@ def install(payload: dict[str, Any]) -> None:
     global _installed, _cached
     env = dict(payload["env"])
     if payload.get("exchange"):
-        from rlplace.ray.rendezvous import exchange  # only components Ray places need it
+        from rlplace.ray.exchange import exchange  # only components Ray places need it
 
         env.update(exchange(payload["placement"], payload["exchange"]))
     os.environ.update(env)
@@ -108,6 +119,32 @@ def install(payload: dict[str, Any]) -> None:
 
 
 _cached: WorkerPlacement | None = None
+
+
+def rendezvous_timeout_s(explicit: float | None = None) -> float:
+    """The seconds a rendezvous waits for every rank: `explicit`, else $RLPLACE_RENDEZVOUS_TIMEOUT_S, else 120."""
+    if explicit is not None:
+        if explicit <= 0:
+            raise ValueError(f"rendezvous_timeout_s must be positive, got {explicit}")
+        return float(explicit)
+    raw = os.environ.get(RENDEZVOUS_TIMEOUT_ENV)
+    try:
+        value = float(raw) if raw else DEFAULT_RENDEZVOUS_TIMEOUT_S
+        if value <= 0:
+            raise ValueError
+    except ValueError:
+        raise PlacementError(f"{RENDEZVOUS_TIMEOUT_ENV}={raw!r} is not a positive number of seconds") from None
+    return value
+
+
+def job_record() -> JobRecord | None:
+    """Inside an rlplace worker: the record of the job that launched it (its components' rank -> node map and
+    masters), read from the GCS; None when the job wrote none (or outside a worker)."""
+    if _installed is None:
+        return None
+    from rlplace.ray import records  # only error paths need it: keep the worker's start-up import small
+
+    return records.read(_installed["namespace"], _installed["job"])
 
 
 def placement() -> WorkerPlacement:

@@ -40,19 +40,16 @@ import torch
 import torch.distributed as dist
 
 from rlplace.config.ranges import format_ranks
-from rlplace.errors import RlplaceError
-from rlplace.ray import records
-from rlplace.ray.rendezvous import EXCHANGE_TIMEOUT_ENV, RendezvousError
-from rlplace.ray.worker import placement
+from rlplace.errors import RendezvousError, RlplaceError
+from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, job_record, placement
+from rlplace.ray.worker import rendezvous_timeout_s as wait_seconds
 from rlplace.runtime.offload import flat_views, group_buckets, unique_tensors
 
-DEFAULT_RENDEZVOUS_TIMEOUT_S = 120.0
 DEFAULT_BUCKET_MB = 256.0
 _MASTER_GRACE_S = 1.0
 
 __all__ = [
     "ComponentGroup",
-    "RendezvousError",
     "destroy_component_group",
     "init_component_group",
 ]
@@ -113,7 +110,7 @@ def init_component_group(
     if has_gpu:
         torch.cuda.set_device(0)
         device = torch.device("cuda", 0)
-    wait_s = _rendezvous_timeout(rendezvous_timeout_s)
+    wait_s = wait_seconds(rendezvous_timeout_s)
     who = f"component {p.component!r}"
     store = _rendezvous(addr, port, rank, world, wait_s, who, _where(p))
     kwargs = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
@@ -130,15 +127,6 @@ def destroy_component_group() -> None:
     if _component is not None and dist.is_initialized():
         dist.destroy_process_group()
     _component = _component_store = None
-
-
-def _rendezvous_timeout(value: float | None) -> float:
-    if value is not None:
-        if value <= 0:
-            raise ValueError(f"rendezvous_timeout_s must be positive, got {value}")
-        return value
-    raw = os.environ.get(EXCHANGE_TIMEOUT_ENV)
-    return float(raw) if raw else DEFAULT_RENDEZVOUS_TIMEOUT_S
 
 
 def _where(p: Any) -> str:
@@ -202,13 +190,13 @@ def _open_store(addr: str, port: int, rank: int, world: int, wait_s: float, who:
             f"{who} rank {rank}: rank 0 did not arrive at {addr}:{port} within {wait_s:g} s "
             f"({_first_line(e)}). Rank 0 must call init_component_group() too; if it died or is stuck in its "
             f"constructor it never does: check `rlplace status`. Wait longer with "
-            f"init_component_group(rendezvous_timeout_s=...) or {EXCHANGE_TIMEOUT_ENV}"
+            f"init_component_group(rendezvous_timeout_s=...) or {RENDEZVOUS_TIMEOUT_ENV}"
         ) from e
 
 
 def _missing_message(who: str, missing: list[int], world: int, wait_s: float) -> str:
     p = placement()
-    record = records.read(_installed_field("namespace"), _installed_field("job"))
+    record = job_record()
     nodes = []
     for r in missing[:8]:
         node = record.node_of(p.component, r) if record else None
@@ -220,14 +208,8 @@ def _missing_message(who: str, missing: list[int], world: int, wait_s: float) ->
         f"{who}: {', '.join(nodes)}{more} did not arrive within {wait_s:g} s (ranks {format_ranks(arrived)} of "
         f"{world} did). Every worker of the component must call init_component_group(); a worker that died, "
         f"is stuck in its constructor or was never launched does not arrive: check `rlplace status`. Wait "
-        f"longer with init_component_group(rendezvous_timeout_s=...) or {EXCHANGE_TIMEOUT_ENV}"
+        f"longer with init_component_group(rendezvous_timeout_s=...) or {RENDEZVOUS_TIMEOUT_ENV}"
     )
-
-
-def _installed_field(name: str) -> Any:
-    from rlplace.ray import worker
-
-    return (worker._installed or {}).get(name, "")
 
 
 def _first_line(e: BaseException) -> str:

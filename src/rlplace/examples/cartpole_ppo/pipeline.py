@@ -244,7 +244,7 @@ def _recover(job: Any, train: Any, shards: Any, distributed: bool) -> Any:
 
     train.call("restore")
     if distributed:
-        master = job.rendezvous.master("train")
+        master = job.master("train")
         train.call("init_group", master.address if master else None, master.port if master else None)
     return ShardRouter.from_group(shards)
 

@@ -117,7 +117,7 @@ class TrainWorker:
         self.world_size = group.world_size
         return group.backend
 
-    # Node loss (rlplace.ray.failover): checkpoint after each iteration, reload it when relaunched elsewhere.
+    # Node loss (rlplace.ray.watcher): checkpoint after each iteration, reload it when relaunched elsewhere.
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return
