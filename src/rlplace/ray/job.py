@@ -27,6 +27,7 @@ from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
+from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
 from rlplace.ray import _compat
 from rlplace.ray.cluster import address_to_join, join
@@ -40,7 +41,6 @@ from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import Change, JobState, Master, NodeEvent
 from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
-from rlplace.runtime.phases import Phases
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ class Job:
                 f"{self.namespace!r} (another job?); connect with name=... to give this job its own namespace"
             )
 
-    # -- phases (rlplace.runtime) ----------------------------------------------------------------
+    # -- phases (rlplace.phases) -----------------------------------------------------------------
 
     @functools.cached_property
     def phases(self) -> Phases:

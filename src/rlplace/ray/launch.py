@@ -50,6 +50,11 @@ def placed_class(cls: type) -> type:
     """`cls` with a constructor that first takes the worker's rlplace payload and installs it."""
 
     def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if _rlplace.get("exchange"):  # Ray placed the component: its workers agree on the rendezvous first
+            from rlplace.ray.exchange import exchange
+
+            agreed = exchange(_rlplace["placement"], _rlplace["exchange"])
+            _rlplace = {**_rlplace, "env": {**_rlplace["env"], **agreed}}
         worker_record.install(_rlplace)
         cls.__init__(self, *args, **kwargs)
 

@@ -105,14 +105,10 @@ _installed: dict[str, Any] | None = None
 def install(payload: dict[str, Any]) -> None:
     """Worker side, before the user's constructor: set the rendezvous variables and keep the record.
 
-    `payload` is what `rendezvous.Rendezvous.payload()` computed on the driver; for a component Ray
-    placed itself the variables are agreed with the peers first (`rendezvous.exchange`)."""
+    `payload` is what `rendezvous.Rendezvous.payload()` computed on the driver (for a component Ray placed
+    itself, with the variables its workers agreed on: `rlplace.ray.exchange`)."""
     global _installed, _cached
     env = dict(payload["env"])
-    if payload.get("exchange"):
-        from rlplace.ray.exchange import exchange  # only components Ray places need it
-
-        env.update(exchange(payload["placement"], payload["exchange"]))
     os.environ.update(env)
     _installed = {**payload["placement"], "env": env}
     _cached = None

@@ -22,7 +22,7 @@ from typing import Any
 
 import ray
 
-from rlplace.runtime.calls import Group
+from rlplace.groups import Group
 
 
 class BufferShard:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import ray
 
 from rlplace.errors import ConfigError, PlacementError, Problem
-from rlplace.runtime.calls import Group
+from rlplace.groups import Group
 
 Transport = Literal["auto", "object_store", "collective"]
 
