@@ -29,6 +29,9 @@ class Group(Protocol):
     @property
     def actor_ids(self) -> tuple[str, ...]: ...
 
+    @property
+    def in_driver(self) -> bool: ...
+
     def call_async(self, method: str, *args: Any, rank: int | None = None, **kwargs: Any) -> Any: ...
 
     def get(

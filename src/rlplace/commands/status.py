@@ -38,7 +38,7 @@ class WorkerRow:
     rank: int
     node: str  # "node 2" (rank label), "node 2 (spare 10.0.0.7)", else the IP; planned node unless running
     gpus: str  # "0,1", "-" for none, "?" when the worker did not answer in time
-    state: str  # ALIVE | LOST | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY
+    state: str  # ALIVE | LOST | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY | DRIVER
     restarts: int
     pid: int | None  # None unless the worker's process is running
     job: str
@@ -160,8 +160,31 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
                 job=a["JobID"],
             )
         )
+    rows += _driver_rows(records, names)
     workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
     return _node_rows(records, down, names), workers
+
+
+def _driver_rows(records: list[JobRecord], names: dict[str, str]) -> list[WorkerRow]:
+    """The workers of driver-local components (`remote_<component>: false`): plain objects in the driver
+    process, shown on the driver's node with its PID."""
+    return [
+        WorkerRow(
+            name=f"rlplace:{component}:{rank}",
+            component=component,
+            rank=rank,
+            node=f"{names.get(r.driver_node_id, '-')} (driver)",
+            gpus="-",
+            state="DRIVER",
+            restarts=0,
+            pid=r.driver_pid or None,
+            job=r.ray_job_id,
+        )
+        for r in records
+        for component, c in r.components.items()
+        if c.in_driver
+        for rank in range(c.world_size)
+    ]
 
 
 def _node_id(actor: dict) -> str:
@@ -223,11 +246,14 @@ def _started(actor: dict) -> float:
 
 
 def _planned_names(records: list[JobRecord]) -> dict[str, set[str]]:
-    """Ray job id -> the worker names its live rlplace Jobs planned. A driver that closed a Job and connected
-    again keeps the same Ray job id: the closed Job's workers are not listed."""
+    """Ray job id -> the actor names its live rlplace Jobs planned (driver-local workers are no actors). A driver
+    that closed a Job and connected again keeps the same Ray job id: the closed Job's workers are not listed."""
     planned: dict[str, set[str]] = {}
     for r in records:
-        planned.setdefault(r.ray_job_id, set()).update(r.worker_nodes())
+        names = planned.setdefault(r.ray_job_id, set())
+        names.update(
+            f"rlplace:{c}:{i}" for c, comp in r.components.items() if not comp.in_driver for i in range(comp.world_size)
+        )
     return planned
 
 

@@ -91,6 +91,12 @@ class WorkerGroup:
         return len(self.actors)
 
     @property
+    def in_driver(self) -> bool:
+        """Whether the workers are plain objects in the driver (`remote_<component>: false`): their calls run
+        to their end when made, so calls that wait for each other must not be made one after another."""
+        return False
+
+    @property
     def actor_ids(self) -> tuple[str, ...]:
         """The workers' actor ids in rank order (a driver-local worker has one too): who they are right now,
         so a rank relaunched after a node loss counts as a new member."""

@@ -72,7 +72,7 @@ class Job:
             replace_within_s=replace_within_s,
         )
         self.groups: dict[str, WorkerGroup] = {}  # LocalGroup (a WorkerGroup) for driver-local components
-        self._record = RecordWriter(self.state, context.get_job_id())
+        self._record = RecordWriter(self.state, context.get_job_id(), (os.getpid(), context.get_node_id()))
         self._reservation = Reservation(self.state)
         self._rendezvous = Rendezvous(self.state, self._record)
         self.launcher = Launcher(self.state, self._reservation, self._rendezvous)

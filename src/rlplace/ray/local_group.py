@@ -7,8 +7,10 @@ lands in the user's own process. `LocalGroup` keeps WorkerGroup's interface (`ca
 runtime (phases, buffer router, weight sync) do not change when the switch flips.
 
 Differences a user can notice, by design of the switch: a method runs at once, in the driver, when it is
-called (`call_async` returns references to results already computed, via `ray.put`); an exception raises
-at the call, with the driver's own traceback; there is nothing to kill or restart.
+called (`call_async` returns references to results already computed, via `ray.put`); references passed as
+arguments are resolved first, as Ray does for an actor; an exception raises at the call, with the driver's
+own traceback; there is nothing to kill or restart. A driver-local worker cannot be handed to an actor
+(inside a `ShardRouter`, say): the actor would get a copy of it, so that is an error naming the switch.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ class _LocalMethod:
         self._call = call
 
     def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
+        args = tuple(_resolved(a) for a in args)
+        kwargs = {k: _resolved(v) for k, v in kwargs.items()}
         return ray.put(self._call(*args, **kwargs))
+
+
+def _resolved(value: Any) -> Any:
+    """A reference passed as an argument is its value by the time the method runs, as with an actor."""
+    return ray.get(value) if isinstance(value, ray.ObjectRef) else value
 
 
 class LocalHandle:
@@ -54,6 +63,12 @@ class LocalHandle:
     def __repr__(self) -> str:
         return f"LocalHandle({type(self.instance).__name__})"
 
+    def __reduce__(self) -> Any:
+        raise PlacementError(
+            f"a driver-local {type(self.instance).__name__} (remote_<component>: false) cannot be sent to an "
+            "actor: the actor would get a copy of it. Call it from the driver, or launch its component as actors"
+        )
+
 
 class LocalGroup(WorkerGroup):
     """All workers of a driver-local component; `instances[i]` is rank i's object (also `actors[i].instance`)."""
@@ -65,6 +80,10 @@ class LocalGroup(WorkerGroup):
 
     def __repr__(self) -> str:
         return f"LocalGroup({self.component!r}, {len(self)} workers in the driver)"
+
+    @property
+    def in_driver(self) -> bool:
+        return True
 
     def placements_async(self) -> list:
         return [ray.put(p) for p in self._placements()]

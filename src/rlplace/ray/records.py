@@ -53,6 +53,7 @@ class ComponentRecord:
     master_node_rank: int | None = None
     master_addr: str | None = None
     master_port: int | None = None
+    in_driver: bool = False  # `remote_<component>: false`: plain objects in the job's driver process
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,11 @@ class JobRecord:
     lost: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> (since, window ends), wall clock
     failed: tuple[int, ...] = ()
     events: tuple[NodeEvent, ...] = ()
+    driver_pid: int = 0  # where the driver-local components run
+    driver_node_id: str = ""
 
     @classmethod
-    def of(cls, state: JobState, ray_job_id: str) -> JobRecord:
+    def of(cls, state: JobState, ray_job_id: str, *, driver: tuple[int, str] = (0, "")) -> JobRecord:
         """The record of `state` as it is now."""
         components = {}
         for name in state.components:
@@ -83,6 +86,7 @@ class JobRecord:
                 master_node_rank=m.node_rank if m else None,
                 master_addr=m.address if m else None,
                 master_port=m.port if m else None,
+                in_driver=bool(workers) and all(w.in_driver for w in workers),
             )
         troubles = state.troubles()
         return cls(
@@ -98,6 +102,8 @@ class JobRecord:
             lost={r: (t.since, t.until) for r, t in troubles.items() if t.kind == "lost"},
             failed=tuple(sorted(r for r, t in troubles.items() if t.kind == "failed")),
             events=tuple(state.events[-_EVENTS_KEPT:]),
+            driver_pid=driver[0],
+            driver_node_id=driver[1],
         )
 
     def node_of(self, component: str, rank: int) -> int | None:
@@ -126,12 +132,13 @@ class JobRecord:
             "written_at": self.written_at,
             "nodes": {str(k): [v.node_id, v.address, v.spare] for k, v in self.nodes.items()},
             "components": {
-                name: [c.world_size, list(c.node_ranks), c.master_node_rank, c.master_addr, c.master_port]
+                name: [c.world_size, list(c.node_ranks), c.master_node_rank, c.master_addr, c.master_port, c.in_driver]
                 for name, c in self.components.items()
             },
             "lost": {str(k): list(v) for k, v in self.lost.items()},
             "failed": list(self.failed),
             "events": [e.to_dict() for e in self.events],
+            "driver": [self.driver_pid, self.driver_node_id],
         }
         return zlib.compress(json.dumps(data, separators=(",", ":")).encode())
 
@@ -146,12 +153,14 @@ class JobRecord:
             written_at=d["written_at"],
             nodes={int(k): NodeRecord(*v) for k, v in d["nodes"].items()},
             components={
-                name: ComponentRecord(size, tuple(ranks), mnode, maddr, mport)
-                for name, (size, ranks, mnode, maddr, mport) in d["components"].items()
+                name: ComponentRecord(size, tuple(ranks), *rest)
+                for name, (size, ranks, *rest) in d["components"].items()
             },
             lost={int(k): (since, until) for k, (since, until) in d.get("lost", {}).items()},
             failed=tuple(d.get("failed", ())),
             events=tuple(NodeEvent.from_dict(e) for e in d.get("events", ())),
+            driver_pid=d.get("driver", [0, ""])[0],
+            driver_node_id=d.get("driver", [0, ""])[1],
         )
 
 
@@ -160,9 +169,10 @@ class RecordWriter:
     change (one KV write); `last` is what it wrote last (the master-port allocation compares it with other
     jobs' records)."""
 
-    def __init__(self, state: JobState, ray_job_id: str):
+    def __init__(self, state: JobState, ray_job_id: str, driver: tuple[int, str]):
         self._state = state
         self._ray_job_id = ray_job_id
+        self._driver = driver  # the driver's pid and Ray node id
         self._lock = threading.Lock()  # one snapshot-and-write at a time, so the newest state is written last
         self._deleted = False
         self.last: JobRecord | None = None
@@ -172,7 +182,7 @@ class RecordWriter:
         with self._lock:
             if self._deleted:
                 return None
-            self.last = JobRecord.of(self._state, self._ray_job_id)
+            self.last = JobRecord.of(self._state, self._ray_job_id, driver=self._driver)
             _compat.kv_put(key(self._state.namespace, self._state.name), self.last.to_bytes())
             return self.last
 

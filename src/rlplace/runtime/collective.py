@@ -228,19 +228,22 @@ class _SyncMember:
     groups: dict[int, tuple[Any, int]] = field(default_factory=dict)
 
 
-_sync: dict[str, _SyncMember] = {}
-_staging: dict[tuple[str, torch.dtype, int], torch.Tensor] = {}  # two per device and dtype, whatever the groups
+#: (sync name, id of the worker object) -> its part: one member per worker process, except in the driver, where
+#: the workers of a driver-local component (`remote_eval: false`) are members side by side.
+_sync: dict[tuple[str, int], _SyncMember] = {}
+#: Two staging buffers per worker object, device and dtype, whatever the groups.
+_staging: dict[tuple[int, str, torch.dtype, int], torch.Tensor] = {}
 
 
-def sync_host(_instance: object, name: str, wait_s: float) -> tuple[str, int]:
+def sync_host(instance: object, name: str, wait_s: float) -> tuple[str, int]:
     """On the first source: host the group's TCPStore on a port the OS picks; returns (address, port)."""
     store = dist.TCPStore("0.0.0.0", 0, None, True, timeout=datetime.timedelta(seconds=wait_s), wait_for_workers=False)
-    _sync[name] = _SyncMember(store=store)
+    _sync[(name, id(instance))] = _SyncMember(store=store)
     return ray.util.get_node_ip_address(), store.port
 
 
 def sync_join(
-    _instance: object,
+    instance: object,
     name: str,
     address: str,
     port: int,
@@ -251,18 +254,18 @@ def sync_join(
     """Join the groups `memberships` = [(source index, my rank in its group, its size)] in order."""
     start = time.perf_counter()
     timeout = datetime.timedelta(seconds=wait_s)
-    member = _sync.get(name)
+    member = _sync.get((name, id(instance)))
     if member is None:
         store = dist.TCPStore(address, port, None, False, timeout=timeout, wait_for_workers=False)
-        member = _sync[name] = _SyncMember(store=store)
+        member = _sync[(name, id(instance))] = _SyncMember(store=store)
     for source, rank, size in memberships:
         prefixed = dist.PrefixStore(f"{name}/{source}", member.store)
         member.groups[source] = (_process_group(backend, prefixed, rank, size, timeout), rank)
     return time.perf_counter() - start
 
 
-def sync_leave(_instance: object, name: str) -> None:
-    _sync.pop(name, None)
+def sync_leave(instance: object, name: str) -> None:
+    _sync.pop((name, id(instance)), None)
 
 
 def sync_describe(instance: object, method: str, bucket_mb: float, counts: list[int] | None = None) -> dict[str, Any]:
@@ -281,7 +284,7 @@ def sync_describe(instance: object, method: str, bucket_mb: float, counts: list[
 def sync_send(instance: object, name: str, source: int, method: str, bucket_mb: float, ticket: dict) -> dict:
     """Broadcast this source's tensors, bucket by bucket, to its group (after the readiness check)."""
     tensors = _tensors(instance, method)
-    return _transfer(name, {source: tensors}, [_layout_hash(tensors, bucket_mb)], bucket_mb, ticket)
+    return _transfer(instance, name, {source: tensors}, [_layout_hash(tensors, bucket_mb)], bucket_mb, ticket)
 
 
 def sync_receive(
@@ -291,7 +294,7 @@ def sync_receive(
     `done_method()` if the class defines it."""
     parts = _parts(_tensors(instance, method), counts)
     layouts = [_layout_hash(part, bucket_mb) for part in parts]
-    stats = _transfer(name, dict(enumerate(parts)), layouts, bucket_mb, ticket)
+    stats = _transfer(instance, name, dict(enumerate(parts)), layouts, bucket_mb, ticket)
     done = getattr(instance, done_method, None)
     if callable(done) and "aborted" not in stats:
         done()
@@ -299,12 +302,17 @@ def sync_receive(
 
 
 def _transfer(
-    name: str, parts: dict[int, list[torch.Tensor]], layouts: list[str], bucket_mb: float, ticket: dict
+    instance: object,
+    name: str,
+    parts: dict[int, list[torch.Tensor]],
+    layouts: list[str],
+    bucket_mb: float,
+    ticket: dict,
 ) -> dict:
     """Check readiness with every member of the sync, then broadcast; `{"aborted": why}` if any member
     cannot take part (not in the groups any more, or its tensors changed), so that nobody broadcasts."""
     start = time.perf_counter()
-    member = _sync.get(name)
+    member = _sync.get((name, id(instance)))
     if member is None:
         return _abort(ticket, name, "restarted since the groups were built")
     if layouts != [ticket["layouts"][s] for s in parts]:
@@ -316,7 +324,8 @@ def _transfer(
     with torch.no_grad():
         for source, tensors in parts.items():
             group, rank = member.groups[source]
-            moved += _broadcast_buckets(group, group_buckets(tensors, int(bucket_mb * 2**20)), is_root=rank == 0)
+            buckets = group_buckets(tensors, int(bucket_mb * 2**20))
+            moved += _broadcast_buckets(group, buckets, is_root=rank == 0, owner=id(instance))
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return {"bytes": moved, "seconds": time.perf_counter() - start}
@@ -357,7 +366,9 @@ def _abort(ticket: dict, name: str, why: str, store: Any = None) -> dict:
     return {"aborted": why}
 
 
-def _broadcast_buckets(group: Any, buckets: Iterable[tuple[torch.device, list[torch.Tensor]]], *, is_root: bool) -> int:
+def _broadcast_buckets(
+    group: Any, buckets: Iterable[tuple[torch.device, list[torch.Tensor]]], *, is_root: bool, owner: int
+) -> int:
     """One broadcast per bucket, double-buffered: while bucket k is on the wire, the root gathers bucket k+1
     into the other staging buffer and a target copies bucket k-1 out into its tensors. A bucket holding
     one contiguous tensor is broadcast in place, without staging."""
@@ -369,7 +380,7 @@ def _broadcast_buckets(group: Any, buckets: Iterable[tuple[torch.device, list[to
         if len(tensors) == 1 and tensors[0].is_contiguous():
             flat = tensors[0].detach().view(-1)
         else:
-            flat = staged = _staging_buffer(device, tensors[0].dtype, numel, slot % 2)
+            flat = staged = _staging_buffer(owner, device, tensors[0].dtype, numel, slot % 2)
             if is_root:
                 torch.cat([t.detach().reshape(-1) for t in tensors], out=flat)
         work = group.broadcast([flat], _root0())
@@ -395,9 +406,9 @@ def _root0() -> Any:
     return opts
 
 
-def _staging_buffer(device: torch.device, dtype: torch.dtype, numel: int, slot: int) -> torch.Tensor:
-    """Two reusable buffers (slots) per device and dtype in this process, grown to the largest bucket seen."""
-    key = (str(device), dtype, slot)
+def _staging_buffer(owner: int, device: torch.device, dtype: torch.dtype, numel: int, slot: int) -> torch.Tensor:
+    """Two reusable buffers (slots) per worker object, device and dtype, grown to the largest bucket seen."""
+    key = (owner, str(device), dtype, slot)
     buf = _staging.get(key)
     if buf is None or buf.numel() < numel:
         _staging.pop(key, None)  # free the smaller one before allocating
