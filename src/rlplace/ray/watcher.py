@@ -24,6 +24,7 @@ any of this.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -250,7 +251,7 @@ class NodeWatcher:
         detail = f"{what} {node.address} (id {str(node.node_id)[:8]}) took over node {rank}"
         event = NodeEvent(how, rank, loss.workers, time.time(), str(node.node_id), node.address or "?", detail)
         self._mover.move_rank(rank, node, event)
-        done = NodeEvent(**{**event.to_dict(), "at": time.time(), "seconds": time.monotonic() - loss.declared})
+        done = dataclasses.replace(event, at=time.time(), seconds=time.monotonic() - loss.declared)
         del self._losses[rank]
         self._state.apply(Change(trouble={rank: None}, event=done))
         log.warning("rlplace job %s: %s", self._state.name, done)
