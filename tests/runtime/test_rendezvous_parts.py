@@ -14,6 +14,7 @@ from rlplace.ray._compat import user_class
 from rlplace.ray.launch import actor_options, placed_class, remote_class
 from rlplace.ray.ports import PORT_RANGE_ENV, free_ports, port_range
 from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
+from rlplace.ray.state import NodeEvent
 
 
 def test_free_ports_are_distinct_bindable_and_skip_what_others_hold():
@@ -68,6 +69,32 @@ def test_the_job_record_of_32768_workers_is_one_small_value():
     assert JobRecord.from_bytes(raw) == record and len(raw) < 100_000
     assert record.node_of("train", 17) == 2 and record.node_of("eval", 1) is None and record.node_of("x", 0) is None
     assert record.ports_by_address() == {"10.0.0.0": {29500}}
+
+
+def test_the_job_record_carries_the_state_rlplace_status_shows():
+    """One record per job: beside the rank -> node map and masters, the spares serving ranks, the ranks lost
+    (with their window) or failed, the last node events and the driver-local components."""
+    lost = NodeEvent("lost", 1, ("rlplace:train:1",), 10.0, "n1", "10.0.0.2", "10.0.0.2 (id n1): Ray declared it dead")
+    took = NodeEvent("spare", 1, ("rlplace:train:1",), 12.0, "s1", "10.0.0.9", "hot spare 10.0.0.9 took over", 2.0)
+    record = JobRecord(
+        job="j",
+        namespace="ns",
+        instance="1" * 32,
+        ray_job_id="02000000",
+        written_at=12.0,
+        nodes={0: NodeRecord("n0", "10.0.0.1"), 1: NodeRecord("s1", "10.0.0.9", spare=True)},
+        components={
+            "train": ComponentRecord(2, (0, 1), 0, "10.0.0.1", 29500),
+            "eval": ComponentRecord(1, (None,), in_driver=True),
+        },
+        lost={2: (11.0, 71.0)},
+        failed=(3,),
+        events=(lost, took),
+        driver_pid=4242,
+        driver_node_id="n0",
+    )
+    assert JobRecord.from_bytes(record.to_bytes()) == record
+    assert record.worker_nodes() == {"rlplace:train:0": 0, "rlplace:train:1": 1, "rlplace:eval:0": None}
 
 
 def test_a_worker_that_sees_its_nodes_gpus_keeps_them_in_its_runtime_env():
