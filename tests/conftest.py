@@ -16,6 +16,16 @@ from rlplace.plan import hardware_resource_name
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
 
+# Every simulated node of every test session on a machine has the same IP, so two sessions running at once
+# (developers sharing a machine) would hand out the same master ports from 29500 up and collide when their
+# workers bind them. Each session takes its own window of the default range (inherited by the embedded
+# clusters the CLI tests start); a test that sets the variable itself still wins.
+_WINDOW = 900
+os.environ.setdefault(
+    "RLPLACE_MASTER_PORT_RANGE",
+    f"{20000 + (os.getpid() % 14) * _WINDOW}-{20000 + (os.getpid() % 14 + 1) * _WINDOW - 1}",
+)
+
 
 #: How long Ray may take to report a job's actors dead and its groups removed after the test returned.
 _SETTLE_S = 5.0
