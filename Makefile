@@ -26,6 +26,7 @@ demo: $(STAMP)
 
 test: $(VENV)/.torch
 	$(BIN)/ruff check $(LINTED)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q --durations=15
 
 lint: $(STAMP)

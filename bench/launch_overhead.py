@@ -136,20 +136,20 @@ def record_cost(plan) -> tuple[float, float]:
     payload (now) against one synchronous internal-KV write of the same record per worker (before)."""
     import json
 
-    from ray.experimental import internal_kv
-
     import rlplace
+    from rlplace.ray import _compat
 
     job = rlplace.connect(plan, timeout_s=60, export_path=None)
     try:
-        job.rendezvous.payload(plan.workers[0])  # the job's one-time port choice and record, not per worker
+        rendezvous = job._rendezvous  # the driver-side cost measured is exactly this service's
+        rendezvous.payload(plan.workers[0])  # the job's one-time port choice and record, not per worker
         t0 = time.perf_counter()
-        payloads = [job.rendezvous.payload(w) for w in plan.workers]
+        payloads = [rendezvous.payload(w) for w in plan.workers]
         t1 = time.perf_counter()
         for w, payload in zip(plan.workers, payloads, strict=True):
-            internal_kv._internal_kv_put(f"bench/{w.name}", json.dumps(payload), overwrite=True, namespace="bench")
+            _compat.kv_put(f"bench/{w.name}", json.dumps(payload))
         t2 = time.perf_counter()
-        internal_kv._internal_kv_del("bench/", del_by_prefix=True, namespace="bench")
+        _compat.kv_delete("bench/", by_prefix=True)
     finally:
         job.shutdown()
     n = len(plan.workers)
@@ -162,7 +162,7 @@ def measure(nodes: int, rounds: int, runners: dict[str, Callable]) -> tuple[int,
 
     from rlplace.config import load
     from rlplace.planner import plan as make_plan
-    from rlplace.ray.cluster import live_inventory
+    from rlplace.ray.nodes import live_inventory
 
     cluster = start_cluster(nodes)
     try:

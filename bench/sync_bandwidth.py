@@ -141,7 +141,7 @@ def measure(source: Any, sinks: list[Any], nbytes: int, repeats: int, bucket_mb:
     (the collective builds its groups in it)."""
     import ray
 
-    from rlplace.runtime.sync import sync_weights
+    from rlplace.runtime import sync_weights
 
     src, dst = group("source", [source]), group(f"targets{len(sinks)}", sinks)
     members = [source, *sinks]

@@ -16,6 +16,38 @@ from rlplace.plan import hardware_resource_name
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
 
+# Every simulated node of every test session on a machine has the same IP, so two sessions running at once
+# (developers sharing a machine) would hand out the same master ports from 29500 up and collide when their
+# workers bind them. Each session takes its own window of the default range (inherited by the embedded
+# clusters the CLI tests start); a test that sets the variable itself still wins.
+_WINDOW = 900
+os.environ.setdefault(
+    "RLPLACE_MASTER_PORT_RANGE",
+    f"{20000 + (os.getpid() % 14) * _WINDOW}-{20000 + (os.getpid() % 14 + 1) * _WINDOW - 1}",
+)
+
+
+#: How long Ray may take to report a job's actors dead and its groups removed after the test returned.
+_SETTLE_S = 5.0
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test that touched the session cluster (`ray_cluster`, also through `request.getfixturevalue`) carries
+    the `ray` marker and leaves no placement group or actor of this driver alive; a test that does fails, and
+    what it left is cleaned up so the next test starts clean."""
+    yield
+    if "ray_cluster" not in request.fixturenames:
+        return
+    if request.node.get_closest_marker("ray") is None:
+        pytest.fail("this test uses the session's Ray cluster (ray_cluster) but is not marked `ray`")
+    from tests.ray_helpers import clean_up, leftovers_after
+
+    groups, actors = leftovers_after(_SETTLE_S)
+    if groups or actors:
+        clean_up()
+        pytest.fail(f"test left placement groups {groups} and actors {actors} alive")
+
 
 @pytest.fixture
 def spec_examples() -> pathlib.Path:
@@ -54,13 +86,13 @@ def ray_cluster() -> Iterator[RayCluster]:
     Every node carries the `rlplace/node-rank` label, as `rlplace start` sets it. Workers that get no GPU
     see CUDA_VISIBLE_DEVICES="" (the nodes start with RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1, as
     `rlplace start` does). No dashboard; fast health checks (a dead node is noticed in ~2 s).
-    Tests must leave no placement group or actor behind (tests/ray checks this after each test).
+    Tests must leave no placement group or actor behind (`no_leftovers` checks this after each test).
     """
     import ray
     from ray.cluster_utils import Cluster
 
-    from rlplace.ray.cluster import live_inventory
     from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL
+    from rlplace.ray.nodes import live_inventory
 
     saved = {k: os.environ.get(k) for k in HIDE_GPUS_ENV}
     os.environ.update(HIDE_GPUS_ENV)  # inherited by every raylet and so by every worker

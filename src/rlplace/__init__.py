@@ -1,27 +1,44 @@
 """rlplace: place and run the workers of distributed RL jobs on Ray clusters, from one YAML section.
 
-`connect` and `worker_placement` live in `rlplace.ray`; they are resolved on first use (module
-`__getattr__`), so `import rlplace` -- and with it `rlplace validate` / `rlplace plan` -- never imports Ray.
+This is the public surface the docs teach: `connect`, `worker_placement`, `Job`, `WorkerGroup`, `NodeEvent`
+and the errors. The Ray layer's names are resolved on first use (module `__getattr__`), so `import rlplace`
+-- and with it `rlplace validate` / `rlplace plan` -- never imports Ray. Runtime services (buffer routing,
+weight sync, phases, torch.distributed) are imported from `rlplace.runtime`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, RlplaceError
+from rlplace.errors import (
+    ConfigError,
+    NodeLostError,
+    PlacementError,
+    PlanError,
+    Problem,
+    RendezvousError,
+    RlplaceError,
+)
 
 if TYPE_CHECKING:
-    from rlplace.ray.job import connect
+    from rlplace.ray.group import WorkerGroup
+    from rlplace.ray.job import Job, connect
+    from rlplace.ray.state import NodeEvent
     from rlplace.ray.worker import placement as worker_placement
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "Job",
+    "NodeEvent",
+    "NodeLostError",
     "PlacementError",
     "PlanError",
     "Problem",
+    "RendezvousError",
     "RlplaceError",
+    "WorkerGroup",
     "__version__",
     "connect",
     "worker_placement",
@@ -29,6 +46,9 @@ __all__ = [
 
 _LAZY = {
     "connect": ("rlplace.ray.job", "connect"),
+    "Job": ("rlplace.ray.job", "Job"),
+    "WorkerGroup": ("rlplace.ray.group", "WorkerGroup"),
+    "NodeEvent": ("rlplace.ray.state", "NodeEvent"),
     "worker_placement": ("rlplace.ray.worker", "placement"),
 }
 

@@ -75,3 +75,8 @@ class NodeLostError(PlacementError):
         self.node_rank = node_rank
         self.workers = tuple(workers)
         self.waited_for = waited_for
+
+
+class RendezvousError(RlplaceError):
+    """The ranks of a component did not all arrive at their rendezvous in time (`init_component_group()`, or
+    the exchange of a component Ray placed itself); the message names who is missing and where."""

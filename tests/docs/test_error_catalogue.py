@@ -536,7 +536,7 @@ def _ray_node(ip: str, rank: str | None) -> dict:
 
 
 def live_inventory_of(*ranks: str | None) -> Provoker:
-    from rlplace.ray.cluster import inventory_from_nodes
+    from rlplace.ray.nodes import inventory_from_nodes
 
     nodes = [_ray_node(f"10.0.0.{i + 1}", rank) for i, rank in enumerate(ranks)]
     return lambda _request: raised(lambda: inventory_from_nodes(nodes))

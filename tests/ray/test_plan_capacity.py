@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from tests.ray_helpers import leftovers
 
 import rlplace
-from conftest import leftovers
 from rlplace.cli import main
 from rlplace.errors import PlacementError
 

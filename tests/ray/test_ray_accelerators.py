@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import pytest
 import ray
 from ray import cloudpickle
 from ray_workers import Probe
+from tests.ray_helpers import wait_until_dead
 
 from rlplace.model import ComponentSpec, JobSpec, NodeGroupSpec, Placement, PlacementSettings, Segment
 from rlplace.plan import Bundle, Worker
 from rlplace.planner import plan
-from rlplace.ray.cluster import accelerator_of, inventory_from_nodes, live_inventory
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.ray.launch import actor_options
+from rlplace.ray.nodes import accelerator_of, inventory_from_nodes, live_inventory
 from rlplace.ray.reserve import bundle_resources
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # NpuProbe runs in the workers
@@ -70,11 +70,10 @@ def npu_node(ray_cluster):
         yield node
     finally:
         ray_cluster.cluster.remove_node(node)
-        deadline = time.monotonic() + 30
-        while len(live_inventory()) != 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert not wait_until_dead([node.node_id]) and len(live_inventory()) == 4
 
 
+@pytest.mark.ray
 def test_workers_on_npus_get_npus_from_ray(ray_cluster, npu_node):
     """About 5 s: a raylet is started and stopped for it."""
     live = live_inventory()
@@ -98,6 +97,7 @@ def rlplace_connect(p, name: str):
     return rlplace.connect(p, name=name, export_path=None, timeout_s=20)
 
 
+@pytest.mark.ray
 def test_a_plan_with_spanning_rollout_processes_reserves_each_gpu_once(ray_cluster):
     """Rollout TP 2 beside single-GPU actors on node 0's 4 GPUs: the reservation asks 4 GPUs there, not 6."""
     from rlplace.model import ProcessShape

@@ -7,12 +7,12 @@ import time
 
 import pytest
 import ray
-from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.util.placement_group import placement_group, remove_placement_group
 from ray_plans import Row, pinned_plan
 from ray_workers import Probe
+from tests.ray_helpers import assert_gone, footprint, leftovers
 
 import rlplace
-from conftest import leftovers
 from rlplace.errors import ConfigError, PlacementError, PlanError
 from rlplace.inventory import Inventory
 from rlplace.ray.job import Job
@@ -119,11 +119,11 @@ def test_unknown_component_or_rank_is_a_config_error_naming_the_plan(ray_cluster
 def test_shutdown_is_idempotent_and_removes_the_groups(ray_cluster):
     job = rlplace.connect(pinned_plan([Row("train", 1, (1,)), Row("buffer", 1)]), timeout_s=20, export_path=None)
     job.launch("buffer", Probe)
-    ids = [pg.id.hex() for pg in job.placement_groups]
+    taken = footprint(job)
     job.shutdown()
     job.shutdown()
-    table = placement_group_table()
-    assert ids and all(table[i]["state"] == "REMOVED" for i in ids)
+    assert taken.groups and taken.actors
+    assert_gone(taken)
     with pytest.raises(PlacementError, match="shut down"):
         job.launch("train", Probe)
     assert_nothing_left()

@@ -7,7 +7,7 @@ import pytest
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.ray import diagnose
-from rlplace.ray.cluster import inventory_from_nodes
+from rlplace.ray.nodes import inventory_from_nodes
 
 
 def raw(node_id, ip="10.0.0.1", gpus=0, rank=None, model=None, head=False, alive=True, **custom):
@@ -126,7 +126,7 @@ def test_starved_names_who_holds_the_node():
 
 @pytest.mark.ray
 def test_live_inventory_reads_the_session_cluster_in_rank_order(ray_cluster):
-    from rlplace.ray.cluster import live_inventory
+    from rlplace.ray.nodes import live_inventory
 
     inv = live_inventory()
     assert [(n.rank, n.num_gpus, n.gpu_model) for n in inv.nodes] == [

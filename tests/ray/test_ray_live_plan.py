@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rlplace.cli import main
+
+pytestmark = pytest.mark.ray
 
 
 def test_plan_without_nodes_names_the_live_cluster_it_read(ray_cluster, tmp_path, capsys):

@@ -40,6 +40,7 @@ def spec(remote_train: bool) -> JobSpec:
     return JobSpec("pools", PlacementSettings(strategy="disaggregate"), comps)
 
 
+@pytest.mark.ray
 def test_a_driver_local_component_runs_in_the_driver_behind_the_worker_group_api(ray_cluster):
     with rlplace.connect(spec(remote_train=False), name="local", export_path=None, timeout_s=20) as job:
         group = job.launch("train", ray.remote(Learner), 0.1, name="t")  # a ray.remote class is unwrapped
@@ -66,6 +67,7 @@ def test_a_driver_local_component_runs_in_the_driver_behind_the_worker_group_api
         assert not any(w.in_driver for w in job.plan.by_component("eval"))
 
 
+@pytest.mark.ray
 def test_a_configs_ray_address_is_where_connect_goes_when_none_is_passed(ray_cluster, tmp_path):
     """A fresh process (Ray not started) connects to the address the config names. About 5 s."""
     script = tmp_path / "connect.py"

@@ -20,13 +20,13 @@ import ray
 from ray.util.placement_group import placement_group_table
 from ray_plans import Row, pinned_plan
 from ray_workers import Stepper
+from tests.ray_helpers import leftovers, wait_until_dead
 
 import rlplace
-from conftest import leftovers
 from rlplace.commands.status import collect_all, render
 from rlplace.errors import NodeLostError, PlacementError
-from rlplace.ray.cluster import live_inventory
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
+from rlplace.ray.nodes import live_inventory
 
 pytestmark = pytest.mark.ray
 
@@ -71,9 +71,7 @@ class Extra:
         for node in self.nodes:
             self.cluster.remove_node(node)
         self.nodes.clear()
-        deadline = time.monotonic() + 30
-        while any(n["Alive"] for n in ray.nodes() if n["NodeID"] in self.ids) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until_dead(self.ids)
 
 
 @pytest.fixture
@@ -106,9 +104,9 @@ def wait_declared(job: Any, rank: int = 4) -> None:
     """Until the job knows node `rank` is lost. A call made right after `remove_node` may still run: the
     raylet dies at once, its worker processes a moment later."""
     deadline = time.monotonic() + DETECT_S
-    while job.failover.state(rank) == "ok" and time.monotonic() < deadline:
+    while job.state.health(rank) == "ok" and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert job.failover.state(rank) != "ok", f"node {rank} not declared lost within {DETECT_S} s"
+    assert job.state.health(rank) != "ok", f"node {rank} not declared lost within {DETECT_S} s"
 
 
 @pytest.mark.slow

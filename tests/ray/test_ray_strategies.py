@@ -10,8 +10,8 @@ from __future__ import annotations
 import collections
 
 import pytest
-from ray.util.placement_group import placement_group_table
 from ray_workers import Probe
+from tests.ray_helpers import assert_gone, footprint
 
 import rlplace
 
@@ -78,14 +78,13 @@ def test_auto_mode_spec_example_starts_as_planned(ray_cluster, spec_examples, tm
     export = tmp_path / "resource_pool_auto.yaml"
     with rlplace.connect(spec_examples / name, timeout_s=20, export_path=export) as job:
         placements = _assert_as_planned(job)
-        group_ids = [pg.id.hex() for pg in job.placement_groups]
+        taken = footprint(job)
         if name == "auto-default.yaml":
-            assert not group_ids  # no placement groups: Ray schedules the workers freely
+            assert not taken.groups  # no placement groups: Ray schedules the workers freely
             assert sorted(p.node_rank for p in placements.values() if p.component == "buffer") == [0, 1]
         else:
             assert "resource_pool:" in export.read_text(), "auto mode writes resource_pool_auto.yaml after a start"
-    table = placement_group_table()
-    assert all(table[i]["state"] == "REMOVED" for i in group_ids)
+    assert_gone(taken)
 
 
 @pytest.mark.parametrize("name", list(SCALED_POOLS))

@@ -18,13 +18,8 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 import rlplace  # noqa: E402
-from rlplace.errors import PlacementError  # noqa: E402
-from rlplace.runtime import sync_weights  # noqa: E402
-from rlplace.runtime.collective import (  # noqa: E402
-    RendezvousError,
-    destroy_component_group,
-    init_component_group,
-)
+from rlplace.errors import PlacementError, RendezvousError  # noqa: E402
+from rlplace.runtime import destroy_component_group, init_component_group, sync_weights  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rlplace.runtime.offload import Offloader, OffloadHooks  # noqa: E402
+from rlplace.runtime import Offloader, OffloadHooks  # noqa: E402
 
 
 def _model() -> torch.nn.Module:

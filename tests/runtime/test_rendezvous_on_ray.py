@@ -17,7 +17,8 @@ import rlplace
 from rlplace.config import load
 from rlplace.planner import plan as make_plan
 from rlplace.ray import records
-from rlplace.ray.rendezvous import DEFAULT_PORT_RANGE, ENV_KEYS
+from rlplace.ray.ports import DEFAULT_PORT_RANGE
+from rlplace.ray.rendezvous import ENV_KEYS
 
 pytestmark = pytest.mark.ray
 

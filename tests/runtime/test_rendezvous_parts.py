@@ -10,9 +10,11 @@ import ray
 
 from rlplace.errors import PlacementError
 from rlplace.plan import Worker
+from rlplace.ray._compat import user_class
 from rlplace.ray.launch import actor_options, placed_class, remote_class
+from rlplace.ray.ports import PORT_RANGE_ENV, free_ports, port_range
 from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
-from rlplace.ray.rendezvous import PORT_RANGE_ENV, free_ports, port_range
+from rlplace.ray.state import NodeEvent
 
 
 def test_free_ports_are_distinct_bindable_and_skip_what_others_hold():
@@ -69,6 +71,32 @@ def test_the_job_record_of_32768_workers_is_one_small_value():
     assert record.ports_by_address() == {"10.0.0.0": {29500}}
 
 
+def test_the_job_record_carries_the_state_rlplace_status_shows():
+    """One record per job: beside the rank -> node map and masters, the spares serving ranks, the ranks lost
+    (with their window) or failed, the last node events and the driver-local components."""
+    lost = NodeEvent("lost", 1, ("rlplace:train:1",), 10.0, "n1", "10.0.0.2", "10.0.0.2 (id n1): Ray declared it dead")
+    took = NodeEvent("spare", 1, ("rlplace:train:1",), 12.0, "s1", "10.0.0.9", "hot spare 10.0.0.9 took over", 2.0)
+    record = JobRecord(
+        job="j",
+        namespace="ns",
+        instance="1" * 32,
+        ray_job_id="02000000",
+        written_at=12.0,
+        nodes={0: NodeRecord("n0", "10.0.0.1"), 1: NodeRecord("s1", "10.0.0.9", spare=True)},
+        components={
+            "train": ComponentRecord(2, (0, 1), 0, "10.0.0.1", 29500),
+            "eval": ComponentRecord(1, (None,), in_driver=True),
+        },
+        lost={2: (11.0, 71.0)},
+        failed=(3,),
+        events=(lost, took),
+        driver_pid=4242,
+        driver_node_id="n0",
+    )
+    assert JobRecord.from_bytes(record.to_bytes()) == record
+    assert record.worker_nodes() == {"rlplace:train:0": 0, "rlplace:train:1": 1, "rlplace:eval:0": None}
+
+
 def test_a_worker_that_sees_its_nodes_gpus_keeps_them_in_its_runtime_env():
     seeing = Worker(
         "agent", 0, 1, 0, (), 0.0, 1.0, "node", env_vars={"A": "1"}, sees_node_gpus=True, visible_gpus=(0, 1, 2, 3)
@@ -107,9 +135,8 @@ def test_an_actor_class_is_unwrapped_keeping_its_options():
     actor_class = ray.remote(max_concurrency=4, num_cpus=2)(Policy)
     placed = remote_class(actor_class)
     assert placed is remote_class(actor_class)  # once per class
-    assert placed._default_options == {"max_concurrency": 4, "num_cpus": 2}
-    base = placed.__ray_metadata__.modified_class.__ray_actor_class__
-    assert base.__mro__[1] is Policy
+    base, options = user_class(placed)
+    assert options == {"max_concurrency": 4, "num_cpus": 2} and base.__mro__[1] is Policy
 
 
 def test_a_robot_config_left_without_its_ip_is_filled_from_the_nodes_environment(monkeypatch):

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-import ray
 from ray import cloudpickle
+from tests.ray_helpers import Footprint, assert_gone, footprint, wait_until_dead
 
 import rlplace
 from rlplace.errors import NodeLostError, PlacementError
@@ -228,9 +228,11 @@ def test_killed_worker_restarts_in_its_own_bundle_and_the_job_finishes(ray_clust
 
 def test_without_restarts_a_killed_worker_stops_the_job_with_its_name(ray_cluster: Any) -> None:
     job = rlplace.connect(COLOCATED, export_path=None)
+    taken = Footprint((), ())
     try:
         train = job.launch("train", Trainer)
         evals = job.launch("eval", Evaluator)
+        taken = footprint(job)
         _cycle(job, train, evals)
         node = job.plan.by_component("train")[1].node_rank
         os.kill(train.call("pid", rank=1), signal.SIGKILL)
@@ -240,22 +242,8 @@ def test_without_restarts_a_killed_worker_stops_the_job_with_its_name(ray_cluste
         assert time.monotonic() - start < 10
     finally:
         job.shutdown()
-    _assert_nothing_left(job)
-
-
-def _alive(node_id: str) -> bool:
-    return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
-
-
-def _assert_nothing_left(job: Any) -> None:
-    """Every placement group of the job removed, every actor it launched dead."""
-    from ray.util.placement_group import placement_group_table
-
-    table = placement_group_table()
-    assert all(table[pg.id.hex()]["state"] == "REMOVED" for pg in job.placement_groups)
-    actors = ray._private.state.actors()
-    ids = [a._actor_id.hex() for g in job.groups.values() for a in g.actors]
-    assert ids and all(actors[i]["State"] == "DEAD" for i in ids)
+    assert taken.groups and taken.actors
+    assert_gone(taken)
 
 
 @pytest.mark.slow
@@ -271,14 +259,15 @@ def test_a_lost_node_stops_the_job_naming_the_worker_and_its_node(ray_cluster: A
         "resource_pool": [{"name": "lonely", "node_ids": [4], "num_gpus": [1], "train": "0"}],
     }
     job = rlplace.connect(on_extra, export_path=None, replace_within_s=0)  # no spare: fail once the loss is known
+    taken = Footprint((), ())
     try:
         train = job.launch("train", Trainer)
+        taken = footprint(job)
         with job.phase("train"):
             train.call("train_step")
         cluster.remove_node(extra, allow_graceful=False)
         start = time.monotonic()
-        while _alive(extra.node_id) and time.monotonic() - start < 15:  # health checks notice in ~2 s
-            time.sleep(0.1)
+        wait_until_dead([extra.node_id], timeout_s=15)  # health checks notice in ~2 s
         with (
             pytest.raises(NodeLostError, match=r"node 4 .*was lost and its workers \(rlplace:train:0\)"),
             job.phase("train"),
@@ -287,4 +276,5 @@ def test_a_lost_node_stops_the_job_naming_the_worker_and_its_node(ray_cluster: A
         assert time.monotonic() - start < 15
     finally:
         job.shutdown()
-    _assert_nothing_left(job)
+    assert taken.groups and taken.actors
+    assert_gone(taken)

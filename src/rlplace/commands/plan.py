@@ -138,7 +138,7 @@ def _live_inventory() -> Inventory:
     try:
         import ray
 
-        from rlplace.ray.cluster import live_inventory
+        from rlplace.ray.nodes import live_inventory
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e

@@ -110,16 +110,15 @@ def execute(
                     console.print(
                         f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
                     )
-    from rlplace.ray.cluster import join
+    from rlplace.ray.cluster import address_to_join, join
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
     for flag in ("spare", "kill_node"):
         if getattr(args, flag, None) is not None:
             raise RlplaceError(f"--{flag.replace('_', '-')} works only on an embedded cluster (--simulate NODES)")
-    # --address, else the config's ray_address (RLightning's key), else "auto": $RAY_ADDRESS, else the cluster
-    # started on this machine.
-    join(address or spec.ray_address or "auto")
+    # The same choice as rlplace.connect, except that the CLI never starts a cluster: "auto" when nothing says.
+    join(address_to_join(address, spec.ray_address) or "auto")
     return _train(spec, console, args, picture_stem)
 
 

@@ -102,16 +102,16 @@ def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str])
         hint = "start the head first (`rlplace start --head --node-rank 0` on it) and check HOST:PORT"
         reachable_address(address or "", hint=hint)
         return
-    from ray._private import services
+    from rlplace.ray import _compat
 
     port = _take_option([a for a in ray_args if a != "--"], "--port")[0] or str(DEFAULT_RAY_PORT)
-    ip = services.get_node_ip_address()
+    ip = _compat.node_ip_address()
     try:
         socket.create_connection((ip, int(port)), timeout=2.0).close()
     except (OSError, ValueError):
         return  # nothing listens there: the head can start
     here = f"{ip}:{port}"
-    if here in services.find_gcs_addresses():
+    if here in _compat.gcs_addresses_on_this_machine():
         raise RlplaceError(
             f"Ray already runs on this machine with its head at {here}, the port this head would take. Use that "
             f"cluster (`rlplace status --address {here}`; other nodes join it with `rlplace start --address "

@@ -7,7 +7,8 @@ user runs `status` for). The GPUs a worker holds are asked from the worker itsel
 `__ray_call__`, no method of the user's class), with a short timeout: a worker busy in a long call
 shows `?` rather than hang the command.
 
-During node failures it reads each job's health record (`rlplace.ray.failover`): a lost node is shown
+Which ranks each job runs where, and its nodes' trouble, come from the one record each job keeps in the GCS
+(`rlplace.ray.records`, written from the job's state): a lost node is shown
 LOST with how long ago and what the job waits for, workers that are not running (restarting, pending,
 dead) are shown on their planned node with no PID (the actor table keeps the dead process's), and
 workers on a spare are shown on it. A node whose raylet refuses connections is shown LOST before Ray's
@@ -21,7 +22,10 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlplace.ray.records import JobRecord
 
 PROBE_TIMEOUT_S = 2.0
 _RUNNING = "ALIVE"
@@ -34,7 +38,7 @@ class WorkerRow:
     rank: int
     node: str  # "node 2" (rank label), "node 2 (spare 10.0.0.7)", else the IP; planned node unless running
     gpus: str  # "0,1", "-" for none, "?" when the worker did not answer in time
-    state: str  # ALIVE | LOST | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY
+    state: str  # ALIVE | LOST | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY | DRIVER
     restarts: int
     pid: int | None  # None unless the worker's process is running
     job: str
@@ -107,16 +111,16 @@ def collect() -> list[WorkerRow]:
 def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     """The troubled nodes of live jobs, and every rlplace worker of every live job (by job, component, rank)."""
     import ray
-    from ray._private import state
 
-    from rlplace.ray.failover import read_records
+    from rlplace.ray import _compat
+    from rlplace.ray.records import read_all
 
-    live_jobs = {j["JobID"] for j in state.jobs() if not j["IsDead"]}
-    records = [r for r in read_records() if r.get("ray_job") in live_jobs]
+    live_jobs = _compat.live_ray_jobs()
+    records = [r for r in read_all() if r.ray_job_id in live_jobs]
     raw_nodes = ray.nodes()
-    planned = _planned_names()
+    planned = _planned_names(records)
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
-    for a in state.actors().values():
+    for a in _compat.actor_table().values():
         if (
             a.get("Name", "").startswith("rlplace:")
             and a.get("JobID") in live_jobs
@@ -131,7 +135,7 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
     # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
     hosting = {_node_id(a) for a in actors if a["State"] == _RUNNING}
-    hosting |= {n["node_id"] for r in records for n in r.get("nodes", {}).values() if n.get("node_id")}
+    hosting |= {n.node_id for r in records for n in r.nodes.values() if n.node_id}
     down = _down_nodes(raw_nodes, hosting)
     gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == _RUNNING and _node_id(a) not in down})
     rows = []
@@ -156,24 +160,47 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
                 job=a["JobID"],
             )
         )
+    rows += _driver_rows(records, names)
     workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
     return _node_rows(records, down, names), workers
+
+
+def _driver_rows(records: list[JobRecord], names: dict[str, str]) -> list[WorkerRow]:
+    """The workers of driver-local components (`remote_<component>: false`): plain objects in the driver
+    process, shown on the driver's node with its PID."""
+    return [
+        WorkerRow(
+            name=f"rlplace:{component}:{rank}",
+            component=component,
+            rank=rank,
+            node=f"{names.get(r.driver_node_id, '-')} (driver)",
+            gpus="-",
+            state="DRIVER",
+            restarts=0,
+            pid=r.driver_pid or None,
+            job=r.ray_job_id,
+        )
+        for r in records
+        for component, c in r.components.items()
+        if c.in_driver
+        for rank in range(c.world_size)
+    ]
 
 
 def _node_id(actor: dict) -> str:
     return (actor.get("Address") or {}).get("NodeID", "")
 
 
-def _planned_node(records: list[dict], job: str, name: str) -> int | None:
+def _planned_node(records: list[JobRecord], job: str, name: str) -> int | None:
     """The node rank the plan gave worker `name` of Ray job `job` (the newest rlplace job of that driver)."""
-    mine = [r for r in records if r["ray_job"] == job and name in r["workers"]]
-    return max(mine, key=lambda r: r.get("written_at", 0))["workers"][name] if mine else None
+    mine = [r for r in records if r.ray_job_id == job and name in r.worker_nodes()]
+    return max(mine, key=lambda r: r.written_at).worker_nodes()[name] if mine else None
 
 
 def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     """Node id -> why, for nodes hosting running workers that are gone: Ray declared them dead, or their
     raylet refuses connections (Ray's health checks have not noticed yet)."""
-    from rlplace.ray.failover import raylet_refuses
+    from rlplace.ray.nodes import raylet_refuses
 
     by_id = {n["NodeID"]: n for n in raw_nodes}
     down = {}
@@ -186,27 +213,24 @@ def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     return down
 
 
-def _node_rows(records: list[dict], down: dict[str, str], names: dict[str, str]) -> list[NodeRow]:
+def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, str]) -> list[NodeRow]:
     now = time.time()
     rows: list[NodeRow] = []
     for r in records:
-        lost, failed = r.get("lost", {}), set(r.get("failed", []))
-        latest: dict[int, dict] = {}
-        for e in r.get("events", []):
-            latest[e["node_rank"]] = e
+        latest = {e.node_rank: e for e in r.events}
         for rank, e in sorted(latest.items()):
-            since = e["at"]
-            if rank in failed:
-                rows.append(NodeRow(f"node {rank}", "FAILED", since, e["detail"], r["ray_job"]))
-            elif str(rank) in lost:
-                left = max(0.0, lost[str(rank)]["until"] - now)
+            if rank in r.failed:
+                rows.append(NodeRow(f"node {rank}", "FAILED", e.at, e.detail, r.ray_job_id))
+            elif rank in r.lost:
+                since, until = r.lost[rank]
+                left = max(0.0, until - now)
                 detail = f"waiting for a hot spare or a replacement node ({left:.0f} s left); workers: "
-                detail += ", ".join(e["workers"]) or "none launched"
-                rows.append(NodeRow(f"node {rank}", "LOST", lost[str(rank)]["since"], detail, r["ray_job"]))
-            elif e["kind"] in ("spare", "replacement"):
-                state = "SPARE" if e["kind"] == "spare" else "REPLACED"
-                detail = f"{e['detail']}, {e['seconds']:.1f} s after the loss was declared"
-                rows.append(NodeRow(f"node {rank}", state, since, detail, r["ray_job"]))
+                detail += ", ".join(e.workers) or "none launched"
+                rows.append(NodeRow(f"node {rank}", "LOST", since, detail, r.ray_job_id))
+            elif e.kind in ("spare", "replacement"):
+                state = "SPARE" if e.kind == "spare" else "REPLACED"
+                detail = f"{e.detail}, {e.seconds:.1f} s after the loss was declared"
+                rows.append(NodeRow(f"node {rank}", state, e.at, detail, r.ray_job_id))
     known = {row.node for row in rows}
     for node_id, why in down.items():
         name = names.get(node_id, node_id[:8])
@@ -221,15 +245,15 @@ def _started(actor: dict) -> float:
     return actor.get("StartTime") or (0.0 if actor.get("State") == "DEAD" else float("inf"))
 
 
-def _planned_names() -> dict[str, set[str]]:
-    """Ray job id -> the worker names its live rlplace Jobs planned (ray/records.py). A driver that closed a
-    Job and connected again keeps the same Ray job id: the closed Job's workers are not listed."""
-    from rlplace.ray import records
-
+def _planned_names(records: list[JobRecord]) -> dict[str, set[str]]:
+    """Ray job id -> the actor names its live rlplace Jobs planned (driver-local workers are no actors). A driver
+    that closed a Job and connected again keeps the same Ray job id: the closed Job's workers are not listed."""
     planned: dict[str, set[str]] = {}
-    for r in records.read_all(live_only=True):
+    for r in records:
         names = planned.setdefault(r.ray_job_id, set())
-        names.update(f"rlplace:{c}:{i}" for c, comp in r.components.items() for i in range(comp.world_size))
+        names.update(
+            f"rlplace:{c}:{i}" for c, comp in r.components.items() if not comp.in_driver for i in range(comp.world_size)
+        )
     return planned
 
 
@@ -271,12 +295,12 @@ def _parse(name: str) -> tuple[str, int] | None:
     return parts[1], int(parts[2])
 
 
-def _node_names(raw_nodes: list[dict], records: list[dict]) -> dict[str, str]:
+def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, str]:
     """Ray node id -> "node <rank>" from the rlplace rank label, "node <rank> (spare IP)" for a spare serving a
     job's rank, "spare IP" for an idle spare, else the node's IP."""
-    from rlplace.ray.cluster import is_spare
+    from rlplace.ray.nodes import is_spare
 
-    serving = {n["node_id"]: rank for r in records for rank, n in r.get("nodes", {}).items() if n.get("spare")}
+    serving = {n.node_id: rank for r in records for rank, n in r.nodes.items() if n.spare}
     names = {}
     for n in raw_nodes:
         ip = n.get("NodeManagerAddress", "?")
@@ -303,6 +327,8 @@ def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
     """
     import ray
 
+    from rlplace.ray import _compat
+
     refs = {}
     for entry in ray.util.list_named_actors(all_namespaces=True):
         if not entry["name"].startswith("rlplace:"):
@@ -311,8 +337,8 @@ def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
             handle = ray.get_actor(entry["name"], namespace=entry["namespace"])
         except ValueError:  # died between listing and lookup
             continue
-        if handle._actor_id.hex() in actor_ids:
-            refs[handle.__ray_call__.remote(_gpu_ids)] = handle._actor_id.hex()
+        if _compat.actor_id(handle) in actor_ids:
+            refs[handle.__ray_call__.remote(_gpu_ids)] = _compat.actor_id(handle)
     if not refs:
         return {}
     ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=PROBE_TIMEOUT_S)

@@ -50,19 +50,11 @@ class SimulatedCluster:
         """Remove node `rank` abruptly (raylet and workers killed, no goodbye to Ray); returns when (time.time())."""
         if rank not in self.nodes:
             raise PlacementError(f"node {rank} is not a node that can be lost here (ranks {sorted(self.nodes)})")
-        _quiet_raylet_deaths()
+        from rlplace.ray import _compat
+
+        _compat.quiet_raylet_deaths()  # the job's events report the loss instead of the raylet's log
         self.cluster.remove_node(self.nodes.pop(rank), allow_graceful=False)
         return time.time()
-
-
-def _quiet_raylet_deaths() -> None:
-    """Ray's driver echoes a dead raylet's last 20 log lines to the terminal; a node removed on purpose is
-    reported by the job's own events instead (and this cluster already keeps worker logs in its log files).
-    A private switch of Ray 2.60, left alone where it does not exist."""
-    import ray._private.worker as ray_worker
-
-    if hasattr(ray_worker, "_worker_logs_enabled"):
-        ray_worker._worker_logs_enabled = False
 
 
 def simulated_inventory(nodes: str) -> Inventory:

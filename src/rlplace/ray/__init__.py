@@ -1,7 +1,6 @@
-"""Realising a plan on Ray: node labels, live inventory, placement groups, actor launch, tear-down.
+"""Realising a plan on Ray: a job state at the bottom, services that take it, the Job on top.
 
 This package imports Ray; nothing outside it (and `rlplace.connect`, lazily) does, so `import rlplace`
-and the offline planner stay fast and Ray-free. Modules: `labels` (label keys, pure), `cluster` (live
-inventory), `reserve` and `diagnose` (placement groups that never hang), `launch` (one actor),
-`group` (WorkerGroup), `worker` (what a worker knows about itself), `job` (Job and `connect`).
+and the offline planner stay fast and Ray-free. The modules and their order (an import-linter contract):
+docs/ray.md, section 9 "How the pieces fit". Private Ray API lives in `_compat` only.
 """

@@ -3,7 +3,7 @@
 A dead worker surfaces as a PlacementError naming the worker and its node (not a bare Ray
 traceback), so a job stops with a message a user can act on. A worker whose node is lost is different:
 calls on it wait (at most until the job's replacement window ends) while the job moves it to a spare or a
-replacement node (`rlplace.ray.failover`), and are then re-run on the new worker, or raise NodeLostError.
+replacement node (`rlplace.ray.watcher`), and are then re-run on the new worker, or raise NodeLostError.
 To re-run a call the group remembers what it sent (method and arguments) until the result is fetched
 through `get()`.
 """
@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ray
 from ray.actor import ActorHandle
@@ -22,10 +22,8 @@ from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError
 
 from rlplace.errors import NodeLostError, PlacementError
 from rlplace.plan import Worker
+from rlplace.ray import _compat
 from rlplace.ray.worker import WorkerPlacement, placement
-
-if TYPE_CHECKING:
-    from rlplace.ray.failover import Failover
 
 #: How long one wait on a result lasts before the group looks whether the worker's node was lost meanwhile.
 _SLICE_S = 0.25
@@ -48,6 +46,19 @@ class _Call:
     generation: int  # which incarnation of the rank's worker it was sent to (see `replace`)
 
 
+class NodeHealth(Protocol):
+    """What a group asks about the nodes of its workers (the job's node watcher answers; in memory)."""
+
+    def health(self, rank: int | None) -> str:
+        """`ok`, `lost` or `failed` for node rank `rank` (None: a worker Ray placed itself: `ok`)."""
+
+    def check(self, rank: int) -> bool:
+        """A call on node `rank` just failed: is the node lost?"""
+
+    def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
+        """Wait while node `rank` is lost; False when `deadline` came first; NodeLostError past the window."""
+
+
 class _NodeDown(Exception):
     """The node of the worker being waited on was declared lost while waiting."""
 
@@ -55,7 +66,7 @@ class _NodeDown(Exception):
 class WorkerGroup:
     """All workers of one component; `actors[i]` and `workers[i]` are rank i.
 
-    `failover` is the job's node-loss watcher (None: calls on a lost node fail like any dead worker);
+    `health` is the job's node watcher (None: calls on a lost node fail like any dead worker);
     `relaunch` starts one worker again (the job passes it; used when a node is lost).
     """
 
@@ -65,23 +76,35 @@ class WorkerGroup:
         workers: Sequence[Worker],
         actors: Sequence[ActorHandle],
         *,
-        failover: Failover | None = None,
+        health: NodeHealth | None = None,
         relaunch: Callable[[Worker], ActorHandle] | None = None,
     ):
         self.component = component
         self.workers: tuple[Worker, ...] = tuple(workers)
         self.actors: list[ActorHandle] = list(actors)
         self.relaunch = relaunch
-        self._failover = failover
+        self._health = health
         self._calls: OrderedDict[bytes, _Call] = OrderedDict()
         self._generation = [0] * len(self.actors)
 
     def __len__(self) -> int:
         return len(self.actors)
 
+    @property
+    def in_driver(self) -> bool:
+        """Whether the workers are plain objects in the driver (`remote_<component>: false`): their calls run
+        to their end when made, so calls that wait for each other must not be made one after another."""
+        return False
+
+    @property
+    def actor_ids(self) -> tuple[str, ...]:
+        """The workers' actor ids in rank order (a driver-local worker has one too): who they are right now,
+        so a rank relaunched after a node loss counts as a new member."""
+        return tuple(_compat.actor_id(a) for a in self.actors)
+
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
-        return {**self.__dict__, "_failover": None, "relaunch": None, "_calls": OrderedDict()}
+        return {**self.__dict__, "_health": None, "relaunch": None, "_calls": OrderedDict()}
 
     def replace(self, rank: int, actor: ActorHandle) -> None:
         """Worker `rank` runs as `actor` from now on (it was relaunched after its node was lost)."""
@@ -197,9 +220,9 @@ class WorkerGroup:
         return self._submit(call.rank, call.method, call.args, call.kwargs)
 
     def _state(self, rank: int) -> str:
-        if self._failover is None:
+        if self._health is None:
             return "ok"
-        return self._failover.state(self.workers[rank].node_rank)
+        return self._health.health(self.workers[rank].node_rank)
 
     def _replaced(self, ref: Any, rank: int) -> bool:
         """Was `ref` sent to an earlier incarnation of worker `rank` (since moved off a lost node)?"""
@@ -208,13 +231,13 @@ class WorkerGroup:
 
     def _node_lost(self, rank: int) -> bool:
         node_rank = self.workers[rank].node_rank
-        return self._failover is not None and node_rank is not None and self._failover.check(node_rank)
+        return self._health is not None and node_rank is not None and self._health.check(node_rank)
 
     def _usable(self, rank: int, deadline: float | None) -> bool:
         """Wait while the worker's node is lost; False if `deadline` came first (NodeLostError past the window)."""
-        if self._failover is None or self._state(rank) == "ok":
+        if self._health is None or self._state(rank) == "ok":
             return True
-        return self._failover.wait_usable(self.workers[rank].node_rank, deadline)
+        return self._health.wait_usable(self.workers[rank].node_rank, deadline)
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""
@@ -232,7 +255,7 @@ class WorkerGroup:
         """
         actor = self._actor(rank)
         ray.kill(actor, no_restart=not restart)
-        if not restart and wait_dead([actor._actor_id.hex()], timeout_s):
+        if not restart and wait_dead([_compat.actor_id(actor)], timeout_s):
             raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
 
     def _actor(self, rank: int) -> ActorHandle:
@@ -243,12 +266,10 @@ class WorkerGroup:
 
 def wait_dead(actor_ids: Sequence[str], timeout_s: float) -> set[str]:
     """Poll the GCS actor table until every actor in `actor_ids` is DEAD; return those still not dead."""
-    from ray._private import state
-
     left = set(actor_ids)
     deadline = time.monotonic() + timeout_s
     while left:
-        table = state.actors()
+        table = _compat.actor_table()
         left = {i for i in left if table.get(i, {}).get("State", "DEAD") != "DEAD"}
         if not left or time.monotonic() >= deadline:
             break

@@ -3,9 +3,12 @@
 `connect()` plans (unless handed a Plan), reserves every bundle, and returns a started Job, or raises
 after removing whatever it had created. The Job launches components as WorkerGroups and, on
 `shutdown()` or leaving its `with` block, kills every actor and removes every placement group it made
-and waits until Ray reports them gone, so a test or a retry never trips over leftovers. While it runs, a
-watcher (`rlplace.ray.failover`) moves the workers of a lost node to a spare or a replacement node, or
-makes calls on them raise NodeLostError once the replacement window has passed.
+and waits until Ray reports them gone, so a test or a retry never trips over leftovers.
+
+The Job is the top of the Ray layer and holds little itself: the job's state (`rlplace.ray.state`: plan,
+rank -> node map, events) and the services that take it (reservation, rendezvous, launcher, node watcher,
+the job record). When a node is lost the watcher decides and the Job's private mover acts on the ranks
+(`_Ranks`: drop a lost node's workers, move them to a spare or replacement).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import time
 import uuid
 from contextlib import AbstractContextManager
 from typing import Any
@@ -25,16 +27,20 @@ from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
+from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
-from rlplace.ray.cluster import join, live_inventory
-from rlplace.ray.failover import Failover, NodeEvent, replace_node
+from rlplace.ray import _compat
+from rlplace.ray.cluster import address_to_join, join
+from rlplace.ray.failover import health_notes
 from rlplace.ray.group import WorkerGroup, wait_dead
-from rlplace.ray.interpreter import check_interpreters
-from rlplace.ray.launch import launch_ray_actor
+from rlplace.ray.launch import Launcher
+from rlplace.ray.nodes import live_inventory
+from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
+from rlplace.ray.state import Change, JobState, Master, NodeEvent
+from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
-from rlplace.runtime.phases import Phases
 
 log = logging.getLogger(__name__)
 
@@ -56,20 +62,80 @@ class Job:
         name: str | None = None,
         replace_within_s: float = REPLACE_WITHIN_S,
     ):
-        self.plan = plan
-        self.live = live
-        self.timeout_s = timeout_s
-        self.name = name or uuid.uuid4().hex[:8]
-        self.namespace = name or ray.get_runtime_context().namespace
+        context = ray.get_runtime_context()
+        self.state = JobState(
+            plan,
+            live,
+            name=name or uuid.uuid4().hex[:8],
+            namespace=name or context.namespace,
+            timeout_s=timeout_s,
+            replace_within_s=replace_within_s,
+        )
         self.groups: dict[str, WorkerGroup] = {}  # LocalGroup (a WorkerGroup) for driver-local components
-        self.warnings: list[str] = list(plan.warnings)
-        self._reservation = Reservation(plan, live, timeout_s=timeout_s, name=self.name)
-        self.rendezvous = Rendezvous(self)  # workers' torch.distributed env and the job record (ray/records.py)
-        self._actors: list[tuple[Worker, ActorHandle]] = []
-        self._workers = {(w.component, w.rank): w for w in plan.workers}
-        self._checked: set[tuple[int, str]] = set()
+        self._record = RecordWriter(self.state, context.get_job_id(), (os.getpid(), context.get_node_id()))
+        self._reservation = Reservation(self.state)
+        self._rendezvous = Rendezvous(self.state, self._record)
+        self.launcher = Launcher(self.state, self._reservation, self._rendezvous)
+        self._ranks = _Ranks(self.state, self._reservation, self.launcher, self.groups)
+        self._watcher = NodeWatcher(self.state, self._reservation, self._ranks)
         self._closed = False
-        self.failover = Failover(self, replace_within_s=replace_within_s)
+
+    # -- what the job is ---------------------------------------------------------------------------
+
+    @property
+    def plan(self) -> Plan:
+        return self.state.plan
+
+    @property
+    def live(self) -> Inventory:
+        """The live inventory, each rank with the node serving it now (a spare after a takeover)."""
+        return self.state.live
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def namespace(self) -> str:
+        return self.state.namespace
+
+    @property
+    def timeout_s(self) -> float:
+        return self.state.timeout_s
+
+    @property
+    def replace_within_s(self) -> float:
+        return self.state.replace_within_s
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.state.warnings
+
+    @property
+    def events(self) -> list[NodeEvent]:
+        """What happened to the job's nodes, in order: `lost`, then `spare` / `replacement`, or `failed`."""
+        return self.state.events
+
+    @property
+    def placement_groups(self) -> list:
+        return self._reservation.placement_groups
+
+    def worker(self, component: str, rank: int) -> Worker:
+        """The plan's row of worker `rank` of `component` (a ConfigError naming the planned ranks if none)."""
+        return self.state.worker(component, rank)
+
+    def node(self, node_rank: int | None) -> Node | None:
+        """The live node of a rank (None for workers the plan leaves to Ray)."""
+        return self.state.node(node_rank)
+
+    def master(self, component: str) -> Master | None:
+        """Where `component`'s rank 0 listens for torch.distributed (None when Ray places the component)."""
+        return self._rendezvous.master(component)
+
+    def node_health(self) -> dict[int, tuple[str, str]]:
+        """rank -> (state, note) for nodes that were lost: `lost`, `failed`, `spare`, `replaced` (the picture
+        shows them)."""
+        return health_notes(self.state.events)
 
     # -- life cycle --------------------------------------------------------------------------------
 
@@ -78,8 +144,9 @@ class Job:
         try:
             if self.plan.uses_placement_groups:
                 self._reservation.reserve()
-                self.warnings.extend(self._reservation.warnings)
-            self.failover.start()
+            self.state.subscribe(self._record.on_change)
+            self._record.write()
+            self._watcher.start()
         except BaseException:
             self.shutdown()
             raise
@@ -91,22 +158,30 @@ class Job:
             return
         self._closed = True
         if not ray.is_initialized():
+            self.state.close()
             return
         # Removing the groups and killing the actors first also ends any wait of a takeover in progress, so
         # the watcher stops at once; anything it created meanwhile goes in the second pass.
         for _ in range(2):
             self._reservation.remove()
             self._kill_all()
-            self.failover.stop()
-        self.rendezvous.forget()
+            self._watcher.stop()
+        self.state.close()
+        self._record.delete()
+        self._rendezvous.forget()
         self._wait_dead()
 
     def _kill_all(self) -> None:
-        for _, handle in list(self._actors):
+        for handle in list(self.launcher.started):
             try:
                 ray.kill(handle, no_restart=True)
             except Exception as e:  # already dead: nothing to kill
                 log.debug("kill %s: %s", handle, e)
+
+    def _wait_dead(self) -> None:
+        ids = wait_dead([_compat.actor_id(h) for h in self.launcher.started], _DEATH_WAIT_S)
+        if ids:
+            log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), _DEATH_WAIT_S)
 
     def __enter__(self) -> Job:
         return self
@@ -114,30 +189,16 @@ class Job:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    @property
-    def placement_groups(self) -> list:
-        return self._reservation.placement_groups
-
-    @property
-    def events(self) -> list[NodeEvent]:
-        """What happened to the job's nodes, in order: `lost`, then `spare` / `replacement`, or `failed`."""
-        return self.failover.events
-
-    @property
-    def replace_within_s(self) -> float:
-        return self.failover.replace_within_s
-
     def check_nodes(self) -> bool:
         """A call failed somewhere (inside a worker, say): is any node of the job lost? Probes each node's
         raylet (a loss is declared at once where it refuses connections) and reads the GCS node table."""
-        return any([self.failover.check(rank) for rank in self.failover.watched_ranks()])
+        return self._watcher.check_all()
 
     def wait_for_takeovers(self) -> None:
         """Block while a node of the job is lost, until a spare or replacement has taken it over; raise its
         NodeLostError when none did within `replace_within_s`. For code that saw a call fail inside a worker
         (a worker calling a lost worker) and wants to know whether to retry."""
-        for rank in self.failover.watched_ranks():
-            self.failover.wait_usable(rank)
+        self._watcher.wait_all()
 
     # -- launching ---------------------------------------------------------------------------------
 
@@ -155,7 +216,7 @@ class Job:
         the plan runs in the driver (`remote_<component>: false`) becomes a LocalGroup of plain objects."""
         if self._closed:
             raise PlacementError(f"job {self.name} is shut down; connect again to launch {component!r}")
-        workers = self.plan.by_component(component)
+        workers = self.state.workers(component)
         if not workers:
             raise ConfigError(
                 Problem(
@@ -172,28 +233,36 @@ class Job:
             group = self.groups[component] = launch_local(component, workers, cls, args, kwargs, self.live)
             return group
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
-            self.failover.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
+            self._watcher.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
         self._check_names_free(workers)
-        self.check_interpreters(workers)
+        self.launcher.check_interpreters(workers)
 
         def start(w: Worker) -> ActorHandle:
-            return launch_ray_actor(
+            return self.launcher.start(
                 cls,
-                component,
-                w.rank,
-                *args,
-                job=self,
+                w,
+                args,
+                kwargs,
                 max_restarts=max_restarts,
                 max_task_retries=max_task_retries,
                 options=options,
-                **kwargs,
             )
 
-        group = WorkerGroup(component, workers, [start(w) for w in workers], failover=self.failover, relaunch=start)
+        group = WorkerGroup(component, workers, [start(w) for w in workers], health=self._watcher, relaunch=start)
         self.groups[component] = group
         return group
 
-    # -- phases (rlplace.runtime) ----------------------------------------------------------------
+    def _check_names_free(self, workers: tuple[Worker, ...]) -> None:
+        """Two jobs in one namespace would fight over `rlplace:<component>:<rank>`: refuse before starting."""
+        taken = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == self.namespace}
+        clash = [w.name for w in workers if w.name in taken]
+        if clash:
+            raise PlacementError(
+                f"actors {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} already run in Ray namespace "
+                f"{self.namespace!r} (another job?); connect with name=... to give this job its own namespace"
+            )
+
+    # -- phases (rlplace.phases) -----------------------------------------------------------------
 
     @functools.cached_property
     def phases(self) -> Phases:
@@ -213,75 +282,27 @@ class Job:
             raise PlacementError("workers are not where the plan put them:\n  " + "\n  ".join(wrong))
         return placements
 
-    # -- what launch_ray_actor needs ---------------------------------------------------------------
 
-    def worker(self, component: str, rank: int) -> Worker:
-        try:
-            return self._workers[(component, rank)]
-        except KeyError:
-            ranks = [w.rank for w in self.plan.by_component(component)]
-            raise ConfigError(
-                Problem(
-                    path=f"{component}.rank",
-                    value=rank,
-                    message=f"{component} rank {rank} is not in the plan; planned ranks: {ranks}",
-                )
-            ) from None
+class _Ranks:
+    """The Job's side of node loss (`rlplace.ray.watcher.Mover`): which workers run on a node rank, dropping
+    them, and moving them to another node. It acts on what the job owns (its groups, the reservation, the
+    launcher) and records where a rank runs in the state."""
 
-    def node(self, node_rank: int | None) -> Node | None:
-        """The live node of a rank (None for workers the plan leaves to Ray)."""
-        return None if node_rank is None else self.live.node(node_rank)
+    def __init__(self, state: JobState, reservation: Reservation, launcher: Launcher, groups: dict[str, WorkerGroup]):
+        self._state = state
+        self._reservation = reservation
+        self._launcher = launcher
+        self._groups = groups  # the Job's own dict: components launched later are seen too
 
-    def scheduling_strategy(self, worker: Worker) -> Any:
-        return self._reservation.scheduling_strategy(worker)
-
-    def check_interpreters(self, workers: list[Worker]) -> None:
-        """Probe each (node, interpreter) pair once per job, before the first worker that needs it."""
-        todo = sorted(
-            {(w.node_rank, w.python) for w in workers if w.python and w.node_rank is not None} - self._checked
-        )
-        if todo:
-            check_interpreters([(self.live.node(rank), python) for rank, python in todo], self.timeout_s)
-            self._checked.update(todo)
-
-    def _check_names_free(self, workers: list[Worker]) -> None:
-        """Two jobs in one namespace would fight over `rlplace:<component>:<rank>`: refuse before starting."""
-        taken = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == self.namespace}
-        clash = [w.name for w in workers if w.name in taken]
-        if clash:
-            raise PlacementError(
-                f"actors {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} already run in Ray namespace "
-                f"{self.namespace!r} (another job?); connect with name=... to give this job its own namespace"
-            )
-
-    def track(self, worker: Worker, handle: ActorHandle) -> None:
-        self._actors.append((worker, handle))
-
-    # -- what the failover watcher needs (rlplace.ray.failover) --------------------------------------------
-
-    @property
-    def reservation_ranks(self) -> list[int]:
-        return self._reservation.ranks
-
-    def reservation_demand(self, rank: int) -> dict[str, float]:
-        return self._reservation.demand(rank)
-
-    def launched_workers(self, rank: int) -> list[Worker]:
-        """The workers of launched components planned on node `rank`."""
-        return [w for g in self.groups.values() for w in g.workers if w.node_rank == rank]
-
-    def node_health(self) -> dict[int, tuple[str, str]]:
-        """rank -> (state, note) for nodes that were lost: `lost`, `failed`, `spare`, `replaced` (the picture
-        and `rlplace status` show them)."""
-        return self.failover.health()
+    def workers_on(self, rank: int) -> tuple[str, ...]:
+        return tuple(w.name for g in self._groups.values() for w in g.workers if w.node_rank == rank)
 
     def drop_rank(self, rank: int) -> None:
-        """Node `rank` is lost: kill its workers (so no call waits on them) and release its placement group."""
         ids = []
-        for group in self.groups.values():
+        for group in self._groups.values():
             for i, w in enumerate(group.workers):
                 if w.node_rank == rank:
-                    ids.append(group.actors[i]._actor_id.hex())
+                    ids.append(_compat.actor_id(group.actors[i]))
                     try:
                         ray.kill(group.actors[i], no_restart=True)
                     except Exception as e:  # already dead
@@ -289,50 +310,38 @@ class Job:
         self._reservation.release(rank)
         if wait_dead(ids, _DEATH_WAIT_S):
             log.warning(
-                "job %s: workers of lost node %d not reported dead after %.0f s", self.name, rank, _DEATH_WAIT_S
+                "job %s: workers of lost node %d not reported dead after %.0f s", self._state.name, rank, _DEATH_WAIT_S
             )
 
-    def move_rank(self, rank: int, node: Node, event: NodeEvent) -> float:
-        """Serve node `rank` from `node` (a spare or replacement): reserve its bundles there, relaunch its
-        workers, run `on_replaced(event)` where defined, and return once every one answers (seconds taken).
-        Raises PlacementError with nothing of the attempt left behind."""
-        started = time.monotonic()
+    def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
         self._check_open()
         self._reservation.reserve_on(rank, node)
-        previous = self.live
-        self.live = self._reservation.live = replace_node(self.live, rank, node)
-        self._checked = {c for c in self._checked if c[0] != rank}  # interpreters are probed on the new node
+        previous = self._state.live.node(rank)
+        self._state.apply(Change(nodes={rank: node}))
+        self._launcher.node_changed(rank)  # interpreters are probed on the new node
         relaunched: list[tuple[WorkerGroup, int, ActorHandle]] = []
         try:
-            for group in list(self.groups.values()):
+            for group in list(self._groups.values()):
                 for i, w in enumerate(group.workers):
                     if w.node_rank == rank and group.relaunch is not None:
                         self._check_open()
                         relaunched.append((group, i, group.relaunch(w)))
-            ray.get([_first_call(handle, event) for _, _, handle in relaunched], timeout=self.timeout_s)
+            ray.get([_first_call(handle, event) for _, _, handle in relaunched], timeout=self._state.timeout_s)
             self._check_open()
         except BaseException as e:
             for _, _, handle in relaunched:
                 ray.kill(handle, no_restart=True)
             self._reservation.release(rank)
-            self.live = self._reservation.live = previous
+            self._state.apply(Change(nodes={rank: previous}))
             if isinstance(e, PlacementError):
                 raise
             raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
         for group, i, handle in relaunched:
             group.replace(i, handle)
-        if self.groups:
-            self.rendezvous.publish()  # the job record's rank -> node map now names the new node
-        return time.monotonic() - started
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise PlacementError(f"job {self.name} is shut down")
-
-    def _wait_dead(self) -> None:
-        ids = wait_dead([h._actor_id.hex() for _, h in self._actors], _DEATH_WAIT_S)
-        if ids:
-            log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), _DEATH_WAIT_S)
+        if self._state.closed:
+            raise PlacementError(f"job {self._state.name} is shut down")
 
 
 def _noop(_instance: object) -> None:
@@ -368,9 +377,7 @@ def connect(
     """
     spec = _spec(config)
     if not ray.is_initialized():
-        # address=, else the config's ray_address (RLightning's key), else $RAY_ADDRESS, else Ray's default.
-        configured = spec.ray_address if spec is not None else None
-        _join(address or configured or ("auto" if os.environ.get("RAY_ADDRESS") else None))
+        _join(address_to_join(address, spec.ray_address if spec is not None else None))
     live = live_inventory()
     plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s).start()

@@ -15,19 +15,20 @@ and the class name stay the user's.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import ray
 from ray.actor import ActorClass, ActorHandle
 
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.plan import Worker
+from rlplace.ray import _compat
 from rlplace.ray import worker as worker_record
-from rlplace.ray.cluster import accelerator_of
+from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.labels import HIDE_GPUS_ENV
-
-if TYPE_CHECKING:
-    from rlplace.ray.job import Job
+from rlplace.ray.nodes import accelerator_of
+from rlplace.ray.state import JobState
 
 #: Options rlplace derives from the plan; a caller overriding them would break the placement.
 PLAN_OPTIONS = frozenset({"name", "namespace", "num_cpus", "num_gpus", "scheduling_strategy", "runtime_env"})
@@ -39,11 +40,9 @@ def remote_class(cls: type | ActorClass) -> ActorClass:
     """The placed subclass of `cls` as a Ray actor class, once per class (Ray exports a class's code once per
     ActorClass). An ActorClass (`ray.remote(C)` or `@ray.remote(...)`) is unwrapped to C, keeping its options."""
     if cls not in _remote_classes:
-        if isinstance(cls, ActorClass):
-            base = cls.__ray_metadata__.modified_class.__ray_actor_class__
-            _remote_classes[cls] = ray.remote(**cls._default_options)(placed_class(base))
-        else:
-            _remote_classes[cls] = ray.remote(placed_class(cls))
+        base, written = _compat.user_class(cls)
+        placed = placed_class(base)
+        _remote_classes[cls] = ray.remote(**written)(placed) if written else ray.remote(placed)
     return _remote_classes[cls]
 
 
@@ -51,6 +50,11 @@ def placed_class(cls: type) -> type:
     """`cls` with a constructor that first takes the worker's rlplace payload and installs it."""
 
     def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if _rlplace.get("exchange"):  # Ray placed the component: its workers agree on the rendezvous first
+            from rlplace.ray.exchange import exchange
+
+            agreed = exchange(_rlplace["placement"], _rlplace["exchange"])
+            _rlplace = {**_rlplace, "env": {**_rlplace["env"], **agreed}}
         worker_record.install(_rlplace)
         cls.__init__(self, *args, **kwargs)
 
@@ -119,30 +123,92 @@ def _runtime_env(worker: Worker) -> dict[str, Any]:
     return env
 
 
+class Strategies(Protocol):
+    """Where Ray must start a worker (the reservation answers)."""
+
+    def scheduling_strategy(self, worker: Worker) -> Any: ...
+
+
+class Payloads(Protocol):
+    """A worker's constructor payload: placement record and rendezvous (the rendezvous answers)."""
+
+    def payload(self, worker: Worker) -> dict[str, Any]: ...
+
+
+class Launcher:
+    """Starts a job's workers as actors: from the state (the worker's row, the node serving its rank), the
+    reservation (its scheduling strategy) and the rendezvous (its payload). Keeps every handle it started,
+    so the job can kill them all; probes each (node, interpreter) pair once, before its first worker."""
+
+    def __init__(self, state: JobState, strategies: Strategies, payloads: Payloads):
+        self._state = state
+        self._strategies = strategies
+        self._payloads = payloads
+        self._checked: set[tuple[int, str]] = set()
+        self.started: list[ActorHandle] = []
+
+    def check_interpreters(self, workers: Sequence[Worker]) -> None:
+        """Probe each (node, interpreter) pair once per node, before the first worker that needs it."""
+        todo = sorted(
+            {(w.node_rank, w.python) for w in workers if w.python and w.node_rank is not None} - self._checked
+        )
+        if todo:
+            check_interpreters([(self._state.live.node(rank), python) for rank, python in todo], self._state.timeout_s)
+            self._checked.update(todo)
+
+    def node_changed(self, rank: int) -> None:
+        """Node `rank` is served by another node now: its interpreters are probed again there."""
+        self._checked = {c for c in self._checked if c[0] != rank}
+
+    def start(
+        self,
+        cls: type | ActorClass,
+        worker: Worker,
+        args: tuple,
+        kwargs: dict[str, Any],
+        *,
+        max_restarts: int = 0,
+        max_task_retries: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> ActorHandle:
+        """Start `worker` as an actor of `cls(*args, **kwargs)`, where the plan says."""
+        self.check_interpreters([worker])
+        payload = self._payloads.payload(worker)
+        opts = actor_options(
+            worker,
+            namespace=self._state.namespace,
+            scheduling_strategy=self._strategies.scheduling_strategy(worker),
+            max_restarts=max_restarts,
+            max_task_retries=max_task_retries,
+            options=options,
+            accelerator=accelerator_of(self._state.live, worker.node_rank),
+        )
+        handle = remote_class(cls).options(**opts).remote(payload, *args, **kwargs)
+        self.started.append(handle)
+        return handle
+
+
 def launch_ray_actor(
     cls: type | ActorClass,
     component: str,
     rank: int,
     *args: Any,
-    job: Job,
+    job: Any,
     max_restarts: int = 0,
     max_task_retries: int | None = None,
     options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> ActorHandle:
-    """Start worker `rank` of `component` of `job`'s plan as an actor of `cls(*args, **kwargs)`."""
+    """Start worker `rank` of `component` of `job` (what `rlplace.connect` returned) as an actor of
+    `cls(*args, **kwargs)`: the spec's one-worker launch; `job.launch` starts a whole component."""
+    launcher: Launcher = job.launcher
     worker = job.worker(component, rank)
-    job.check_interpreters([worker])
-    payload = job.rendezvous.payload(worker)
-    opts = actor_options(
+    return launcher.start(
+        cls,
         worker,
-        namespace=job.namespace,
-        scheduling_strategy=job.scheduling_strategy(worker),
+        args,
+        kwargs,
         max_restarts=max_restarts,
         max_task_retries=max_task_retries,
         options=options,
-        accelerator=accelerator_of(job.live, worker.node_rank),
     )
-    handle = remote_class(cls).options(**opts).remote(payload, *args, **kwargs)
-    job.track(worker, handle)
-    return handle

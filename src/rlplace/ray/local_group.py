@@ -7,13 +7,16 @@ lands in the user's own process. `LocalGroup` keeps WorkerGroup's interface (`ca
 runtime (phases, buffer router, weight sync) do not change when the switch flips.
 
 Differences a user can notice, by design of the switch: a method runs at once, in the driver, when it is
-called (`call_async` returns references to results already computed, via `ray.put`); an exception raises
-at the call, with the driver's own traceback; there is nothing to kill or restart.
+called (`call_async` returns references to results already computed, via `ray.put`); references passed as
+arguments are resolved first, as Ray does for an actor; an exception raises at the call, with the driver's
+own traceback; there is nothing to kill or restart. A driver-local worker cannot be handed to an actor
+(inside a `ShardRouter`, say): the actor would get a copy of it, so that is an error naming the switch.
 """
 
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +26,7 @@ from ray.actor import ActorClass
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory
 from rlplace.plan import Worker
+from rlplace.ray import _compat
 from rlplace.ray.group import WorkerGroup
 from rlplace.ray.worker import WorkerPlacement
 
@@ -34,7 +38,14 @@ class _LocalMethod:
         self._call = call
 
     def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
+        args = tuple(_resolved(a) for a in args)
+        kwargs = {k: _resolved(v) for k, v in kwargs.items()}
         return ray.put(self._call(*args, **kwargs))
+
+
+def _resolved(value: Any) -> Any:
+    """A reference passed as an argument is its value by the time the method runs, as with an actor."""
+    return ray.get(value) if isinstance(value, ray.ObjectRef) else value
 
 
 class LocalHandle:
@@ -42,6 +53,7 @@ class LocalHandle:
 
     def __init__(self, instance: object):
         self.instance = instance
+        self.actor_id = f"local-{uuid.uuid4().hex}"  # what `_compat.actor_id` answers for it
 
     def __getattr__(self, name: str) -> _LocalMethod:
         if name == "__ray_call__":  # run a function on the instance, as Ray's actors allow
@@ -50,6 +62,12 @@ class LocalHandle:
 
     def __repr__(self) -> str:
         return f"LocalHandle({type(self.instance).__name__})"
+
+    def __reduce__(self) -> Any:
+        raise PlacementError(
+            f"a driver-local {type(self.instance).__name__} (remote_<component>: false) cannot be sent to an "
+            "actor: the actor would get a copy of it. Call it from the driver, or launch its component as actors"
+        )
 
 
 class LocalGroup(WorkerGroup):
@@ -62,6 +80,10 @@ class LocalGroup(WorkerGroup):
 
     def __repr__(self) -> str:
         return f"LocalGroup({self.component!r}, {len(self)} workers in the driver)"
+
+    @property
+    def in_driver(self) -> bool:
+        return True
 
     def placements_async(self) -> list:
         return [ray.put(p) for p in self._placements()]
@@ -109,9 +131,7 @@ def launch_local(
 
 def _plain_class(cls: type | ActorClass) -> type:
     """The user's class behind a `ray.remote` one (a driver-local component is not an actor)."""
-    if isinstance(cls, ActorClass):
-        return cls.__ray_actor_class__
-    return cls
+    return _compat.user_class(cls)[0]
 
 
 def _driver_placement(live: Inventory) -> WorkerPlacement:

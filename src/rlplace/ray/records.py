@@ -1,37 +1,46 @@
-"""One record per running job in Ray's internal key-value store (GCS): its components' rank -> node map
-and rendezvous (MASTER_ADDR/MASTER_PORT), readable from outside the job's driver.
+"""The one record per running job in Ray's internal key-value store (GCS), written from the job's state.
 
-Who reads it: `rlplace status` (which job runs which ranks where), the master-port allocation of other
-jobs (so two jobs never hand out the same port on one node), and a worker's rendezvous error message
-(which peer, planned on which node, did not arrive). Workers do not need it to start: everything a
-worker needs travels with the actor as constructor arguments (`rlplace.ray.rendezvous`).
+What it holds: the components' rank -> node map and rendezvous (MASTER_ADDR/MASTER_PORT), the nodes serving
+the job's ranks (spares marked), the ranks that are lost or failed, and the last node events. Who reads it:
+`rlplace status` (which job runs which ranks where, and which nodes are in trouble), the master-port
+allocation of other jobs (so two jobs never hand out the same port on one node), and a worker's rendezvous
+error message (which peer, planned on which node, did not arrive). Workers do not need it to start:
+everything a worker needs travels with the actor as constructor arguments (`rlplace.ray.rendezvous`).
 
-Cost: one write per job, at its first launch, whatever the number of workers (the value is compressed
-JSON: 48 KB for 4,096 nodes and two components of 32,768 workers); rewritten only when a component's
-rank 0 moves to another node (a spare took over its node). Deleted at shutdown. A record whose driver
-died stays until the key is deleted, and `read_all(live_only=True)` leaves it out.
+Cost: one KV write when the job starts and one when its masters are chosen (at its first launch), whatever
+the number of workers (the value is compressed JSON: 48 KB for 4,096 nodes and two components of 32,768
+workers); rewritten at every change of the state after that (a node event, a takeover). Deleted at
+shutdown. A record whose driver died stays until the key is deleted; `read_all(live_only=True)` leaves it out.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
-from ray.experimental import internal_kv
+from rlplace.ray import _compat
+from rlplace.ray.labels import SPARE_LABEL
+from rlplace.ray.state import JobState, NodeEvent
 
-#: The internal-KV namespace of everything rlplace stores.
-KV_NAMESPACE = "rlplace"
+log = logging.getLogger(__name__)
+
 _PREFIX = "job/"
+#: Node events kept in the record (the job's own list keeps them all).
+_EVENTS_KEPT = 50
 
 
 @dataclass(frozen=True)
 class NodeRecord:
-    """A node a job uses: its Ray id and IP address (as the job's driver saw it when writing)."""
+    """A node serving one of a job's ranks: its Ray id and IP address (as the job's driver saw it when
+    writing), and whether it is a hot spare that took the rank over."""
 
     node_id: str | None
     address: str | None
+    spare: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,12 @@ class ComponentRecord:
     master_node_rank: int | None = None
     master_addr: str | None = None
     master_port: int | None = None
+    in_driver: bool = False  # `remote_<component>: false`: plain objects in the job's driver process
 
 
 @dataclass(frozen=True)
 class JobRecord:
-    """What a job published: its name and Ray namespace, its nodes and its components."""
+    """What a job published: its name and Ray namespace, its nodes, its components, its nodes' trouble."""
 
     job: str
     namespace: str
@@ -57,11 +67,53 @@ class JobRecord:
     written_at: float
     nodes: dict[int, NodeRecord] = field(default_factory=dict)
     components: dict[str, ComponentRecord] = field(default_factory=dict)
+    lost: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> (since, window ends), wall clock
+    failed: tuple[int, ...] = ()
+    events: tuple[NodeEvent, ...] = ()
+    driver_pid: int = 0  # where the driver-local components run
+    driver_node_id: str = ""
+
+    @classmethod
+    def of(cls, state: JobState, ray_job_id: str, *, driver: tuple[int, str] = (0, "")) -> JobRecord:
+        """The record of `state` as it is now."""
+        components = {}
+        for name in state.components:
+            workers = state.workers(name)
+            m = state.master(name)
+            components[name] = ComponentRecord(
+                world_size=len(workers),
+                node_ranks=tuple(w.node_rank for w in workers),
+                master_node_rank=m.node_rank if m else None,
+                master_addr=m.address if m else None,
+                master_port=m.port if m else None,
+                in_driver=bool(workers) and all(w.in_driver for w in workers),
+            )
+        troubles = state.troubles()
+        return cls(
+            job=state.name,
+            namespace=state.namespace,
+            instance=state.instance,
+            ray_job_id=ray_job_id,
+            written_at=time.time(),
+            nodes={
+                n.rank: NodeRecord(n.node_id, n.address, n.labels.get(SPARE_LABEL) == "true") for n in state.live.nodes
+            },
+            components=components,
+            lost={r: (t.since, t.until) for r, t in troubles.items() if t.kind == "lost"},
+            failed=tuple(sorted(r for r, t in troubles.items() if t.kind == "failed")),
+            events=tuple(state.events[-_EVENTS_KEPT:]),
+            driver_pid=driver[0],
+            driver_node_id=driver[1],
+        )
 
     def node_of(self, component: str, rank: int) -> int | None:
         """The node rank of `component` rank `rank` (None when unpinned or unknown)."""
         c = self.components.get(component)
         return c.node_ranks[rank] if c and 0 <= rank < len(c.node_ranks) else None
+
+    def worker_nodes(self) -> dict[str, int | None]:
+        """Actor name (`rlplace:<component>:<rank>`) -> the node rank the plan gives it."""
+        return {f"rlplace:{c}:{r}": n for c, comp in self.components.items() for r, n in enumerate(comp.node_ranks)}
 
     def ports_by_address(self) -> dict[str, set[int]]:
         """address -> the master ports this job holds there."""
@@ -78,11 +130,15 @@ class JobRecord:
             "instance": self.instance,
             "ray_job_id": self.ray_job_id,
             "written_at": self.written_at,
-            "nodes": {str(k): [v.node_id, v.address] for k, v in self.nodes.items()},
+            "nodes": {str(k): [v.node_id, v.address, v.spare] for k, v in self.nodes.items()},
             "components": {
-                name: [c.world_size, list(c.node_ranks), c.master_node_rank, c.master_addr, c.master_port]
+                name: [c.world_size, list(c.node_ranks), c.master_node_rank, c.master_addr, c.master_port, c.in_driver]
                 for name, c in self.components.items()
             },
+            "lost": {str(k): list(v) for k, v in self.lost.items()},
+            "failed": list(self.failed),
+            "events": [e.to_dict() for e in self.events],
+            "driver": [self.driver_pid, self.driver_node_id],
         }
         return zlib.compress(json.dumps(data, separators=(",", ":")).encode())
 
@@ -97,48 +153,75 @@ class JobRecord:
             written_at=d["written_at"],
             nodes={int(k): NodeRecord(*v) for k, v in d["nodes"].items()},
             components={
-                name: ComponentRecord(size, tuple(ranks), mnode, maddr, mport)
-                for name, (size, ranks, mnode, maddr, mport) in d["components"].items()
+                name: ComponentRecord(size, tuple(ranks), *rest)
+                for name, (size, ranks, *rest) in d["components"].items()
             },
+            lost={int(k): (since, until) for k, (since, until) in d.get("lost", {}).items()},
+            failed=tuple(d.get("failed", ())),
+            events=tuple(NodeEvent.from_dict(e) for e in d.get("events", ())),
+            driver_pid=d.get("driver", [0, ""])[0],
+            driver_node_id=d.get("driver", [0, ""])[1],
         )
+
+
+class RecordWriter:
+    """Keeps a job's record equal to its state: subscribed to the state, it rewrites the record after every
+    change (one KV write); `last` is what it wrote last (the master-port allocation compares it with other
+    jobs' records)."""
+
+    def __init__(self, state: JobState, ray_job_id: str, driver: tuple[int, str]):
+        self._state = state
+        self._ray_job_id = ray_job_id
+        self._driver = driver  # the driver's pid and Ray node id
+        self._lock = threading.Lock()  # one snapshot-and-write at a time, so the newest state is written last
+        self._deleted = False
+        self.last: JobRecord | None = None
+
+    def write(self) -> JobRecord | None:
+        """Write the record of the state as it is now (nothing once the record was deleted at shutdown)."""
+        with self._lock:
+            if self._deleted:
+                return None
+            self.last = JobRecord.of(self._state, self._ray_job_id, driver=self._driver)
+            _compat.kv_put(key(self._state.namespace, self._state.name), self.last.to_bytes())
+            return self.last
+
+    def on_change(self, state: JobState) -> None:
+        """The state's subscriber: a record that cannot be written never fails the change that caused it."""
+        try:
+            self.write()
+        except Exception as e:  # the GCS is gone (Ray shut down under the job): the record goes with it
+            log.debug("could not write the record of job %s: %s", self._state.name, e)
+
+    def delete(self) -> None:
+        with self._lock:
+            self._deleted = True
+            if self.last is not None:
+                delete(self._state.namespace, self._state.name)
+                self.last = None
 
 
 def key(namespace: str, job: str) -> str:
     return f"{_PREFIX}{namespace}/{job}"
 
 
-def write(record: JobRecord) -> None:
-    """Publish (or replace) a job's record: one KV write."""
-    internal_kv._internal_kv_put(
-        key(record.namespace, record.job), record.to_bytes(), overwrite=True, namespace=KV_NAMESPACE
-    )
-
-
 def read(namespace: str, job: str) -> JobRecord | None:
-    raw = internal_kv._internal_kv_get(key(namespace, job), namespace=KV_NAMESPACE)
+    raw = _compat.kv_get(key(namespace, job))
     return JobRecord.from_bytes(raw) if raw else None
 
 
 def read_all(*, live_only: bool = False) -> list[JobRecord]:
     """Every job record on the connected cluster (with `live_only`, only those whose driver still runs)."""
-    keys = internal_kv._internal_kv_list(_PREFIX, namespace=KV_NAMESPACE)
     records = []
-    for k in keys:
-        raw = internal_kv._internal_kv_get(k, namespace=KV_NAMESPACE)
+    for k in _compat.kv_keys(_PREFIX):
+        raw = _compat.kv_get(k)
         if raw:
             records.append(JobRecord.from_bytes(raw))
     if live_only:
-        alive = _live_ray_jobs()
+        alive = _compat.live_ray_jobs()
         records = [r for r in records if r.ray_job_id in alive]
     return records
 
 
 def delete(namespace: str, job: str) -> None:
-    internal_kv._internal_kv_del(key(namespace, job), namespace=KV_NAMESPACE)
-
-
-def _live_ray_jobs() -> set[str]:
-    from ray._private import state
-
-    jobs: list[dict[str, Any]] = state.jobs()
-    return {j["JobID"] for j in jobs if not j.get("IsDead")}
+    _compat.kv_delete(key(namespace, job))

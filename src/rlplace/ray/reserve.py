@@ -23,13 +23,14 @@ from ray.util.placement_group import PlacementGroup, placement_group, placement_
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from rlplace.errors import PlacementError
-from rlplace.inventory import Inventory, Node
-from rlplace.plan import Bundle, Plan, Worker
+from rlplace.inventory import Node
+from rlplace.plan import Bundle, Worker
 from rlplace.planner import capacity
 from rlplace.planner.capacity import bundle_resources
-from rlplace.ray import diagnose
-from rlplace.ray.cluster import inventory_from_nodes
+from rlplace.ray import _compat, diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
+from rlplace.ray.nodes import inventory_from_nodes
+from rlplace.ray.state import JobState
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +60,19 @@ class _NodeReservation:
 
 
 class Reservation:
-    """The placement groups of one job: created by `reserve()`, always released by `remove()`."""
+    """The placement groups of one job: created by `reserve()`, always released by `remove()`. Reads the plan,
+    the rank -> node map, the timeout and the name from the job's state; its warnings go there too."""
 
-    def __init__(self, plan: Plan, live: Inventory, *, timeout_s: float, name: str):
-        self.plan = plan
-        self.live = live
-        self.timeout_s = timeout_s
-        self.name = name
-        self.warnings: list[str] = []
+    def __init__(self, state: JobState):
+        self._state = state
+        self.plan = state.plan
+        self.timeout_s = state.timeout_s
+        self.name = state.name
+        self.warnings = state.warnings
         self._by_rank: dict[int, _NodeReservation] = {}
         self._slot: dict[int, tuple[PlacementGroup, int]] = {}  # plan bundle -> (group, index in it)
         self._created: list[PlacementGroup] = []
-        self._by_label = all(NODE_RANK_LABEL in n.labels for n in live.nodes)
+        self._by_label = all(NODE_RANK_LABEL in n.labels for n in state.live.nodes)
 
     @property
     def placement_groups(self) -> list[PlacementGroup]:
@@ -96,7 +98,7 @@ class Reservation:
             self._remove(r.filler)
             r.filler = None
 
-    # -- node loss (rlplace.ray.failover): a rank's bundles released, then reserved on another node --------
+    # -- node loss (rlplace.ray.watcher): a rank's bundles released, then reserved on another node ---------
 
     @property
     def ranks(self) -> list[int]:
@@ -157,12 +159,13 @@ class Reservation:
             self._by_rank[rank] = _NodeReservation(self._live_node(rank), bundles)
 
     def _live_node(self, rank: int) -> Node:
-        if not 0 <= rank < len(self.live):
+        live = self._state.live
+        if not 0 <= rank < len(live):
             raise PlacementError(
-                f"the plan puts workers on node {rank}, but the Ray cluster has {len(self.live)} nodes "
-                f"(ranks 0-{len(self.live) - 1}); was the plan made for another inventory?"
+                f"the plan puts workers on node {rank}, but the Ray cluster has {len(live)} nodes "
+                f"(ranks 0-{len(live) - 1}); was the plan made for another inventory?"
             )
-        return self.live.node(rank)
+        return live.node(rank)
 
     def _check_feasible(self) -> None:
         problems = []
@@ -182,7 +185,7 @@ class Reservation:
         deadline = time.monotonic() + _FILLER_WAIT_S
         short: dict[int, float] = {}
         while holed:
-            available = ray._private.state.available_resources_per_node()
+            available = _compat.available_resources_per_node()
             short = {}
             for r in holed:
                 acc = r.node.accelerator_resource
@@ -282,11 +285,11 @@ class Reservation:
         )
 
     def _starved(self, pending: list[tuple[_NodeReservation, dict[str, float]]], waited_s: float) -> str:
-        available = ray._private.state.available_resources_per_node()
+        available = _compat.available_resources_per_node()
         table = placement_group_table()
         ours = {pg.id.hex() for pg in self._created}
         try:
-            actors = list(ray._private.state.actors().values())
+            actors = list(_compat.actor_table().values())
         except Exception:  # the actor table is a debugging API: explain without it if it fails
             actors = []
         lines = []

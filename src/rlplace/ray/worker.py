@@ -1,5 +1,8 @@
 """What a worker knows about its own placement, from one object (`rlplace.worker_placement()`).
 
+This is the worker-side API of the Ray layer, the one `rlplace.runtime` builds on: `placement()`, the
+installed job's record (`job_record()`), and the rendezvous wait (`rendezvous_timeout_s()`).
+
 The driver hands each worker its planned placement and its rendezvous variables as a constructor
 argument (`rlplace.ray.rendezvous`); the thin subclass `rlplace.ray.launch` puts around the user's class
 calls `install()` with it before the user's constructor runs. `placement()` then adds what Ray really
@@ -15,14 +18,23 @@ import os
 import sys
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
-from rlplace.errors import RlplaceError
+from rlplace.errors import PlacementError, RlplaceError
+from rlplace.ray import _compat
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
+if TYPE_CHECKING:
+    from rlplace.ray.records import JobRecord
+
 log = logging.getLogger(__name__)
+
+#: How long the ranks of a component wait for each other at a rendezvous (the exchange of a component Ray
+#: placed itself, and `init_component_group()`), unless told otherwise.
+RENDEZVOUS_TIMEOUT_ENV = "RLPLACE_RENDEZVOUS_TIMEOUT_S"
+DEFAULT_RENDEZVOUS_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -93,20 +105,42 @@ _installed: dict[str, Any] | None = None
 def install(payload: dict[str, Any]) -> None:
     """Worker side, before the user's constructor: set the rendezvous variables and keep the record.
 
-    `payload` is what `rendezvous.Rendezvous.payload()` computed on the driver; for a component Ray
-    placed itself the variables are agreed with the peers first (`rendezvous.exchange`)."""
+    `payload` is what `rendezvous.Rendezvous.payload()` computed on the driver (for a component Ray placed
+    itself, with the variables its workers agreed on: `rlplace.ray.exchange`)."""
     global _installed, _cached
     env = dict(payload["env"])
-    if payload.get("exchange"):
-        from rlplace.ray.rendezvous import exchange  # only components Ray places need it
-
-        env.update(exchange(payload["placement"], payload["exchange"]))
     os.environ.update(env)
     _installed = {**payload["placement"], "env": env}
     _cached = None
 
 
 _cached: WorkerPlacement | None = None
+
+
+def rendezvous_timeout_s(explicit: float | None = None) -> float:
+    """The seconds a rendezvous waits for every rank: `explicit`, else $RLPLACE_RENDEZVOUS_TIMEOUT_S, else 120."""
+    if explicit is not None:
+        if explicit <= 0:
+            raise ValueError(f"rendezvous_timeout_s must be positive, got {explicit}")
+        return float(explicit)
+    raw = os.environ.get(RENDEZVOUS_TIMEOUT_ENV)
+    try:
+        value = float(raw) if raw else DEFAULT_RENDEZVOUS_TIMEOUT_S
+        if value <= 0:
+            raise ValueError
+    except ValueError:
+        raise PlacementError(f"{RENDEZVOUS_TIMEOUT_ENV}={raw!r} is not a positive number of seconds") from None
+    return value
+
+
+def job_record() -> JobRecord | None:
+    """Inside an rlplace worker: the record of the job that launched it (its components' rank -> node map and
+    masters), read from the GCS; None when the job wrote none (or outside a worker)."""
+    if _installed is None:
+        return None
+    from rlplace.ray import records  # only error paths need it: keep the worker's start-up import small
+
+    return records.read(_installed["namespace"], _installed["job"])
 
 
 def placement() -> WorkerPlacement:
@@ -164,7 +198,7 @@ def _read() -> WorkerPlacement:
         group_world_size=int(env.get("GROUP_WORLD_SIZE", 1)),
         master_addr=env.get("MASTER_ADDR", ""),
         master_port=int(env.get("MASTER_PORT", 0)),
-        visible_devices=os.environ.get(visible_devices_var(planned["accelerator_resource"])),
+        visible_devices=os.environ.get(_compat.visible_devices_var(planned["accelerator_resource"])),
         planned_visible=None if planned.get("visible_gpus") is None else tuple(planned["visible_gpus"]),
         rendezvous_env=dict(env),
     )
@@ -174,18 +208,6 @@ def _with_node_env(hardware: dict[str, Any] | None, fallbacks: Any) -> dict[str,
     """The robot's config with keys it left out read from this node's environment (`ROBOT_IP`, ...)."""
     filled = {key: os.environ[var] for key, var in fallbacks if var in os.environ}
     return {**hardware, **filled} if hardware and filled else hardware
-
-
-def visible_devices_var(resource: str = "GPU") -> str:
-    """The variable Ray sets to mask an accelerator resource: CUDA_VISIBLE_DEVICES for "GPU",
-    ASCEND_RT_VISIBLE_DEVICES for "NPU", HABANA_VISIBLE_MODULES for "HPU", ..."""
-    from ray._private.accelerators import get_accelerator_manager_for_resource
-
-    try:
-        manager = get_accelerator_manager_for_resource(resource)
-    except Exception:  # an accelerator Ray does not know: nothing masks it
-        manager = None
-    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
 
 
 def _was_restarted(ctx: Any) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 
 import ray
 
-from rlplace.runtime.calls import Group
+from rlplace.groups import Group
 
 
 class BufferShard:
@@ -65,8 +65,8 @@ class BufferShard:
 _TURNS: dict[tuple[str, ...], Iterator[int]] = {}
 
 
-def _turns(shards: Sequence[Any]) -> Iterator[int]:
-    key = tuple(a._actor_id.hex() for a in shards)
+def _turns(shards: Group) -> Iterator[int]:
+    key = shards.actor_ids
     if key not in _TURNS:
         _TURNS[key] = itertools.count(_first_turn())
     return _TURNS[key]
@@ -122,7 +122,7 @@ class ShardRouter:
         """The rank of this node's shard, or of the next shard in turn when the node has none."""
         rank = self._by_node.get(node)
         if rank is None:
-            rank = next(_turns(self.group.actors)) % len(self.group.actors)
+            rank = next(_turns(self.group)) % len(self.group.actors)
         return rank
 
     def write(self, items: Sequence[Any]) -> int:

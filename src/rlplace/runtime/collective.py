@@ -40,19 +40,16 @@ import torch
 import torch.distributed as dist
 
 from rlplace.config.ranges import format_ranks
-from rlplace.errors import RlplaceError
-from rlplace.ray import records
-from rlplace.ray.rendezvous import EXCHANGE_TIMEOUT_ENV, RendezvousError
-from rlplace.ray.worker import placement
+from rlplace.errors import RendezvousError, RlplaceError
+from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, job_record, placement
+from rlplace.ray.worker import rendezvous_timeout_s as wait_seconds
 from rlplace.runtime.offload import flat_views, group_buckets, unique_tensors
 
-DEFAULT_RENDEZVOUS_TIMEOUT_S = 120.0
 DEFAULT_BUCKET_MB = 256.0
 _MASTER_GRACE_S = 1.0
 
 __all__ = [
     "ComponentGroup",
-    "RendezvousError",
     "destroy_component_group",
     "init_component_group",
 ]
@@ -113,7 +110,7 @@ def init_component_group(
     if has_gpu:
         torch.cuda.set_device(0)
         device = torch.device("cuda", 0)
-    wait_s = _rendezvous_timeout(rendezvous_timeout_s)
+    wait_s = wait_seconds(rendezvous_timeout_s)
     who = f"component {p.component!r}"
     store = _rendezvous(addr, port, rank, world, wait_s, who, _where(p))
     kwargs = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
@@ -130,15 +127,6 @@ def destroy_component_group() -> None:
     if _component is not None and dist.is_initialized():
         dist.destroy_process_group()
     _component = _component_store = None
-
-
-def _rendezvous_timeout(value: float | None) -> float:
-    if value is not None:
-        if value <= 0:
-            raise ValueError(f"rendezvous_timeout_s must be positive, got {value}")
-        return value
-    raw = os.environ.get(EXCHANGE_TIMEOUT_ENV)
-    return float(raw) if raw else DEFAULT_RENDEZVOUS_TIMEOUT_S
 
 
 def _where(p: Any) -> str:
@@ -202,13 +190,13 @@ def _open_store(addr: str, port: int, rank: int, world: int, wait_s: float, who:
             f"{who} rank {rank}: rank 0 did not arrive at {addr}:{port} within {wait_s:g} s "
             f"({_first_line(e)}). Rank 0 must call init_component_group() too; if it died or is stuck in its "
             f"constructor it never does: check `rlplace status`. Wait longer with "
-            f"init_component_group(rendezvous_timeout_s=...) or {EXCHANGE_TIMEOUT_ENV}"
+            f"init_component_group(rendezvous_timeout_s=...) or {RENDEZVOUS_TIMEOUT_ENV}"
         ) from e
 
 
 def _missing_message(who: str, missing: list[int], world: int, wait_s: float) -> str:
     p = placement()
-    record = records.read(_installed_field("namespace"), _installed_field("job"))
+    record = job_record()
     nodes = []
     for r in missing[:8]:
         node = record.node_of(p.component, r) if record else None
@@ -220,14 +208,8 @@ def _missing_message(who: str, missing: list[int], world: int, wait_s: float) ->
         f"{who}: {', '.join(nodes)}{more} did not arrive within {wait_s:g} s (ranks {format_ranks(arrived)} of "
         f"{world} did). Every worker of the component must call init_component_group(); a worker that died, "
         f"is stuck in its constructor or was never launched does not arrive: check `rlplace status`. Wait "
-        f"longer with init_component_group(rendezvous_timeout_s=...) or {EXCHANGE_TIMEOUT_ENV}"
+        f"longer with init_component_group(rendezvous_timeout_s=...) or {RENDEZVOUS_TIMEOUT_ENV}"
     )
-
-
-def _installed_field(name: str) -> Any:
-    from rlplace.ray import worker
-
-    return (worker._installed or {}).get(name, "")
 
 
 def _first_line(e: BaseException) -> str:
@@ -246,19 +228,22 @@ class _SyncMember:
     groups: dict[int, tuple[Any, int]] = field(default_factory=dict)
 
 
-_sync: dict[str, _SyncMember] = {}
-_staging: dict[tuple[str, torch.dtype, int], torch.Tensor] = {}  # two per device and dtype, whatever the groups
+#: (sync name, id of the worker object) -> its part: one member per worker process, except in the driver, where
+#: the workers of a driver-local component (`remote_eval: false`) are members side by side.
+_sync: dict[tuple[str, int], _SyncMember] = {}
+#: Two staging buffers per worker object, device and dtype, whatever the groups.
+_staging: dict[tuple[int, str, torch.dtype, int], torch.Tensor] = {}
 
 
-def sync_host(_instance: object, name: str, wait_s: float) -> tuple[str, int]:
+def sync_host(instance: object, name: str, wait_s: float) -> tuple[str, int]:
     """On the first source: host the group's TCPStore on a port the OS picks; returns (address, port)."""
     store = dist.TCPStore("0.0.0.0", 0, None, True, timeout=datetime.timedelta(seconds=wait_s), wait_for_workers=False)
-    _sync[name] = _SyncMember(store=store)
+    _sync[(name, id(instance))] = _SyncMember(store=store)
     return ray.util.get_node_ip_address(), store.port
 
 
 def sync_join(
-    _instance: object,
+    instance: object,
     name: str,
     address: str,
     port: int,
@@ -269,18 +254,18 @@ def sync_join(
     """Join the groups `memberships` = [(source index, my rank in its group, its size)] in order."""
     start = time.perf_counter()
     timeout = datetime.timedelta(seconds=wait_s)
-    member = _sync.get(name)
+    member = _sync.get((name, id(instance)))
     if member is None:
         store = dist.TCPStore(address, port, None, False, timeout=timeout, wait_for_workers=False)
-        member = _sync[name] = _SyncMember(store=store)
+        member = _sync[(name, id(instance))] = _SyncMember(store=store)
     for source, rank, size in memberships:
         prefixed = dist.PrefixStore(f"{name}/{source}", member.store)
         member.groups[source] = (_process_group(backend, prefixed, rank, size, timeout), rank)
     return time.perf_counter() - start
 
 
-def sync_leave(_instance: object, name: str) -> None:
-    _sync.pop(name, None)
+def sync_leave(instance: object, name: str) -> None:
+    _sync.pop((name, id(instance)), None)
 
 
 def sync_describe(instance: object, method: str, bucket_mb: float, counts: list[int] | None = None) -> dict[str, Any]:
@@ -299,7 +284,7 @@ def sync_describe(instance: object, method: str, bucket_mb: float, counts: list[
 def sync_send(instance: object, name: str, source: int, method: str, bucket_mb: float, ticket: dict) -> dict:
     """Broadcast this source's tensors, bucket by bucket, to its group (after the readiness check)."""
     tensors = _tensors(instance, method)
-    return _transfer(name, {source: tensors}, [_layout_hash(tensors, bucket_mb)], bucket_mb, ticket)
+    return _transfer(instance, name, {source: tensors}, [_layout_hash(tensors, bucket_mb)], bucket_mb, ticket)
 
 
 def sync_receive(
@@ -309,7 +294,7 @@ def sync_receive(
     `done_method()` if the class defines it."""
     parts = _parts(_tensors(instance, method), counts)
     layouts = [_layout_hash(part, bucket_mb) for part in parts]
-    stats = _transfer(name, dict(enumerate(parts)), layouts, bucket_mb, ticket)
+    stats = _transfer(instance, name, dict(enumerate(parts)), layouts, bucket_mb, ticket)
     done = getattr(instance, done_method, None)
     if callable(done) and "aborted" not in stats:
         done()
@@ -317,12 +302,17 @@ def sync_receive(
 
 
 def _transfer(
-    name: str, parts: dict[int, list[torch.Tensor]], layouts: list[str], bucket_mb: float, ticket: dict
+    instance: object,
+    name: str,
+    parts: dict[int, list[torch.Tensor]],
+    layouts: list[str],
+    bucket_mb: float,
+    ticket: dict,
 ) -> dict:
     """Check readiness with every member of the sync, then broadcast; `{"aborted": why}` if any member
     cannot take part (not in the groups any more, or its tensors changed), so that nobody broadcasts."""
     start = time.perf_counter()
-    member = _sync.get(name)
+    member = _sync.get((name, id(instance)))
     if member is None:
         return _abort(ticket, name, "restarted since the groups were built")
     if layouts != [ticket["layouts"][s] for s in parts]:
@@ -334,7 +324,8 @@ def _transfer(
     with torch.no_grad():
         for source, tensors in parts.items():
             group, rank = member.groups[source]
-            moved += _broadcast_buckets(group, group_buckets(tensors, int(bucket_mb * 2**20)), is_root=rank == 0)
+            buckets = group_buckets(tensors, int(bucket_mb * 2**20))
+            moved += _broadcast_buckets(group, buckets, is_root=rank == 0, owner=id(instance))
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return {"bytes": moved, "seconds": time.perf_counter() - start}
@@ -375,7 +366,9 @@ def _abort(ticket: dict, name: str, why: str, store: Any = None) -> dict:
     return {"aborted": why}
 
 
-def _broadcast_buckets(group: Any, buckets: Iterable[tuple[torch.device, list[torch.Tensor]]], *, is_root: bool) -> int:
+def _broadcast_buckets(
+    group: Any, buckets: Iterable[tuple[torch.device, list[torch.Tensor]]], *, is_root: bool, owner: int
+) -> int:
     """One broadcast per bucket, double-buffered: while bucket k is on the wire, the root gathers bucket k+1
     into the other staging buffer and a target copies bucket k-1 out into its tensors. A bucket holding
     one contiguous tensor is broadcast in place, without staging."""
@@ -387,7 +380,7 @@ def _broadcast_buckets(group: Any, buckets: Iterable[tuple[torch.device, list[to
         if len(tensors) == 1 and tensors[0].is_contiguous():
             flat = tensors[0].detach().view(-1)
         else:
-            flat = staged = _staging_buffer(device, tensors[0].dtype, numel, slot % 2)
+            flat = staged = _staging_buffer(owner, device, tensors[0].dtype, numel, slot % 2)
             if is_root:
                 torch.cat([t.detach().reshape(-1) for t in tensors], out=flat)
         work = group.broadcast([flat], _root0())
@@ -413,9 +406,9 @@ def _root0() -> Any:
     return opts
 
 
-def _staging_buffer(device: torch.device, dtype: torch.dtype, numel: int, slot: int) -> torch.Tensor:
-    """Two reusable buffers (slots) per device and dtype in this process, grown to the largest bucket seen."""
-    key = (str(device), dtype, slot)
+def _staging_buffer(owner: int, device: torch.device, dtype: torch.dtype, numel: int, slot: int) -> torch.Tensor:
+    """Two reusable buffers (slots) per worker object, device and dtype, grown to the largest bucket seen."""
+    key = (owner, str(device), dtype, slot)
     buf = _staging.get(key)
     if buf is None or buf.numel() < numel:
         _staging.pop(key, None)  # free the smaller one before allocating

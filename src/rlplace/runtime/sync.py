@@ -24,14 +24,15 @@ import importlib.util
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import ray
 
 from rlplace.errors import ConfigError, PlacementError, Problem
-from rlplace.runtime.calls import Group
+from rlplace.groups import Group
 
 Transport = Literal["auto", "object_store", "collective"]
 
@@ -161,7 +162,7 @@ def _collective(
     """Build the groups if needed, then one round of calls per sync. If a member cannot take part (it
     restarted, or its tensors changed), nobody broadcasts: the groups are rebuilt (a changed layout then
     fails with the worker's name) and the sync runs again, once."""
-    key = (len(sources), tuple(a._actor_id.hex() for g in targets for a in g.actors))
+    key = (len(sources), tuple(i for g in targets for i in g.actor_ids))
     built = _built.setdefault(train, {}).get(key)
     if built is not None and backend and backend != built.backend:
         built = None
@@ -197,12 +198,11 @@ def _run(
         "timeout_s": built.timeout_s,
     }
     name = built.name
-    sends = [
-        a.__ray_call__.remote(_call, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(sources)
-    ]
-    receives = _start(targets, "sync_receive", name, built.counts, method, bucket_mb, done_method, ticket)
+    sends = [_thunk(a, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(sources)]
+    receive = ("sync_receive", name, built.counts, method, bucket_mb, done_method, ticket)
+    sent_refs, *receives = _start_all([(train, sends), *((g, _thunks(g, *receive)) for g in targets)])
     received = _collect(targets, receives, "sync_receive", None)  # each wait is bounded by the groups' timeout
-    sent = train.get(sends, "sync_send", None, ranks=list(range(len(sources))))
+    sent = train.get(sent_refs, "sync_send", None, ranks=list(range(len(sources))))
     return [*sent, *(r for rs in received for r in rs)]
 
 
@@ -243,20 +243,43 @@ def _describe(
 ) -> tuple[list[dict], list[list[dict]]]:
     """Every member's layout and devices. With one source the targets are asked at the same time; with
     several, after the sources (a target splits its tensors by the sources' counts)."""
-    refs = [a.__ray_call__.remote(_call, "sync_describe", method, bucket_mb) for a in sources]
+    sent = [_thunk(a, "sync_describe", method, bucket_mb) for a in sources]
     ranks = list(range(len(sources)))
     if len(sources) == 1:
-        target_refs = _start(targets, "sync_describe", method, bucket_mb, None)
+        refs, *target_refs = _start_all(
+            [(train, sent), *((g, _thunks(g, "sync_describe", method, bucket_mb)) for g in targets)]
+        )
         described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
     else:
-        described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
-        target_refs = _start(targets, "sync_describe", method, bucket_mb, [d["tensors"] for d in described])
+        described = train.get(_start_all([(train, sent)])[0], "sync_describe", timeout_s, ranks=ranks)
+        counts = [d["tensors"] for d in described]
+        target_refs = _start_all([(g, _thunks(g, "sync_describe", method, bucket_mb, counts)) for g in targets])
     return described, _collect(targets, target_refs, "sync_describe", timeout_s)
 
 
-def _start(groups: Sequence[Group], function: str, *args: Any) -> list[list[Any]]:
-    """Run `collective.<function>(*args)` in every worker of every group; refs per group."""
-    return [[a.__ray_call__.remote(_call, function, *args) for a in g.actors] for g in groups]
+def _thunk(actor: Any, function: str, *args: Any) -> Callable[[], Any]:
+    """Running `collective.<function>(*args)` in the worker `actor`, to be started by `_start_all`."""
+    return lambda: actor.__ray_call__.remote(_call, function, *args)
+
+
+def _thunks(group: Group, function: str, *args: Any) -> list[Callable[[], Any]]:
+    return [_thunk(a, function, *args) for a in group.actors]
+
+
+def _start_all(calls: Sequence[tuple[Group, Sequence[Callable[[], Any]]]]) -> list[list[Any]]:
+    """Start calls on the members of a sync so that none waits for one not started yet; refs per group.
+
+    Calls on actors return at once. A driver-local member's call (`Group.in_driver`: `remote_eval: false`)
+    runs to its end when made, and joining the groups, checking in and broadcasting end only when every
+    member takes part: those run on threads of their own, after every actor call is out."""
+    refs: list[list[Any] | None] = [None if g.in_driver else [start() for start in starts] for g, starts in calls]
+    local = [(i, starts) for i, (g, starts) in enumerate(calls) if g.in_driver]
+    if local:
+        with ThreadPoolExecutor(max_workers=sum(len(starts) for _, starts in local)) as pool:
+            running = [(i, [pool.submit(start) for start in starts]) for i, starts in local]
+            for i, futures in running:
+                refs[i] = [f.result() for f in futures]
+    return [r or [] for r in refs]
 
 
 def _collect(groups: Sequence[Group], refs: list[list[Any]], what: str, timeout_s: float | None) -> list[list[Any]]:
@@ -296,19 +319,21 @@ def _build(
     address, port = train.get([host], "sync_host", timeout_s, ranks=[0])[0]
     size = 1 + sum(len(g.actors) for g in targets)
 
-    def join(actor: Any, memberships: list[tuple[int, int, int]]) -> Any:
-        return actor.__ray_call__.remote(_call, "sync_join", name, address, port, memberships, backend, timeout_s)
+    def join(actor: Any, memberships: list[tuple[int, int, int]]) -> Callable[[], Any]:
+        return _thunk(actor, "sync_join", name, address, port, memberships, backend, timeout_s)
 
     source_joins = [join(a, [(i, 0, size)]) for i, a in enumerate(sources)]
     # A target's rank is the same in every source's group: 1 + its position among all targets.
-    target_joins, rank = [], 1
+    target_joins: list[tuple[Group, list[Callable[[], Any]]]] = []
+    rank = 1
     for g in targets:
-        refs = []
+        starts = []
         for actor in g.actors:
-            refs.append(join(actor, [(i, rank, size) for i in range(len(sources))]))
+            starts.append(join(actor, [(i, rank, size) for i in range(len(sources))]))
             rank += 1
-        target_joins.append(refs)
-    _collect(targets, target_joins, "sync_join", timeout_s)
-    train.get(source_joins, "sync_join", timeout_s, ranks=list(range(len(sources))))
+        target_joins.append((g, starts))
+    source_refs, *target_refs = _start_all([(train, source_joins), *target_joins])
+    _collect(targets, target_refs, "sync_join", timeout_s)
+    train.get(source_refs, "sync_join", timeout_s, ranks=list(range(len(sources))))
     members = [*sources, *(a for g in targets for a in g.actors)]
     return _SyncGroups(name, backend, members, address, port, layouts=[], counts=[], timeout_s=timeout_s)

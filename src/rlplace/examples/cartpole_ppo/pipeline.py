@@ -140,9 +140,7 @@ def _run(
     distributed: bool,
     may_stop: Callable[[], bool] | None,
 ) -> RunResult:
-    from rlplace.runtime.buffer import BufferShard, ShardRouter
-    from rlplace.runtime.phases import Phases
-    from rlplace.runtime.sync import sync_weights
+    from rlplace.runtime import BufferShard, Phases, ShardRouter, sync_weights
 
     ppo = PPOConfig()
     ppo_args = asdict(ppo)
@@ -240,11 +238,11 @@ def _recover(job: Any, train: Any, shards: Any, distributed: bool) -> Any:
     """After a takeover: every train worker back to the last checkpoint (and, with torch.distributed, back
     in one group: the relaunched worker is a new process, and rank 0 may have moved), and a new router (a
     shard may now live on the spare). The caller re-syncs the eval workers. Returns the router."""
-    from rlplace.runtime.buffer import ShardRouter
+    from rlplace.runtime import ShardRouter
 
     train.call("restore")
     if distributed:
-        master = job.rendezvous.master("train")
+        master = job.master("train")
         train.call("init_group", master.address if master else None, master.port if master else None)
     return ShardRouter.from_group(shards)
 

@@ -10,7 +10,7 @@
 - EnvWorker: CartPole environments. Steps them with actions from its eval worker and writes the
   experience (with advantages) to the buffer shard on its node, or spreads it over the shards.
 
-Offload: the spec's hooks (`rlplace.runtime.phases`) are implemented for real on numpy state: offloading
+Offload: the spec's hooks (`rlplace.phases`) are implemented for real on numpy state: offloading
 moves a worker's arrays out of its process into Ray's object store and drops them; reloading brings them
 back. A worker that touches offloaded state fails loudly, so a missing or misordered hook cannot go
 unnoticed, and every move is counted (`offload_stats`). On a GPU the same hooks would move tensors to
@@ -110,14 +110,14 @@ class TrainWorker:
     def init_group(self, master_addr: str | None = None, master_port: int | None = None) -> str:
         """Join the train component's torch.distributed group (one call: rlplace set the rendezvous). After a
         node loss moved rank 0, the survivors rejoin at the new master the driver passes in."""
-        from rlplace.runtime.collective import destroy_component_group, init_component_group
+        from rlplace.runtime import destroy_component_group, init_component_group
 
         destroy_component_group()  # nothing to do on the first call
         group = init_component_group(master_addr=master_addr, master_port=master_port)
         self.world_size = group.world_size
         return group.backend
 
-    # Node loss (rlplace.ray.failover): checkpoint after each iteration, reload it when relaunched elsewhere.
+    # Node loss (rlplace.ray.watcher): checkpoint after each iteration, reload it when relaunched elsewhere.
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return

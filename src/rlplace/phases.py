@@ -14,6 +14,9 @@ Decisions: a hook a worker's class does not define is skipped; with offload disa
 post-hooks run only when the phase body finished without an exception (calling a dead worker again
 would bury the real error); phases do not nest (the memory reasoning above assumes one at a time).
 Every call is recorded in `Phases.events`, in order, so the order is observable.
+
+Pure (no Ray import), below the Ray layer, so the Job can offer `job.phase(...)` without the Ray layer
+importing the runtime; `rlplace.runtime` exports it with the other runtime services.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlplace.errors import ConfigError, Problem, RlplaceError
-from rlplace.runtime.calls import Group, call_defined
+from rlplace.groups import Group, call_defined
 
 Stage = Literal["pre", "post"]
 Role = Literal["train", "eval", "env"]

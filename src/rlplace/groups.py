@@ -1,8 +1,9 @@
-"""Calling a hook on the workers of a component that define it.
+"""The `Group` protocol: how everything above the Ray layer talks to the workers of one component.
 
-Everything in `rlplace.runtime` talks to workers through the `Group` protocol below, which the Ray
-layer's `WorkerGroup` satisfies; its `get()` turns a dead worker into a PlacementError that names the
-worker and its node, so the runtime never shows a bare Ray traceback.
+The Ray layer's `WorkerGroup` (and its driver-local `LocalGroup`) satisfies it; the phase engine
+(`rlplace.phases`) and the runtime services (`rlplace.runtime`: buffer routing, weight sync) use only this,
+so they never import the Ray layer's internals. Its `get()` turns a dead worker into a PlacementError that
+names the worker and its node, so no one above shows a bare Ray traceback. No Ray import here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from rlplace.plan import Worker
 
 
 class Group(Protocol):
-    """The slice of a WorkerGroup the runtime needs: actor handles and plan rows in rank order, `call_async`
+    """The slice of a WorkerGroup the runtime needs: actor handles, their ids and plan rows in rank order, `call_async`
     (calls through it are re-run on a worker moved off a lost node) and `get`."""
 
     component: str
@@ -24,6 +25,12 @@ class Group(Protocol):
 
     @property
     def workers(self) -> Sequence[Worker]: ...
+
+    @property
+    def actor_ids(self) -> tuple[str, ...]: ...
+
+    @property
+    def in_driver(self) -> bool: ...
 
     def call_async(self, method: str, *args: Any, rank: int | None = None, **kwargs: Any) -> Any: ...
 

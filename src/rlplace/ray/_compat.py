@@ -1,0 +1,142 @@
+"""Every private Ray API rlplace uses, in one place (checked against Ray 2.60).
+
+Ray keeps several things rlplace needs outside its public API: the internal key-value store of the GCS,
+the node/actor/job tables without the dashboard, the address resolution `ray.init` does, the variable
+each accelerator masks with, actor ids, and the user class behind a `ray.remote` one. A Ray upgrade that
+moves one of them breaks this module only; nothing else in rlplace imports `ray._private`, calls
+`internal_kv._internal_kv_*` or reads `_actor_id` (an import-linter contract and a test check it).
+
+Imports of Ray's private modules happen inside the functions: a worker process importing
+`rlplace.ray.worker` pays for none of them until it asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: The internal-KV namespace of everything rlplace stores (job records, rendezvous exchanges).
+KV_NAMESPACE = "rlplace"
+
+
+# -- the GCS's internal key-value store ------------------------------------------------------------------
+
+
+def kv_put(key: str, value: bytes | str) -> None:
+    from ray.experimental import internal_kv
+
+    internal_kv._internal_kv_put(key, value, overwrite=True, namespace=KV_NAMESPACE)
+
+
+def kv_get(key: str | bytes) -> bytes | None:
+    from ray.experimental import internal_kv
+
+    return internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
+
+
+def kv_keys(prefix: str) -> list[bytes]:
+    from ray.experimental import internal_kv
+
+    return list(internal_kv._internal_kv_list(prefix, namespace=KV_NAMESPACE))
+
+
+def kv_delete(key: str, *, by_prefix: bool = False) -> None:
+    from ray.experimental import internal_kv
+
+    internal_kv._internal_kv_del(key, del_by_prefix=by_prefix, namespace=KV_NAMESPACE)
+
+
+# -- GCS tables (no dashboard needed) ---------------------------------------------------------------------
+
+
+def available_resources_per_node() -> dict[str, dict[str, float]]:
+    """Node id -> the resources free there now (placement-group bookkeeping entries included)."""
+    from ray._private import state
+
+    return state.available_resources_per_node()
+
+
+def actor_table() -> dict[str, dict[str, Any]]:
+    """Actor id (hex) -> its GCS record (State, Name, Address, Pid, JobID, NumRestarts, StartTime, ...)."""
+    from ray._private import state
+
+    return state.actors()
+
+
+def live_ray_jobs() -> set[str]:
+    """The ids (hex) of the Ray jobs whose driver still runs."""
+    from ray._private import state
+
+    return {j["JobID"] for j in state.jobs() if not j.get("IsDead")}
+
+
+# -- addresses ---------------------------------------------------------------------------------------------
+
+
+def bootstrap_address(address: str) -> str | None:
+    """What `ray.init(address=...)` would connect to ("auto" -> $RAY_ADDRESS or this machine's cluster);
+    None for "local" (start a new one). ConnectionError when "auto" finds nothing, ValueError when malformed."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    return canonicalize_bootstrap_address(address)
+
+
+def node_ip_address() -> str:
+    """This machine's IP as Ray picks it (without a running Ray)."""
+    from ray._private import services
+
+    return services.get_node_ip_address()
+
+
+def gcs_addresses_on_this_machine() -> list[str]:
+    """HOST:PORT of every Ray head (GCS) running on this machine."""
+    from ray._private import services
+
+    return list(services.find_gcs_addresses())
+
+
+def quiet_raylet_deaths() -> None:
+    """Stop the driver from echoing a dead raylet's last log lines (a node removed on purpose). A private
+    switch of Ray 2.60, left alone where it does not exist."""
+    import ray._private.worker as ray_worker
+
+    if hasattr(ray_worker, "_worker_logs_enabled"):
+        ray_worker._worker_logs_enabled = False
+
+
+# -- accelerators ------------------------------------------------------------------------------------------
+
+
+def visible_devices_var(resource: str = "GPU") -> str:
+    """The variable Ray sets to mask an accelerator resource: CUDA_VISIBLE_DEVICES for "GPU",
+    ASCEND_RT_VISIBLE_DEVICES for "NPU", HABANA_VISIBLE_MODULES for "HPU", ..."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    try:
+        manager = get_accelerator_manager_for_resource(resource)
+    except Exception:  # an accelerator Ray does not know: nothing masks it
+        manager = None
+    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
+
+
+# -- actors ------------------------------------------------------------------------------------------------
+
+
+def actor_id(handle: Any) -> str:
+    """The id (hex) of an actor handle; a driver-local handle (`remote_<c>: false`) answers with its own
+    `actor_id`, so code keyed by workers' identity works for both."""
+    from ray.actor import ActorHandle
+
+    if isinstance(handle, ActorHandle):
+        return handle._actor_id.hex()
+    return str(handle.actor_id)
+
+
+def user_class(cls: Any) -> tuple[type, Mapping[str, Any]]:
+    """The user's class behind `cls` and the actor options written on it (`@ray.remote(num_cpus=2)`);
+    a plain class comes back as it is, with no options."""
+    from ray.actor import ActorClass
+
+    if isinstance(cls, ActorClass):
+        return cls.__ray_metadata__.modified_class.__ray_actor_class__, dict(cls._default_options)
+    return cls, {}

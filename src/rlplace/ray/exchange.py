@@ -1,0 +1,102 @@
+"""Inside a worker of a component Ray placed itself (no node in the plan): agreeing on the rendezvous.
+
+Such workers cannot be told their master before they start: each publishes its node in the KV store from
+inside the placed subclass's constructor and waits (bounded) until every rank of the component has, then
+derives the same variables a pinned worker gets from the driver (`rlplace.ray.rendezvous`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import ray
+
+from rlplace.errors import RendezvousError
+from rlplace.ray import _compat, records
+from rlplace.ray.labels import NODE_RANK_LABEL
+from rlplace.ray.ports import free_ports, port_range
+from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV
+
+
+def prefix(instance: str, component: str) -> str:
+    """The KV prefix of one job's (`instance`) exchange for `component` ("": every component's)."""
+    return f"rdzv/{instance}/{component}{'/' if component else ''}"
+
+
+def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
+    """Agree on the rendezvous with the component's other workers through the KV store: publish this
+    worker's node, wait until every rank has, then derive the same variables a pinned worker gets.
+
+    Rank 0 chooses its port on its own node; restarted on the same node it keeps it (same values)."""
+    where, timeout_s = spec["prefix"], spec["timeout_s"]
+    rank, world = placement["rank"], placement["world_size"]
+    ctx = ray.get_runtime_context()
+    node_id = ctx.get_node_id()
+    label = ctx.get_node_labels().get(NODE_RANK_LABEL)
+    mine: dict[str, Any] = {"node_id": node_id, "address": ray.util.get_node_ip_address()}
+    mine["node_rank"] = int(label) if label is not None else _node_rank_from_record(placement, node_id)
+    if rank == 0:
+        before = _kv_json(where + "0")
+        if before and before["node_id"] == node_id:
+            mine["port"] = before["port"]
+        else:
+            low, high = port_range()
+            first = low + (hash((placement["instance"], placement["component"])) % (high - low + 1))
+            mine["port"] = free_ports(1, (), low, high, first=first)[0]
+    _compat.kv_put(where + str(rank), json.dumps(mine))
+    entries = _wait_for_peers(where, world, timeout_s, placement)
+    same_node = [r for r in range(world) if entries[r]["node_id"] == node_id]
+    nodes = sorted({(e["node_rank"] if e["node_rank"] is not None else -1, e["node_id"]) for e in entries})
+    group_rank = [n for _, n in nodes].index(node_id)
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": str(same_node.index(rank)),
+        "LOCAL_WORLD_SIZE": str(len(same_node)),
+        "NODE_RANK": str(mine["node_rank"] if mine["node_rank"] is not None else -1),
+        "GROUP_RANK": str(group_rank),
+        "GROUP_WORLD_SIZE": str(len(nodes)),
+        "MASTER_ADDR": entries[0]["address"],
+        "MASTER_PORT": str(entries[0]["port"]),
+    }
+
+
+def _wait_for_peers(where: str, world: int, timeout_s: float, placement: dict[str, Any]) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    pause = 0.01
+    while True:
+        keys = _compat.kv_keys(where)
+        if len(keys) >= world:
+            break
+        if time.monotonic() >= deadline:
+            from rlplace.config.ranges import format_ranks  # the config package costs ~20 ms to import
+
+            arrived = sorted(int(k.decode().rsplit("/", 1)[1]) for k in keys)
+            missing = [r for r in range(world) if r not in arrived]
+            raise RendezvousError(
+                f"component {placement['component']!r}: rank(s) {format_ranks(missing)} did not start within "
+                f"{timeout_s:g} s (Ray places this component itself, so its workers tell each other where they "
+                f"run before their constructors run; ranks {format_ranks(arrived) or 'none'} did). A worker that "
+                f"cannot be scheduled or dies while starting never arrives: check `rlplace status` and the Ray logs; "
+                f"{RENDEZVOUS_TIMEOUT_ENV} in the driver's environment changes the wait"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+    return [_kv_json(where + str(r)) or {} for r in range(world)]
+
+
+def _kv_json(key: str) -> dict[str, Any] | None:
+    raw = _compat.kv_get(key)
+    return json.loads(raw) if raw else None
+
+
+def _node_rank_from_record(placement: dict[str, Any], node_id: str) -> int | None:
+    """On nodes without rank labels, the job record's rank -> node map is the only truth."""
+    record = records.read(placement["namespace"], placement["job"])
+    if record:
+        for rank, node in record.nodes.items():
+            if node.node_id == node_id:
+                return rank
+    return None

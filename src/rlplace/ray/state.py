@@ -1,0 +1,215 @@
+"""The state of one job, at the bottom of the Ray layer: what it is, where its ranks run, what happened.
+
+No Ray call in here. Reservation, rendezvous, launch, the node watcher and the job record read it; nothing
+but `JobState.apply` changes it. `apply` takes one `Change` (nodes that now serve ranks, the workers a
+component now has, masters, node trouble, an event), makes it under the state's lock, wakes every thread
+waiting on the state (calls waiting on a lost node) and then tells the subscribers (the job record, which
+is rewritten from the state). A takeover, and later a resize, are changes of the same kind: "these ranks
+run there now", "this component has these workers now".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rlplace.errors import ConfigError, NodeLostError, Problem
+from rlplace.inventory import Inventory, Node
+from rlplace.plan import Plan, Worker
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """Something that happened to a node of the job; `job.events` lists them in order.
+
+    kind: `lost` (the node is gone; `node_id` is the lost node), `spare` or `replacement` (the rank's
+    workers answer again on `node_id`; `seconds` since the loss was declared), `failed` (the window
+    passed; `seconds` likewise).
+    """
+
+    kind: str
+    node_rank: int
+    workers: tuple[str, ...]
+    at: float  # wall clock (time.time())
+    node_id: str
+    address: str
+    detail: str
+    seconds: float | None = None
+
+    def __str__(self) -> str:
+        took = f" after {self.seconds:.1f} s" if self.seconds is not None else ""
+        return f"node {self.node_rank} {self.kind}{took}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeEvent:
+        return cls(**{**d, "workers": tuple(d["workers"])})
+
+
+@dataclass(frozen=True)
+class Master:
+    """Where a component's rank 0 listens (MASTER_ADDR, MASTER_PORT)."""
+
+    node_rank: int
+    node_id: str | None
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Trouble:
+    """A node rank that is lost (waiting for a spare or a replacement) or failed (the window passed)."""
+
+    kind: Literal["lost", "failed"]
+    since: float  # wall clock of the loss's declaration
+    until: float  # wall clock end of the replacement window
+    error: NodeLostError | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One update of a job's state; what is left empty stays as it is."""
+
+    nodes: Mapping[int, Node] = field(default_factory=dict)  # node rank -> the node serving it from now on
+    workers: Mapping[str, tuple[Worker, ...]] = field(default_factory=dict)  # component -> its workers now
+    masters: Mapping[str, Master] = field(default_factory=dict)
+    trouble: Mapping[int, Trouble | None] = field(default_factory=dict)  # None: the rank is healthy again
+    event: NodeEvent | None = None
+
+
+Subscriber = Callable[["JobState"], None]
+
+
+class JobState:
+    """What one job is (name, Ray namespace, plan, timeouts) and where it stands (rank -> node map, each
+    component's workers, masters, node trouble, events, warnings). Thread-safe: the node watcher changes it
+    while callers read it."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        live: Inventory,
+        *,
+        name: str,
+        namespace: str,
+        timeout_s: float,
+        replace_within_s: float,
+    ):
+        if replace_within_s < 0:
+            raise ValueError(f"replace_within_s must be 0 (fail at once) or more seconds, not {replace_within_s}")
+        self.plan = plan
+        self.name = name
+        self.namespace = namespace
+        self.timeout_s = timeout_s
+        self.replace_within_s = float(replace_within_s)
+        self.instance = uuid.uuid4().hex  # unique per job object: two runs under one name never mix
+        self.warnings: list[str] = list(plan.warnings)
+        self.changed = threading.Condition(threading.RLock())  # notified by every change and by close()
+        self._live = live
+        self._workers = {c: tuple(plan.by_component(c)) for c in plan.components}
+        self._masters: dict[str, Master] = {}
+        self._trouble: dict[int, Trouble] = {}
+        self._events: list[NodeEvent] = []
+        self._subscribers: list[Subscriber] = []
+        self._closed = False
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> Inventory:
+        """The rank -> node map: the live inventory, with each rank's current node (a spare after a takeover)."""
+        return self._live
+
+    def node(self, node_rank: int | None) -> Node | None:
+        """The node serving `node_rank` now (None for workers the plan leaves to Ray)."""
+        return None if node_rank is None else self._live.node(node_rank)
+
+    @property
+    def components(self) -> list[str]:
+        return list(self._workers)
+
+    def workers(self, component: str) -> tuple[Worker, ...]:
+        """The workers `component` has now, in rank order."""
+        return self._workers.get(component, ())
+
+    def worker(self, component: str, rank: int) -> Worker:
+        workers = self.workers(component)
+        if 0 <= rank < len(workers):
+            return workers[rank]
+        raise ConfigError(
+            Problem(
+                path=f"{component}.rank",
+                value=rank,
+                message=f"{component} rank {rank} is not in the plan; planned ranks: {[w.rank for w in workers]}",
+            )
+        )
+
+    def pinned_ranks(self) -> list[int]:
+        """The node ranks that hold a worker or a bundle of the job (the nodes a watcher must watch)."""
+        pinned = {w.node_rank for ws in self._workers.values() for w in ws if w.node_rank is not None}
+        return sorted(pinned | {b.node_rank for b in self.plan.bundles})
+
+    def masters(self) -> dict[str, Master]:
+        return dict(self._masters)
+
+    def master(self, component: str) -> Master | None:
+        return self._masters.get(component)
+
+    def health(self, node_rank: int | None) -> str:
+        """`ok`, `lost` (waiting for a spare or replacement) or `failed` (the replacement window passed)."""
+        trouble = None if node_rank is None else self._trouble.get(node_rank)
+        return trouble.kind if trouble else "ok"
+
+    def trouble(self, node_rank: int) -> Trouble | None:
+        return self._trouble.get(node_rank)
+
+    def troubles(self) -> dict[int, Trouble]:
+        return dict(self._trouble)
+
+    @property
+    def events(self) -> list[NodeEvent]:
+        """What happened to the job's nodes, in order: `lost`, then `spare` / `replacement`, or `failed`."""
+        return list(self._events)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- changing ----------------------------------------------------------------------------------------
+
+    def apply(self, change: Change) -> None:
+        """Make `change` (one locked update), wake whoever waits on the state, then tell the subscribers."""
+        with self.changed:
+            if change.nodes:
+                self._live = Inventory(tuple(change.nodes.get(n.rank, n) for n in self._live.nodes))
+            self._workers.update({c: tuple(ws) for c, ws in change.workers.items()})
+            self._masters.update(change.masters)
+            for rank, trouble in change.trouble.items():
+                if trouble is None:
+                    self._trouble.pop(rank, None)
+                else:
+                    self._trouble[rank] = trouble
+            if change.event is not None:
+                self._events.append(change.event)
+            self.changed.notify_all()
+            subscribers = list(self._subscribers)
+        for notify in subscribers:
+            notify(self)
+
+    def subscribe(self, notify: Subscriber) -> None:
+        """Call `notify(state)` after every change (in the changing thread)."""
+        with self.changed:
+            self._subscribers.append(notify)
+
+    def close(self) -> None:
+        """The job is shut down: no subscriber is told anything any more, and every waiter wakes up."""
+        with self.changed:
+            self._closed = True
+            self._subscribers.clear()
+            self.changed.notify_all()

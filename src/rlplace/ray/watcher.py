@@ -1,0 +1,279 @@
+"""Node loss, noticed and acted on: a watcher that reads node health and moves a lost rank's workers, or
+fails it clearly.
+
+One `NodeWatcher` per job. Its thread reads the GCS node table (`ray.nodes()`, one request) every
+`period_s` seconds; calls never poll the GCS themselves, they read the job state (`JobState.health`).
+When a node holding the job's bundles is gone (Ray declared it dead, or its raylet refuses connections
+while a call on it has just failed: the worker processes are known dead, no need to wait for Ray's health
+checks), the watcher:
+
+1. records a `lost` event in the state and has the mover drop the rank (its workers killed, so no call,
+   not even a bare `ray.get`, waits on them forever; its placement group removed, which Ray would
+   otherwise keep RESCHEDULING);
+2. looks for a node to take the rank over (`rlplace.ray.failover.candidates`: a replacement started with
+   the same rank label, else a hot spare of the same shape; hardware such as robots cannot move);
+3. has the mover move the rank there (bundles reserved, the rank mapped to the node in the state, the
+   workers relaunched and their `on_replaced(event)` answered), then records a `spare` or `replacement`
+   event with the seconds since the loss was declared;
+4. or, when `replace_within_s` passes first (0: at once), records `failed`, and every pending and new call
+   on those workers raises `NodeLostError` naming the rank, the workers and what the job waited for.
+
+The watcher decides; the `Mover` (the Job, privately) acts. Calls on workers of other nodes never wait on
+any of this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import ray
+
+from rlplace.errors import PlacementError
+from rlplace.inventory import Node
+from rlplace.ray import _compat
+from rlplace.ray.failover import Loss, candidates, death_reason, lost_error
+from rlplace.ray.nodes import raylet_refuses
+from rlplace.ray.state import Change, JobState, NodeEvent, Trouble
+
+log = logging.getLogger(__name__)
+
+#: How often the watcher reads the GCS node table.
+WATCH_PERIOD_S = 0.5
+
+
+class Mover(Protocol):
+    """What the watcher has done to a rank's workers (the Job implements it)."""
+
+    def workers_on(self, rank: int) -> tuple[str, ...]:
+        """The names of the launched workers planned on node `rank`."""
+
+    def drop_rank(self, rank: int) -> None:
+        """Node `rank` is lost: kill its workers and release its bundles, so nothing waits on them."""
+
+    def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
+        """Serve node `rank` from `node`: reserve its bundles there, map the rank to it in the state, relaunch
+        its workers and return once each answered `on_replaced(event)`. Raises PlacementError with nothing of
+        the attempt left (the rank mapped back)."""
+
+
+class Reserved(Protocol):
+    """What the watcher reads of the reservation: what each node rank holds."""
+
+    def demand(self, rank: int) -> dict[str, float]: ...
+
+
+class NodeWatcher:
+    """The node-loss watcher of one job (see the module docstring)."""
+
+    def __init__(self, state: JobState, reserved: Reserved, mover: Mover, *, period_s: float = WATCH_PERIOD_S):
+        self._state = state
+        self._reserved = reserved
+        self._mover = mover
+        self.period_s = period_s
+        self._losses: dict[int, Loss] = {}
+        self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
+        self._work = threading.RLock()  # one declaration or takeover at a time (they create and remove groups)
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle --------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self._state.pinned_ranks():
+            return  # nothing pinned to a node: Ray alone decides where the workers run
+        self._read_nodes()
+        name = f"rlplace-watcher-{self._state.name}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching; calls waiting on a lost node wake up (they raise: the job is shut down)."""
+        self._stopped = True
+        self._wake.set()
+        with self._state.changed:
+            self._state.changed.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self._state.timeout_s + 5)
+
+    # -- what calls ask (in memory; never a GCS request on the fast path) --------------------------------
+
+    def health(self, rank: int | None) -> str:
+        """`ok`, `lost` (waiting for a spare or replacement) or `failed`."""
+        return self._state.health(rank)
+
+    def check(self, rank: int) -> bool:
+        """A call on a worker of node `rank` just failed: is the node lost? Declares the loss at once when the
+        node's raylet refuses connections (its processes are known dead) without waiting for Ray's health
+        checks; waits for Ray's verdict while the probe is inconclusive."""
+        if self._state.health(rank) != "ok":
+            return True
+        node = self._state.live.node(rank)
+        deadline = time.monotonic() + max(self._state.replace_within_s, 30.0)
+        while not self._stopped:
+            raylet = self._raylets.get(str(node.node_id))
+            refused = raylet_refuses(*raylet) if raylet else None
+            if refused:
+                self._declare(rank, f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)")
+                return True
+            if str(node.node_id) not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
+                self._declare(rank, "Ray declared it dead")
+                return True
+            if refused is False or time.monotonic() >= deadline:
+                return False
+            time.sleep(self.period_s)
+        return self._state.health(rank) != "ok"
+
+    def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
+        """Block while node `rank` is lost: True once its workers answer again (on a spare or replacement),
+        False when the caller's `deadline` (monotonic) came first. Raises NodeLostError once the window
+        passed, PlacementError when the job is shut down meanwhile."""
+        state = self._state
+        with state.changed:
+            while True:
+                trouble = None if rank is None else state.trouble(rank)
+                if trouble is not None and trouble.error is not None:
+                    raise trouble.error
+                if state.closed or self._stopped:
+                    if trouble is not None:
+                        raise PlacementError(f"job {state.name} was shut down while node {rank} was lost")
+                    return True
+                if trouble is None:
+                    return True
+                loss = self._losses.get(rank)  # type: ignore[arg-type]
+                if loss is not None and time.monotonic() > loss.deadline + 2 * self.period_s + 5:
+                    self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
+                    continue
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    return False
+                state.changed.wait(timeout=wait if wait is not None else 1.0)
+
+    def wait_all(self) -> None:
+        """Block until no rank is lost (or raise the NodeLostError of one that failed)."""
+        for rank in self._state.pinned_ranks():
+            self.wait_usable(rank)
+
+    def check_all(self) -> bool:
+        """Is any node of the job lost? (Probes every node; see `check`.)"""
+        return any([self.check(rank) for rank in self._state.pinned_ranks()])
+
+    # -- the thread ------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stopped:
+                try:
+                    self._tick()
+                except Exception as e:  # never let the watcher die silently: say so, try again next period
+                    if self._stopped or not ray.is_initialized():
+                        return
+                    log.warning("rlplace node watcher of job %s: %s", self._state.name, e, exc_info=True)
+                self._wake.wait(self.period_s)
+                self._wake.clear()
+        finally:  # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
+            self._stopped = True
+            with self._state.changed:
+                self._state.changed.notify_all()
+
+    def _tick(self) -> None:
+        raw = self._read_nodes()
+        alive = {n["NodeID"] for n in raw if n.get("Alive")}
+        for rank in self._state.pinned_ranks():
+            node_id = self._state.live.node(rank).node_id
+            if self._state.health(rank) == "ok" and str(node_id) not in alive:
+                dead = next((n for n in raw if n["NodeID"] == node_id), {})
+                self._declare(rank, "Ray declared it dead" + death_reason(dead))
+        for rank in sorted(self._losses):
+            self._resolve(rank, raw)
+
+    def _read_nodes(self) -> list[dict[str, Any]]:
+        raw = ray.nodes()
+        for n in raw:
+            if n.get("Alive") and n.get("NodeManagerPort"):
+                self._raylets[n["NodeID"]] = (n["NodeManagerAddress"], int(n["NodeManagerPort"]))
+        return raw
+
+    # -- deciding --------------------------------------------------------------------------------------
+
+    def _declare(self, rank: int, why: str) -> None:
+        with self._work:
+            if self._state.health(rank) != "ok" or self._stopped:
+                return
+            node = self._state.live.node(rank)
+            workers = self._mover.workers_on(rank)
+            now, wall = time.monotonic(), time.time()
+            window = self._state.replace_within_s
+            self._losses[rank] = Loss(node, workers, now, wall, now + window)
+            where = f"{node.address or '?'} (id {str(node.node_id)[:8]})"
+            event = NodeEvent("lost", rank, workers, wall, str(node.node_id), node.address or "?", f"{where}: {why}")
+            self._state.apply(Change(trouble={rank: Trouble("lost", wall, wall + window)}, event=event))
+            log.warning(
+                "rlplace job %s: node %d lost (%s); workers %s", self._state.name, rank, why, ", ".join(workers)
+            )
+            self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
+            if window == 0:
+                self._fail(rank)
+        self._wake.set()
+
+    def _resolve(self, rank: int, raw: list[dict[str, Any]]) -> None:
+        with self._work:
+            loss = self._losses.get(rank)
+            if loss is None or self._stopped:
+                return
+            alive = [n for n in raw if n.get("Alive")]
+            free: Mapping[str, Mapping[str, float]] = _compat.available_resources_per_node() if alive else {}
+            serving = {str(n.node_id) for n in self._state.live.nodes}
+            demand = self._reserved.demand(rank)
+            for how, node in candidates(rank, loss, alive, serving=serving, demand=demand, free=free):
+                try:
+                    self._take_over(rank, loss, node, how)
+                    return
+                except PlacementError as e:
+                    if self._stopped:
+                        return  # the job was shut down during the takeover
+                    loss.refusals[str(node.node_id)] = f"{how} {node.address} failed: {e}"
+                    log.warning(
+                        "rlplace job %s: %s %s could not take node %d: %s", self._state.name, how, node.address, rank, e
+                    )
+            if time.monotonic() >= loss.deadline:
+                self._fail(rank)
+
+    def _take_over(self, rank: int, loss: Loss, node: Node, how: str) -> None:
+        """Move the rank to `node`; the event (handed to `on_replaced` first) is recorded once the workers
+        answer there, with the seconds since the loss was declared."""
+        what = "hot spare" if how == "spare" else "replacement node"
+        detail = f"{what} {node.address} (id {str(node.node_id)[:8]}) took over node {rank}"
+        event = NodeEvent(how, rank, loss.workers, time.time(), str(node.node_id), node.address or "?", detail)
+        self._mover.move_rank(rank, node, event)
+        done = dataclasses.replace(event, at=time.time(), seconds=time.monotonic() - loss.declared)
+        del self._losses[rank]
+        self._state.apply(Change(trouble={rank: None}, event=done))
+        log.warning("rlplace job %s: %s", self._state.name, done)
+
+    def _fail(self, rank: int) -> None:
+        """The window passed: the rank fails (once; the state's lock, not the takeover's, so that a waiting
+        call can fail a rank whose takeover hangs)."""
+        with self._state.changed:
+            loss = self._losses.get(rank)
+            if loss is None or self._state.health(rank) == "failed":
+                return
+            error = lost_error(rank, loss, self._reserved.demand(rank), self._state.replace_within_s)
+            now = time.monotonic()
+            event = NodeEvent(
+                "failed",
+                rank,
+                loss.workers,
+                time.time(),
+                str(loss.node.node_id),
+                loss.node.address or "?",
+                str(error),
+                now - loss.declared,
+            )
+            trouble = Trouble("failed", loss.at, loss.at + self._state.replace_within_s, error)
+            self._state.apply(Change(trouble={rank: trouble}, event=event))

@@ -1,0 +1,90 @@
+"""What every test on the session's simulated Ray cluster shares: what a test left alive, what a job created
+(collected while it runs, so a check after its shutdown has something to look at), and waiting for nodes
+that a test removed until Ray reports them dead. `tests/conftest.py` runs the leftover check after every
+test that uses the `ray_cluster` fixture."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+
+from rlplace.ray import _compat
+
+_LIVE_PG = ("PENDING", "CREATED", "RESCHEDULING")
+_LIVE_ACTOR = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING")
+
+
+def leftovers() -> tuple[list[str], list[str]]:
+    """Placement groups and actors of this driver's Ray job that are still alive."""
+    job = ray.get_runtime_context().get_job_id()
+    groups = [
+        f"{pg.get('name') or pg_id} ({pg['state']})"
+        for pg_id, pg in placement_group_table().items()
+        if pg["state"] in _LIVE_PG and pg_id.endswith(job)
+    ]
+    actors = [
+        f"{a.get('Name') or a.get('ActorClassName')} ({a['State']})"
+        for a in _compat.actor_table().values()
+        if a["State"] in _LIVE_ACTOR and a.get("JobID") == job
+    ]
+    return groups, actors
+
+
+def leftovers_after(settle_s: float) -> tuple[list[str], list[str]]:
+    """`leftovers()` once they are gone, or what is still alive after `settle_s` (Ray reports deaths late)."""
+    deadline = time.monotonic() + settle_s
+    groups, actors = leftovers()
+    while (groups or actors) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        groups, actors = leftovers()
+    return groups, actors
+
+
+def clean_up() -> None:
+    """Remove every live placement group and kill every named actor (after a test that left some)."""
+    for pg_id, pg in placement_group_table().items():
+        if pg["state"] in _LIVE_PG:
+            remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(pg_id))))
+    for name in ray.util.list_named_actors(all_namespaces=True):
+        ray.kill(ray.get_actor(name["name"], namespace=name["namespace"]), no_restart=True)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The placement groups and actors a job created, by id."""
+
+    groups: tuple[str, ...]
+    actors: tuple[str, ...]
+
+
+def footprint(job: Any) -> Footprint:
+    """What `job` holds now (its actors, not its driver-local workers). Take it before `job.shutdown()`: the job
+    forgets its groups when it removes them."""
+    actors = tuple(_compat.actor_id(a) for g in job.groups.values() for a in g.actors if isinstance(a, ActorHandle))
+    return Footprint(tuple(pg.id.hex() for pg in job.placement_groups), actors)
+
+
+def assert_gone(taken: Footprint) -> None:
+    """Every placement group of `taken` removed and every actor dead."""
+    table = placement_group_table()
+    alive = [i for i in taken.groups if table[i]["state"] != "REMOVED"]
+    actors = _compat.actor_table()
+    running = [i for i in taken.actors if actors[i]["State"] != "DEAD"]
+    assert not alive and not running, f"placement groups {alive} and actors {running} outlived the job"
+
+
+def wait_until_dead(node_ids: Iterable[str], timeout_s: float = 30.0) -> set[str]:
+    """Poll the GCS node table until Ray reports every node of `node_ids` dead; return those still alive."""
+    wanted = set(node_ids)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]} & wanted
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.1)
