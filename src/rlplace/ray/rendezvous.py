@@ -122,7 +122,8 @@ class Rendezvous:
         self._warn_overrides(worker, env)
         meet = None
         if self._layout(worker.component) is None:
-            meet = {"prefix": exchange.prefix(state.instance, worker.component), "timeout_s": rendezvous_timeout_s()}
+            where = exchange.prefix(state.instance, worker.component, state.generation(worker.component))
+            meet = {"prefix": where, "timeout_s": rendezvous_timeout_s()}
         return {"placement": placement, "env": env, "exchange": meet}
 
     def env(self, worker: Worker) -> dict[str, str] | None:
@@ -148,6 +149,24 @@ class Rendezvous:
     def master(self, component: str) -> Master | None:
         self._ensure_masters()
         return self._state.master(component)
+
+    def renew(self, components: list[str]) -> None:
+        """Fresh master ports for `components` (they changed size: their ranks meet again, never on the port of
+        the last rendezvous, whose store may still be open); those without a master yet get one at launch."""
+        state = self._state
+        todo = {}
+        for name in components:
+            if name in state.masters() and self._layout(name) is not None:
+                node = state.node(state.worker(name, 0).node_rank)
+                if node is None or not node.address:
+                    raise PlacementError(f"{state.worker(name, 0).name}: node has no address; is it alive?")
+                todo[name] = node
+        if todo:
+            taken = _ports_of(records.read_all(live_only=True), skip=state.instance)
+            for name in todo:  # the old port stays out of the draw
+                old = state.masters()[name]
+                taken.setdefault(old.address, set()).add(old.port)
+            state.apply(Change(masters=self._allocate(todo, taken)))
 
     def forget(self) -> None:
         """At shutdown: delete what unpinned components exchanged."""
