@@ -93,7 +93,7 @@ class NodeWatcher:
         self.period_s = period_s
         self._losses: dict[int, Loss] = {}
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
-        self._tried: set[str] = set()  # nodes a growth back onto failed: not tried again
+        self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
         self._work = threading.RLock()  # one declaration or takeover at a time (they create and remove groups)
         self._wake = threading.Event()
         self._stopped = False
@@ -225,6 +225,7 @@ class NodeWatcher:
             if self._state.health(rank) != "ok" or self._stopped:
                 return
             node = self._state.live.node(rank)
+            self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
             workers = self._mover.workers_on(rank)
             now, wall = time.monotonic(), time.time()
             window = self._state.replace_within_s
@@ -300,7 +301,7 @@ class NodeWatcher:
         the shrunk components grow back onto them."""
         with self._work:
             state = self._state
-            serving = {str(n.node_id) for n in state.live.nodes if n.rank not in state.down}
+            serving = {str(n.node_id) for n in state.live.nodes}
             alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._tried]
             joined = joiners(sorted(state.down), state.live, alive, serving=serving)
             if not joined or self._stopped:
