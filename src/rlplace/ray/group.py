@@ -108,7 +108,8 @@ class WorkerGroup:
 
     def _init_lock(self) -> None:
         self._open = threading.Condition(threading.RLock())  # guards the members; notified when a pause ends
-        self._paused = 0
+        self._paused = 0  # resizes under way (they change the members)
+        self._senders = 0  # threads sending calls (a resize waits until they are done)
 
     def __len__(self) -> int:
         return len(self.actors)
@@ -128,7 +129,7 @@ class WorkerGroup:
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
         state = {**self.__dict__, "_health": None, "relaunch": None, "_calls": OrderedDict()}
-        del state["_open"], state["_paused"]
+        del state["_open"], state["_paused"], state["_senders"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -159,9 +160,12 @@ class WorkerGroup:
 
     @contextmanager
     def pause(self) -> Iterator[None]:
-        """Calls made meanwhile wait until the block ends (a resize changes the members in it)."""
+        """Calls made meanwhile wait until the block ends (a resize changes the members in it); calls being sent
+        when it starts are sent first."""
         with self._open:
             self._paused += 1
+            while self._senders:
+                self._open.wait()
         try:
             yield
         finally:
@@ -176,15 +180,15 @@ class WorkerGroup:
         """Start `method` on every worker (list of refs, rank order) or on worker `rank` (one ref).
 
         A worker whose node is lost gets its call once a spare or replacement took over (this waits, at
-        most until the replacement window ends); workers on healthy nodes get theirs first.
+        most until the replacement window ends); workers on healthy nodes get theirs first. A call made while
+        the component is being resized waits for the resize and goes to the workers there are then.
         """
         if rank is not None:
-            self._actor(rank)
-            return self._submit(self.workers[rank], method, args, kwargs)
-        members = self._members()
-        order = sorted(members, key=lambda w: self._node_state(w.node_rank) != "ok")
-        refs = {w.name: self._submit(w, method, args, kwargs) for w in order}
-        return [refs[w.name] for w in members]
+            worker = self._actor_row(rank)
+            self._usable(worker.node_rank, None)
+            with self._sending():
+                return self._submit(worker, method, args, kwargs)
+        return self._fan_out(method, lambda _: (args, kwargs))
 
     def call(
         self, method: str, *args: Any, rank: int | None = None, timeout_s: float | None = None, **kwargs: Any
@@ -199,16 +203,12 @@ class WorkerGroup:
         self, method: str, *args: Sequence[Any], timeout_s: float | None = None, **kwargs: Sequence[Any]
     ) -> list:
         """Rank i gets item i of every argument (each a sequence with one item per worker)."""
-        members = self._members()
+        members = self._members()  # checked again where the calls are sent (a resize may come in between)
         for name, value in [*((f"argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]:
             if len(value) != len(members):
                 raise ValueError(f"{name} has {len(value)} shards for {len(members)} {self.component} workers")
-        order = sorted(range(len(members)), key=lambda i: self._node_state(members[i].node_rank) != "ok")
-        refs = {
-            i: self._submit(members[i], method, tuple(a[i] for a in args), {k: v[i] for k, v in kwargs.items()})
-            for i in order
-        }
-        return self.get([refs[i] for i in range(len(members))], method, timeout_s)
+        refs = self._fan_out(method, lambda i: (tuple(a[i] for a in args), {k: v[i] for k, v in kwargs.items()}))
+        return self.get(refs, method, timeout_s)
 
     def get(self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()) -> list:
         """`ray.get` of one ref per rank (`ranks`, default all in order); a dead or silent worker becomes a
@@ -236,14 +236,47 @@ class WorkerGroup:
     # -- one call, through node losses and resizes ------------------------------------------------------------
 
     def _members(self) -> tuple[Worker, ...]:
-        with self._open:
-            return self.workers
-
-    def _submit(self, worker: Worker, method: str, args: tuple, kwargs: dict) -> Any:
-        self._usable(worker.node_rank, None)
+        """The workers now (after any resize in progress)."""
         with self._open:
             while self._paused:
                 self._open.wait()
+            return self.workers
+
+    @contextmanager
+    def _sending(self) -> Iterator[tuple[Worker, ...]]:
+        """While calls are being sent (never waiting on anything but the sending): no resize changes the
+        members, and one that is under way first ends. Yields the members."""
+        with self._open:
+            while self._paused:
+                self._open.wait()
+            self._senders += 1
+            members = self.workers
+        try:
+            yield members
+        finally:
+            with self._open:
+                self._senders -= 1
+                self._open.notify_all()
+
+    def _fan_out(self, method: str, arguments: Callable[[int], tuple[tuple, dict]]) -> list:
+        """One call per worker (`arguments(i)` for rank i), all sent to the same members: those on healthy
+        nodes at once, the others once their node is usable again."""
+        with self._sending() as members:
+            refs = {
+                i: self._submit(w, method, *arguments(i))
+                for i, w in enumerate(members)
+                if self._node_state(w.node_rank) == "ok"
+            }
+        for i, w in enumerate(members):
+            if i not in refs:
+                self._usable(w.node_rank, None)
+                with self._sending():
+                    refs[i] = self._submit(w, method, *arguments(i))
+        return [refs[i] for i in range(len(members))]
+
+    def _submit(self, worker: Worker, method: str, args: tuple, kwargs: dict) -> Any:
+        """Send one call to `worker` (by name: its rank may have changed). Inside `_sending` only."""
+        with self._open:
             rank = self._rank_of.get(worker.name)
             actor = None if rank is None else self.actors[rank]
         if actor is None:  # removed by a shrink while the call waited for its node: it never runs
@@ -323,7 +356,9 @@ class WorkerGroup:
                 node_rank=worker.node_rank if worker.node_rank is not None else -1,
                 workers=(worker.name,),
             )
-        return self._submit(worker, call.method, call.args, call.kwargs)
+        self._usable(worker.node_rank, None)
+        with self._sending():
+            return self._submit(worker, call.method, call.args, call.kwargs)
 
     def _node_state(self, node_rank: int | None) -> str:
         return "ok" if self._health is None else self._health.health(node_rank)
@@ -361,6 +396,13 @@ class WorkerGroup:
         ray.kill(actor, no_restart=not restart)
         if not restart and wait_dead([_compat.actor_id(actor)], timeout_s):
             raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
+
+    def _actor_row(self, rank: int) -> Worker:
+        with self._open:
+            while self._paused:
+                self._open.wait()
+            self._actor(rank)
+            return self.workers[rank]
 
     def _actor(self, rank: int) -> ActorHandle:
         if not 0 <= rank < len(self.actors):

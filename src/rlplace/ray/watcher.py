@@ -172,8 +172,9 @@ class NodeWatcher:
                 state.changed.wait(timeout=wait if wait is not None else 1.0)
 
     def wait_all(self) -> None:
-        """Block until no rank is lost (or raise the NodeLostError of one that failed)."""
-        for rank in self._state.pinned_ranks():
+        """Block until no rank is lost (or raise the NodeLostError of one that failed): taken over, or its
+        components shrunk (a rank the shrink emptied is no longer pinned, but is waited for until it is done)."""
+        for rank in sorted({*self._state.pinned_ranks(), *self._state.troubles()}):
             self.wait_usable(rank)
 
     def check_all(self) -> bool:
