@@ -72,6 +72,12 @@ def _install(payload: dict[str, Any]) -> None:
     worker_record.install(payload)
 
 
+def answer(_instance: Any, *_: Any) -> None:
+    """A no-op call (through `__ray_call__`): it returns once the worker has run every call sent to it before.
+    Here, in the module every worker imports anyway, so that a first such call costs no import."""
+    return None
+
+
 def apply_resize(instance: Any, payload: dict[str, Any] | None, event: Any) -> None:
     """Runs in a worker (through `__ray_call__`) whose component changed size, before any later call reaches it:
     its new rank, world size and rendezvous are installed (`worker_placement()`, RANK, WORLD_SIZE, MASTER_PORT,

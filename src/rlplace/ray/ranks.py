@@ -32,7 +32,7 @@ from rlplace.plan import Worker
 from rlplace.planner import Resize, SizeChange
 from rlplace.ray import _compat
 from rlplace.ray.group import WorkerGroup, wait_dead
-from rlplace.ray.launch import Launcher, apply_resize
+from rlplace.ray.launch import Launcher, answer, apply_resize
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizedRank, ResizeEvent
@@ -258,7 +258,7 @@ class Ranks:
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
         """Wait until the calls already sent to the groups' workers are done (an actor runs its calls in order,
         so a no-op sent now ends after them); new calls wait for the resize (the groups are paused)."""
-        pending = {a.__ray_call__.remote(_noop): w.name for g in groups.values() for w, a in g.pairs()}
+        pending = {a.__ray_call__.remote(answer): w.name for g in groups.values() for w, a in g.pairs()}
         if not pending:
             return
         _, late = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
@@ -328,17 +328,13 @@ def _awaited(refs: dict[Any, str], deadline: float) -> list[str]:
     return failures
 
 
-def _noop(_instance: object, *_: Any) -> None:
-    return None
-
-
 def _first_call(handle: Any, event: NodeEvent | None) -> Any:
     """The first call a relaunched worker gets: `on_replaced(event)` if its class defines it (to reload a
     checkpoint), else a no-op that returns once the worker is up. A new worker of a resize (`event` None) gets
     the no-op: its `on_resized` comes with everyone's."""
     if event is not None and hasattr(handle, "on_replaced"):
         return handle.on_replaced.remote(event)
-    return handle.__ray_call__.remote(_noop)
+    return handle.__ray_call__.remote(answer)
 
 
 def _event(change: SizeChange, cause: str, node_rank: int | None, seconds: float) -> ResizeEvent:
