@@ -1,4 +1,4 @@
-"""Every message the error catalogues quote (docs/guide.md section 9, docs/config.md) is provoked here and
+"""Every message the error catalogues quote (docs/guide.md section 10, docs/config.md) is provoked here and
 compared with the quote, so the catalogue cannot drift from the program.
 
 A quote is a backtick span in the first column of a catalogue table (several per row are joined with ` / `);

@@ -115,3 +115,21 @@ def test_growth_that_does_not_fit_fails_naming_the_node_and_leaves_the_job_as_it
 
 def _ray_job() -> str:
     return ray.get_runtime_context().get_job_id()
+
+
+def test_a_component_ray_places_itself_resizes_and_its_workers_agree_on_the_new_rendezvous(ray_cluster):
+    config = {"cluster": {"train_worker_num": 1, "eval_worker_num": 2, "elastic": {"eval": {"max": 3}}}}
+    with rlplace.connect(config, export_path=None, name="resize-c") as job:
+        assert not job.plan.uses_placement_groups  # strategy default: Ray places train and eval
+        evals = job.launch("eval", Elastic)
+        before = evals.call("where")
+        event = job.resize("eval", 3)
+        assert [(r.rank, r.node_rank) for r in event.added] == [(2, None)]
+        where = evals.call("where")
+        assert [(w["rank"], w["world"], w["env"]["RANK"], w["env"]["WORLD_SIZE"]) for w in where] == [
+            (i, 3, str(i), "3") for i in range(3)
+        ]
+        masters = {(w["env"]["MASTER_ADDR"], w["env"]["MASTER_PORT"]) for w in where}
+        assert len(masters) == 1 and masters != {(before[0]["env"]["MASTER_ADDR"], before[0]["env"]["MASTER_PORT"])}
+        job.resize("eval", 1)
+        assert [(w["rank"], w["world"]) for w in evals.call("where")] == [(0, 1)]

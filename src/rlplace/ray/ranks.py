@@ -204,7 +204,9 @@ class Ranks:
                 if step.reserve:
                     self._reservation.reserve_step(step.reserve, deadline)
                 state.apply(Change(plan=step.plan))
-                self._rendezvous.renew([c.component for c in changes])
+                self._rendezvous.renew(
+                    [c.component for c in changes], joining=[w.name for c in changes for w in c.added]
+                )
                 for c in changes:
                     group = groups.get(c.component)
                     if group is None or not c.added:
@@ -217,6 +219,7 @@ class Ranks:
                 self._answered(started, deadline)
                 self._check_open()
             except BaseException as e:
+                self._rendezvous.joined()
                 self._kill(list(started.values()))
                 self._wait_dead(list(started.values()), "workers started by a failed resize")
                 self._reservation.release_bundles(step.reserve)
@@ -224,11 +227,12 @@ class Ranks:
                 if isinstance(e, (PlacementError, PlanError)):
                     raise
                 raise PlacementError(f"resizing {changes[0].component} failed, nothing changed: {e}") from e
+            self._rendezvous.joined()
             self._commit(step, groups, started)
             seconds = time.monotonic() - begun
             events = [_event(c, cause, node_rank, seconds) for c in changes]
             events[0] = dataclasses.replace(events[0], also=tuple(events[1:]))
-            told = self._tell(groups, started, {e.component: e for e in events})  # before any later call
+            told = self._tell(groups, {e.component: e for e in events})  # before any later call
         state.apply(Change(resizes=tuple(events)))
         log.info("rlplace job %s: %s", state.name, "; ".join(map(str, events)))
         if done is not None:
@@ -282,15 +286,14 @@ class Ranks:
             except ray.exceptions.RayError as e:
                 raise PlacementError(f"new worker {refs[ref]} did not start: {_first_line(e)}") from e
 
-    def _tell(
-        self, groups: dict[str, WorkerGroup], started: dict[str, ActorHandle], events: dict[str, ResizeEvent]
-    ) -> dict[Any, str]:
-        """Send every worker of a changed component its new rank and rendezvous, then its `on_resized(event)`
-        (an actor runs its calls in order: before any call made after the resize); ref -> worker name."""
+    def _tell(self, groups: dict[str, WorkerGroup], events: dict[str, ResizeEvent]) -> dict[Any, str]:
+        """Send every worker of a changed component its new rank and rendezvous (the new ones too: where Ray
+        placed the component, they agree on it with the others now), then its `on_resized(event)` (an actor runs
+        its calls in order: before any call made after the resize); ref -> worker name."""
         refs: dict[Any, str] = {}
         for c, group in groups.items():
             for w, actor in group.pairs():
-                payload = None if group.in_driver or w.name in started else self._rendezvous.payload(w)
+                payload = None if group.in_driver else self._rendezvous.payload(w)  # new workers too: see renew
                 refs[actor.__ray_call__.remote(apply_resize, payload, events[c])] = w.name
         return refs
 

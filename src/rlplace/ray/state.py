@@ -245,10 +245,6 @@ class JobState:
         """Every change of an elastic component's size, in order."""
         return list(self._resizes)
 
-    def generation(self, component: str) -> int:
-        """How many times `component` changed size (a rendezvous of another generation never mixes with this one)."""
-        return sum(1 for e in self._resizes if e.component == component)
-
     @property
     def down(self) -> frozenset[int]:
         """Node ranks lost without a spare or replacement, whose components shrank instead (no node serves them)."""
