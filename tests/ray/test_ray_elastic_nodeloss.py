@@ -20,12 +20,12 @@ from rlplace.errors import NodeLostError, RanksRemovedError
 
 pytestmark = pytest.mark.ray
 
-# train 0 on node 0 GPU 1, train 1 on node 4 GPU 0 (the node lost); eval on node 0 GPU 2.
+# train 0 on node 4 GPU 0 (the node lost), train 1 on node 0 GPU 1; eval on node 0 GPU 2.
 JOB = """
 cluster:
   num_nodes: 5
   component_placement:
-    train: {node_group: a800, placement: "1,4"}
+    train: {node_group: a800, placement: "4,1"}
     eval: {node_group: a800, placement: "2"}
   node_groups:
     - {label: a800, node_ranks: "0,4"}
@@ -59,24 +59,30 @@ def test_a_lost_node_without_a_spare_shrinks_its_elastic_component_and_a_returni
         with pytest.raises(RanksRemovedError) as err:
             train.get(in_flight, "sleep")
         e = err.value
-        assert (e.component, e.removed, e.results) == ("train", ("rlplace:train:1",), [0])
-        assert "rlplace:train:1 left the component before sleep() finished there" in str(e)
+        assert (e.component, e.removed, e.results) == ("train", ("rlplace:train:0",), [1])  # rank 1 ran it
+        assert "rlplace:train:0 left the component before sleep() finished there" in str(e)
         assert wait_until_dead([lost.node_id], DETECT_S) == set()
         declared = ray.nodes()  # Ray's verdict is in: from now on the job must answer within 5 s
         assert not next(n for n in declared if n["NodeID"] == lost.node_id)["Alive"]
         since = time.monotonic()
         assert answered_at_new_size(train, 1, 5.0) - since < 5.0
-        assert [(k, r) for k, r in ((e.kind, e.node_rank) for e in job.events)] == [("lost", 4), ("shrunk", 4)]
+        assert [(e.kind, e.node_rank) for e in job.events] == [("lost", 4), ("shrunk", 4)]
         shrunk = job.events[1]
         assert "no spare or replacement: train 2 -> 1 (elastic components shrank)" in shrunk.detail
         (resize,) = job.resizes
         assert (resize.cause, resize.node_rank, resize.old_size, resize.new_size) == ("node lost", 4, 2, 1)
-        assert [(r.name, r.node_rank) for r in resize.removed] == [("rlplace:train:1", 4)]
-        assert train.call("where")[0]["resized"] == [("node lost", 2, 1, 0, 1)]
+        assert [(r.name, r.node_rank) for r in resize.removed] == [("rlplace:train:0", 4)]
+        assert resize.renumbered == {1: 0}
+        (survivor,) = train.call("where")
+        assert (survivor["name"], survivor["rank"], survivor["world"]) == ("rlplace:train:1", 0, 1)
+        assert survivor["resized"] == [("node lost", 2, 1, 0, 1)]
+        assert survivor["env"]["MASTER_ADDR"] == job.live.node(0).address  # rank 0 moved: so did the master
         assert job.state.down == {4}
-        nodes, _ = collect_all()
         me = ray.get_runtime_context().get_job_id()
+        nodes, workers = collect_all()
         assert [(n.node, n.state) for n in nodes if n.job == me] == [("node 4", "SHRUNK")]
+        alive = [(w.name, w.rank, w.node) for w in workers if w.job == me and w.state == "ALIVE"]
+        assert alive == [("rlplace:train:1", 0, "node 0")]  # listed by the name it kept, with its rank now
         assert [(s.component, s.workers, s.min, s.max, s.start) for s in sizes() if s.job == me] == [
             ("train", 1, 1, 2, 2)
         ]
@@ -87,11 +93,14 @@ def test_a_lost_node_without_a_spare_shrinks_its_elastic_component_and_a_returni
         assert "replacement" in job.events[2].detail and "train 1 -> 2" in job.events[2].detail
         assert [e.cause for e in job.resizes] == ["node lost", "grow back"]
         where = train.call("where")
-        assert [(w["rank"], w["world"], w["node"], w["gpus"], w["mismatch"]) for w in where] == [
-            (0, 2, 0, (1,), None),
-            (1, 2, 4, (0,), None),
+        assert [(w["name"], w["rank"], w["world"], w["node"], w["gpus"], w["mismatch"]) for w in where] == [
+            ("rlplace:train:1", 0, 2, 0, (1,), None),
+            ("rlplace:train:1.1", 1, 2, 4, (0,), None),  # rank 1's name is the survivor's: the new one gets .1
         ]
         assert job.live.node(4).node_id == back.node_id and job.state.down == frozenset()
+        _, workers = collect_all()
+        alive = [(w.name, w.rank) for w in workers if w.job == me and w.state == "ALIVE"]
+        assert alive == [("rlplace:train:1", 0), ("rlplace:train:1.1", 1)]
     assert leftovers() == ([], [])
 
 

@@ -277,7 +277,13 @@ class NodeWatcher:
             detail = f"no spare or replacement: {size_changes(events)} (elastic components shrank)"
             node = loss.node
             event = NodeEvent(
-                "shrunk", rank, loss.workers, time.time(), str(node.node_id), node.address or "?", detail,
+                "shrunk",
+                rank,
+                loss.workers,
+                time.time(),
+                str(node.node_id),
+                node.address or "?",
+                detail,
                 time.monotonic() - loss.declared,
             )
             del self._losses[rank]
