@@ -75,6 +75,8 @@ def test_demo_with_elastic_components_shrinks_instead_of_stopping_and_solves(tmp
     assert re.search(r"iteration \d+ redone from the last checkpoint", report)
     assert "Solved CartPole-v1" in out and "Traceback" not in proc.stderr
     assert " train:1 " not in out[out.index("Where each worker ran") :], "train runs at its new size: one worker"
+    picture = (tmp_path / "demo_topology.svg").read_text()  # the plan as it ended: node 1 lost, nothing on it
+    assert 'data-state="lost"' in picture and "train 1" not in picture
     assert_stopped_clean(out)
 
 
