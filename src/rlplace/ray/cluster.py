@@ -16,6 +16,7 @@ from typing import Any
 
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
+from rlplace.ray.auth import Access, authenticate
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
@@ -75,20 +76,24 @@ def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
     return resolved
 
 
-def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> None:
+def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> Access:
     """Join an existing cluster, failing within seconds; never start one (ray.init without an address would).
 
+    A cluster that requires a token is joined with the token found where Ray looks for it (rlplace.ray.auth); a
+    missing or refused token is a ClusterAccessError within seconds, where Ray alone would retry for 20 s.
     `quiet` (the CLI): Ray logs only errors and the workers' output stays in the cluster's log files, since
     the CLI prints plans and reports instead; the Python API keeps Ray's defaults (worker output shown).
     """
     import ray
 
     resolved = reachable_address(address, hint=hint)
+    access = authenticate(resolved)
     options = dict(logging_level="ERROR", log_to_driver=False, configure_logging=False) if quiet else {}
     try:
         ray.init(address=resolved, **options)
     except (ConnectionError, RuntimeError) as e:
         raise RlplaceError(f"could not join the Ray cluster at {resolved}: {e}") from None
+    return access
 
 
 def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:

@@ -22,11 +22,12 @@ import ray
 from ray.actor import ActorClass, ActorHandle
 
 from rlplace import planner
-from rlplace.errors import ConfigError, PlacementError, Problem
+from rlplace.errors import ConfigError, PlacementError, Problem, RlplaceError
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
-from rlplace.ray.cluster import join, live_inventory
+from rlplace.ray import auth
+from rlplace.ray.cluster import join, live_inventory, reachable_address
 from rlplace.ray.failover import Failover, NodeEvent, replace_node
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interpreter import check_interpreters
@@ -372,6 +373,8 @@ def connect(
         configured = spec.ray_address if spec is not None else None
         _join(address or configured or ("auto" if os.environ.get("RAY_ADDRESS") else None))
     live = live_inventory()
+    access = auth.connected_access(ray.get_runtime_context().gcs_address)
+    auth.warn_if_open(access, [n.address for n in live.nodes], [ray.util.get_node_ip_address()])
     plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s).start()
     if export_path is not None:
@@ -381,13 +384,15 @@ def connect(
 
 def _join(address: str | None) -> None:
     """Join `address` ("auto" honours $RAY_ADDRESS) within seconds or raise saying so; with none given,
-    Ray's own default: the cluster started on this machine, else a new one-node cluster."""
+    Ray's own default: the cluster started on this machine (joined as "auto" is, with its token when it requires
+    one), else a new one-node cluster."""
     if address is None:
-        ray.init(log_to_driver=True)
-    else:
-        join(
-            address, hint="start one with `rlplace start --head --node-rank 0`, or pass address=HOST:PORT", quiet=False
-        )
+        try:
+            address = reachable_address("auto")
+        except RlplaceError:  # none running here
+            ray.init(log_to_driver=True)
+            return
+    join(address, hint="start one with `rlplace start --head --node-rank 0`, or pass address=HOST:PORT", quiet=False)
 
 
 def _spec(config: Any) -> JobSpec | None:
