@@ -99,7 +99,7 @@ def marked_processes(variable: str, value: str) -> list[tuple[int, str]]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if wanted in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
+            if wanted in (entry / "environ").read_bytes().split(b"\0") and running(int(entry.name)):
                 found.append((int(entry.name), (entry / "comm").read_text().strip()))
         except OSError:  # gone meanwhile, or another user's
             continue
@@ -107,18 +107,27 @@ def marked_processes(variable: str, value: str) -> list[tuple[int, str]]:
 
 
 def stop(record: NodeRecord, grace_s: float = GRACE_S) -> Stopped:
-    """End every process of `record`'s node (raylet, then the others, then the GCS) and forget the record."""
+    """End every process of `record`'s node and forget the record."""
+    processes, killed = end_marked(MARKER_ENV, record.id, grace_s)
+    record.forget()
+    return Stopped(record, processes, killed)
+
+
+def end_marked(
+    variable: str, value: str, grace_s: float = GRACE_S
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """End the processes marked `variable=value` in Ray's order (raylet, the others, the GCS); returns them all and
+    those that needed SIGKILL, as (pid, name)."""
     seen: dict[int, str] = {}
     killed: list[tuple[int, str]] = []
     for bucket in ("raylet", None, "gcs_server"):
-        processes = [(pid, name) for pid, name in marked_processes(MARKER_ENV, record.id) if _in(bucket, name)]
+        processes = [(pid, name) for pid, name in marked_processes(variable, value) if _in(bucket, name)]
         seen.update(processes)
         killed += end(processes, grace_s / 3)
-    left = marked_processes(MARKER_ENV, record.id)  # a worker forked meanwhile
+    left = marked_processes(variable, value)  # a worker forked meanwhile
     seen.update(left)
     killed += end(left, 0.0)
-    record.forget()
-    return Stopped(record, sorted(seen.items()), killed)
+    return sorted(seen.items()), killed
 
 
 def end(processes: Iterable[tuple[int, str]], grace_s: float) -> list[tuple[int, str]]:
@@ -127,13 +136,13 @@ def end(processes: Iterable[tuple[int, str]], grace_s: float) -> list[tuple[int,
     for pid, _ in processes:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while any(_alive(pid) for pid, _ in processes) and time.monotonic() < deadline:
+    while any(running(pid) for pid, _ in processes) and time.monotonic() < deadline:
         time.sleep(0.05)
-    killed = [(pid, name) for pid, name in processes if _alive(pid)]
+    killed = [(pid, name) for pid, name in processes if running(pid)]
     for pid, _ in killed:
         _signal(pid, signal.SIGKILL)
     deadline = time.monotonic() + 2.0
-    while any(_alive(pid) for pid, _ in killed) and time.monotonic() < deadline:
+    while any(running(pid) for pid, _ in killed) and time.monotonic() < deadline:
         time.sleep(0.05)
     return killed
 
@@ -147,7 +156,7 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def _alive(pid: int) -> bool:
+def running(pid: int) -> bool:
     """Running, not a zombie waiting for its parent to reap it."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -45,5 +45,6 @@ def run(args: argparse.Namespace) -> int:
             continue
         names = ", ".join(f"{name} {pid}" for pid, name in stopped.processes)
         forced = f"; {len(stopped.killed)} needed SIGKILL" if stopped.killed else ""
-        print(f"stopped {record.describe()}: {len(stopped.processes)} processes ({names}){forced}")
+        count = f"{len(stopped.processes)} process{'es' if len(stopped.processes) != 1 else ''}"
+        print(f"stopped {record.describe()}: {count} ({names}){forced}")
     return 0

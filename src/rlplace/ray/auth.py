@@ -40,7 +40,7 @@ CLIENT_FIX = (
     f"{TOKEN_PATH_ENV}=FILE, or put it at ~/.ray/auth_token"
 )
 #: The bound on asking a GCS for its cluster id (Ray alone waits 5 s twice, then 30 s, on a port that is no GCS).
-_PROBE_CONNECT_S, _PROBE_ANSWER_S = 2, 3
+_PROBE_CONNECT_S, _PROBE_ANSWER_S = 1, 3
 
 
 class InsecureClusterWarning(UserWarning):
