@@ -245,8 +245,9 @@ def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str])
         raise RlplaceError(
             f"Ray already runs on this machine with its head at {here}, the port this head would take. Use that "
             f"cluster (`rlplace status --address {here}`; other nodes join it with `rlplace start --address "
-            f"{here} --node-rank N`), stop it with `ray stop` (stops every Ray process of this machine), or start "
-            f"a second head on another port: `rlplace start --head --node-rank 0 -- --port {int(port) + 1}`"
+            f"{here} --node-rank N`), stop it with `rlplace stop` if `rlplace start` started it (`ray stop` stops "
+            f"every Ray process of this machine), or start a second head on another port: "
+            f"`rlplace start --head --node-rank 0 -- --port {int(port) + 1}`"
         )
     raise RlplaceError(
         f"port {port} on {ip} is taken by another program, so a Ray head cannot start there; pick a free port: "
