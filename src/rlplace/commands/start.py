@@ -108,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.exists(ray):
         raise RlplaceError(f"the `ray` command is not installed next to {sys.executable} nor on PATH")
     address = check_can_start(head=args.head, address=args.address, ray_args=args.ray_args)
+    token, created = None, False
+    if args.head and not args.insecure:
+        token, created = auth.token_for_head(os.environ, args.token_file)
     if args.head:
-        token, created = (None, False) if args.insecure else auth.token_for_head(os.environ, args.token_file)
         access = auth.Access(address, requires_token=token is not None, token=token)
     else:
         access = auth.check_access(address, os.environ, args.token_file, fix=NODE_FIX)
@@ -118,10 +120,13 @@ def run(args: argparse.Namespace) -> int:
     token_path = access.token.path if access.token else None
     record = local_nodes.new_record(role, address, str(token_path) if token_path else None)
     added = {**auth.ray_start_environment(access.token), local_nodes.MARKER_ENV: record.id}
-    code = run_recorded(cmd, start_environment(os.environ, added), record, block="--block" in args.ray_args)
-    if code == 0:
-        report = head_report(access, created) if args.head else node_report(access)
-        print(report, file=sys.stderr if not access.requires_token else sys.stdout)
+    report = head_report(access, created) if args.head else node_report(access)
+    block = "--block" in args.ray_args
+    if block:  # `ray start --block` returns only when the node ends: say how to join it now
+        print(report, file=sys.stdout if access.requires_token else sys.stderr, flush=True)
+    code = run_recorded(cmd, start_environment(os.environ, added), record, block=block)
+    if code == 0 and not block:
+        print(report, file=sys.stdout if access.requires_token else sys.stderr)
     return code
 
 
@@ -217,7 +222,10 @@ def head_report(access: auth.Access, created: bool) -> str:
 
 def node_report(access: auth.Access) -> str:
     if access.requires_token and access.token is not None:
-        return f"rlplace: joined the Ray cluster at {access.address} with the token from {access.token.source}."
+        return (
+            f"rlplace: the Ray cluster at {access.address} requires a token; this node presents the one from "
+            f"{access.token.source}, which it accepts."
+        )
     return (
         f"warning: the Ray cluster at {access.address} requires no token: anyone who can reach its ports can run "
         "code on every node, this one included. Restart its head with `rlplace start --head` to require one."
