@@ -33,7 +33,7 @@ class Echo:
     def ping(self):
         return "pong"
 try:
-    with rlplace.connect(sys.argv[1], address=sys.argv[2], export_path=None, timeout_s=60) as job:
+    with rlplace.connect(sys.argv[1], address=sys.argv[2] or None, export_path=None, timeout_s=60) as job:
         print(job.launch("train", Echo).call("ping"))
 except rlplace.RlplaceError as e:
     print(type(e).__name__, "ConnectionError" if isinstance(e, ConnectionError) else "", e)
@@ -117,8 +117,9 @@ def test_ray_itself_refuses_a_client_without_the_token(secured_head, token, tmp_
 
 @pytest.mark.slow
 def test_a_client_holding_the_token_gets_in(secured_head, tmp_path):
-    """status, plan and a driver that launches a worker, with the token from $RAY_AUTH_TOKEN_PATH; status also
-    with the token at ~/.ray/auth_token, where Ray looks last. 7 s on a quiet machine, 22 s under load."""
+    """status, plan and drivers that launch a worker (the address given to `connect`, or the config's
+    `ray_address`), with the token from $RAY_AUTH_TOKEN_PATH; status also with the token at ~/.ray/auth_token,
+    where Ray looks last. 9 s on a quiet machine, 25 s under load."""
     token = {"RAY_AUTH_TOKEN_PATH": str(secured_head.token_file), "RAY_ADDRESS": secured_head.address}
     argv = clients(secured_head.address)
     status, _ = real_heads.run(argv["status"], tmp_path, **token)
@@ -129,6 +130,11 @@ def test_a_client_holding_the_token_gets_in(secured_head, tmp_path):
     planned, _ = real_heads.run(argv["plan"], tmp_path, **token)
     assert planned.returncode == 0 and "5 GPU(s) used, 3 idle" in planned.stdout, planned.stderr  # the head's 8
     driver, _ = real_heads.run(argv["connect"], tmp_path, **token)
+    assert driver.stdout.strip().splitlines()[-1] == "['pong']", driver.stdout + driver.stderr[-2000:]
+    configured = tmp_path / "job.yaml"  # RLightning's key: where to connect, in the config
+    text = pathlib.Path(CONFIG).read_text()
+    configured.write_text(text.replace("cluster:\n", f"cluster:\n  ray_address: {secured_head.address}\n", 1))
+    driver, _ = real_heads.run([sys.executable, "-c", CONNECT, str(configured), ""], tmp_path, **token)
     assert driver.stdout.strip().splitlines()[-1] == "['pong']", driver.stdout + driver.stderr[-2000:]
     at_home, _ = real_heads.run(argv["status"], secured_head.home)
     assert at_home.returncode == 0 and f"from {secured_head.token_file}" in at_home.stdout, at_home.stderr
