@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rlplace.errors import RlplaceError
+
 #: The environment variable that marks every process of one `rlplace start`.
 MARKER_ENV = "RLPLACE_STARTED_NODE"
 #: How long `stop` waits, in all, for processes to end after SIGTERM before it sends SIGKILL.
@@ -93,6 +95,11 @@ def records_here() -> list[NodeRecord]:
 def marked_processes(variable: str, value: str) -> list[tuple[int, str]]:
     """(pid, name) of every live process of this machine whose environment holds `variable=value`, except this
     process; processes of other users, whose environment cannot be read, are not looked at."""
+    if not Path("/proc/self/environ").exists():
+        raise RlplaceError(
+            "finding the processes of a node needs Linux's /proc; stop Ray here with `ray stop` (it ends every Ray "
+            "process of this machine)"
+        )
     wanted = f"{variable}={value}".encode()
     found = []
     for entry in Path("/proc").iterdir():

@@ -11,6 +11,7 @@ rlplace options and a `--` goes to `ray start` unchanged (`--labels` and `--reso
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -183,8 +184,9 @@ def run_recorded(cmd: list[str], env: dict[str, str], record: local_nodes.NodeRe
             names = ", ".join(f"{name} {pid}" for pid, name in stopped.processes)
             print(f"rlplace: `ray start` failed; stopped what it had started: {names}", file=sys.stderr)
         return code
-    pids = [pid for pid, _ in local_nodes.marked_processes(local_nodes.MARKER_ENV, record.id)]
-    dataclasses.replace(record, pids=sorted(pids)).save()
+    with contextlib.suppress(RlplaceError):  # the pids are for the user to see; /proc may be missing (not Linux)
+        pids = [pid for pid, _ in local_nodes.marked_processes(local_nodes.MARKER_ENV, record.id)]
+        dataclasses.replace(record, pids=sorted(pids)).save()
     return code
 
 
