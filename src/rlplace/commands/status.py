@@ -74,11 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import ray
 
+    from rlplace.ray.auth import connected_access
     from rlplace.ray.cluster import join
 
     connected_here = not ray.is_initialized()
-    if connected_here:
-        join(args.address)
+    access = join(args.address) if connected_here else connected_access(ray.get_runtime_context().gcs_address)
     shown = 0
     try:
         while True:
@@ -86,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
             if args.watch and args.format == "table" and sys.stdout.isatty():
                 print("\033[H\033[2J", end="")  # clear the terminal between refreshes
             if args.format == "json":
-                print(json.dumps({"nodes": [asdict(n) for n in nodes], "workers": [asdict(r) for r in rows]}, indent=2))
+                shown_nodes, workers = [asdict(n) for n in nodes], [asdict(r) for r in rows]
+                cluster = {"address": access.address, "requires_token": access.requires_token}
+                print(json.dumps({"nodes": shown_nodes, "workers": workers, "cluster": cluster}, indent=2))
             else:
+                print(f"cluster {access.address} {access.describe()}\n")
                 print(render(rows, nodes))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):
