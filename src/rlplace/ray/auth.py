@@ -333,18 +333,18 @@ def _environ(values: Mapping[str, str | None]) -> Iterator[None]:
     """os.environ with `values` set (None: removed), restored afterwards."""
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_environ(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_environ(saved)
+
+
+def _set_environ(values: Mapping[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 #: A line of Ray's C++ log: `[2026-12-01 20:41:32,832 W 20782 20782] gcs_client.cc:210: ...`.
