@@ -126,3 +126,37 @@ def ray_cluster() -> Iterator[RayCluster]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def secured_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real head started as a user starts one, `rlplace start --head --node-rank 0` (token authentication on),
+    with its own HOME (its token file is HOME/.ray/auth_token), on a free port, 8 logical CPUs and GPUs. Started
+    on first use (about 7 s), stopped by pid at the end of the session (tests/real_heads.py)."""
+    import real_heads
+
+    head = real_heads.start(tmp_path_factory.mktemp("secured-head-home"), "--node-rank", "0")
+    try:
+        assert head.returncode == 0, head.output
+        yield head
+    finally:
+        real_heads.kill_marked(head)
+
+
+@pytest.fixture(autouse=True)
+def no_ray_auth_variables_leak() -> Iterator[None]:
+    """Ray's token variables of the test process are the same after each test: a test that connected to a secured
+    cluster in-process would otherwise put every later test (and the session cluster's new workers) in token mode."""
+    from rlplace.ray.auth import AUTH_ENV_VARS
+
+    before = {k: os.environ.get(k) for k in AUTH_ENV_VARS}
+    yield
+    after = {k: os.environ.get(k) for k in AUTH_ENV_VARS}
+    if after != before:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        changed = sorted(k for k in AUTH_ENV_VARS if before[k] != after[k])
+        pytest.fail(f"the test changed Ray's token variables {changed} (restored now)")

@@ -11,7 +11,9 @@ import grimp
 
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "rlplace"
 #: What only rlplace/ray/_compat.py may name: Ray's private modules and attributes.
-PRIVATE_RAY = re.compile(r"ray\._private|_actor_id|_internal_kv_|__ray_metadata__|__ray_actor_class__|_default_options")
+PRIVATE_RAY = re.compile(
+    r"ray\._private|ray\._raylet|_actor_id|_internal_kv_|__ray_metadata__|__ray_actor_class__|_default_options"
+)
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:

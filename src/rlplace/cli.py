@@ -15,7 +15,7 @@ from typing import Any
 from rlplace import __version__
 from rlplace.errors import ConfigError, PlacementError, PlanError, RlplaceError
 
-COMMANDS = ("validate", "schema", "plan", "start", "run", "demo", "status")
+COMMANDS = ("validate", "schema", "plan", "start", "stop", "run", "demo", "status")
 
 EXIT_OK, EXIT_CONFIG, EXIT_PLAN, EXIT_PLACEMENT = 0, 2, 3, 4
 

@@ -62,6 +62,12 @@ class PlacementError(RlplaceError):
     dead worker. The message says which node and which resources."""
 
 
+class ClusterAccessError(RlplaceError, ConnectionError):
+    """The cluster would not let this process (or node) in: it requires a token and none was found (the message
+    lists where it was looked for), the token found is not the cluster's, or this side's `RAY_AUTH_MODE` contradicts
+    the cluster's. A ConnectionError, so code catching Ray's connection failures catches it too."""
+
+
 class NodeLostError(PlacementError):
     """A node holding the job's workers was lost and neither a spare nor a replacement node took over within
     the job's replacement window (`connect(..., replace_within_s=...)`).

@@ -8,10 +8,10 @@ must be equal, and every value must point at the file and line it was written at
 from __future__ import annotations
 
 import pathlib
-import textwrap
 import warnings
 
 import pytest
+from tests.trees import write_tree
 
 from rlplace.config import load
 from rlplace.config.compose import compose_file
@@ -31,14 +31,6 @@ PRIMARIES = sorted(
 )
 #: The variables the corpus's search paths name, set as RLinf's launch scripts set theirs.
 CORPUS_ENV = {"CORPUS_EMBODIED_PATH": str(CORPUS / "rlinf" / "embodiment"), "CORPUS_REPO_PATH": str(ROOT)}
-
-
-def write_tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
 
 
 def ours(primary: pathlib.Path) -> tuple[object, Reporter]:

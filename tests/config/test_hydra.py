@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from tests.trees import write_tree
 
 from rlplace.cli import main
 from rlplace.config import load
@@ -19,14 +20,6 @@ from rlplace.errors import ConfigError
 
 CONF = pathlib.Path(__file__).resolve().parent.parent / "data" / "frameworks" / "rlightning" / "conf"
 PRIMARIES = sorted([*CONF.glob("*.yaml"), CONF / "cluster" / "2t2e_pool_group.yaml"])
-
-
-def write_tree(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
 
 
 @pytest.mark.parametrize("primary", PRIMARIES, ids=lambda p: p.name)

@@ -127,9 +127,10 @@ def _cwd(example: Example) -> pathlib.Path:
 
 def shell(script: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """Run `script` with bash as a user of the repository would: the venv's `rlplace` and `python` first on
-    PATH, no inherited Ray address (a doc command must never join someone's cluster), a fixed width for
-    tables."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "VIRTUAL_ENV")}
+    PATH, no inherited Ray address or token (a doc command must never join someone's cluster), a fixed width
+    for tables."""
+    unset = ("RAY_ADDRESS", "VIRTUAL_ENV", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", COLUMNS="200")
     try:
         return subprocess.run(

@@ -521,6 +521,43 @@ def simulated_while_connected(request: pytest.FixtureRequest) -> str:
     return raised(lambda: simulated_cluster(parse_nodes("1x0")).__enter__())
 
 
+def rlplace_as_user(*argv: str, cluster: str | None = None, token: str | None = None, **env: str) -> Provoker:
+    """What `rlplace ARGV --address CLUSTER` prints on stderr, run as a user of this machine with a HOME of its own
+    (no token there) and `token` ("wrong": a token file that is not the cluster's) in $RAY_AUTH_TOKEN_PATH."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        import real_heads
+
+        home = request.getfixturevalue("tmp_path")
+        where = [] if cluster is None else ["--address", request.getfixturevalue(cluster).address]
+        if token == "wrong":
+            env["RAY_AUTH_TOKEN_PATH"] = str(home / "wrong_token")
+            (home / "wrong_token").write_text("0" * 64)
+        done, _ = real_heads.run([real_heads.RLPLACE, *argv, *where], home, **env)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        return done.stderr
+
+    provoke.cluster = cluster  # type: ignore[attr-defined]  # the session cluster's rows carry the `ray` marker
+    return provoke
+
+
+def not_a_gcs(request: pytest.FixtureRequest) -> str:
+    """`rlplace status` at a port that accepts connections but is no Ray head."""
+    with socket.socket() as other:
+        other.bind(("0.0.0.0", 0))  # Ray turns 127.0.0.1 into this node's IP
+        other.listen()
+        port = other.getsockname()[1]
+        return rlplace_as_user("status", "--address", f"127.0.0.1:{port}")(request)
+
+
+def token_of(environ: dict[str, str], token_file: str | None = None) -> Provoker:
+    from rlplace.ray import auth
+
+    if token_file is not None:
+        return lambda _request: raised(lambda: auth.head_token_path(environ, pathlib.Path(token_file)))
+    return lambda _request: raised(lambda: auth.find_token(environ))
+
+
 COMMAND_LINE: dict[str, Provoker] = {
     "no Ray cluster to join: address auto finds none running on this machine and $RAY_ADDRESS is not set": (
         no_cluster_on_this_machine
@@ -548,6 +585,29 @@ COMMAND_LINE: dict[str, Provoker] = {
     ),
     "the CartPole pipeline needs gymnasium: pip install 'rlplace[demo]'": without_gymnasium,
     "this process is already connected to a Ray cluster; cannot start a simulated one": simulated_while_connected,
+    "the Ray cluster at ... requires a token and none was found: looked at $RAY_AUTH_TOKEN (unset), "
+    "$RAY_AUTH_TOKEN_PATH (unset), .../.ray/auth_token (no such file)": rlplace_as_user(
+        "status", cluster="secured_head"
+    ),
+    "the Ray cluster at ... refused the token from $RAY_AUTH_TOKEN_PATH=...: it is not this cluster's token": (
+        rlplace_as_user("status", cluster="secured_head", token="wrong")
+    ),
+    "RAY_AUTH_MODE=token is set here, but the Ray cluster at ... does not require a token": rlplace_as_user(
+        "status", cluster="ray_cluster", RAY_AUTH_MODE="token"
+    ),
+    "$RAY_AUTH_TOKEN_PATH=/nonexistent/token: cannot read the token file (No such file or directory)": token_of(
+        {"RAY_AUTH_TOKEN_PATH": "/nonexistent/token"}
+    ),
+    "--token-file rl.token and $RAY_AUTH_TOKEN both name a token; drop one of them": token_of(
+        {"RAY_AUTH_TOKEN": "x"}, "rl.token"
+    ),
+    "...:... accepts connections but does not answer as a Ray head within 4 s": not_a_gcs,
+    "--insecure: only a head is started open; a node takes the head's mode": cli(
+        "start", "--address", "10.0.0.1:6379", "--insecure", "--accelerator", "A800", "--dry-run"
+    ),
+    "$RAY_AUTH_MODE: rlplace start --head requires a token unless --insecure is given": rlplace_as_user(
+        "start", "--head", "--accelerator", "A800", "--dry-run", RAY_AUTH_MODE="disabled"
+    ),
 }
 
 
@@ -657,6 +717,7 @@ PLACEMENT: dict[str, Provoker] = {
 PROVOKERS: dict[str, Provoker] = {**CONFIG, **PLAN, **COMMAND_LINE, **PLACEMENT}
 NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "provoke"}
 NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected)}
+NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) == "ray_cluster"}
 
 
 def test_every_quoted_message_has_a_provoker_and_every_provoker_a_quote():

@@ -150,7 +150,7 @@ def test_a_plan_never_uses_nodes_past_num_nodes_and_the_refusal_names_its_line(n
     code, _, err = run(capsys, str(job), "--nodes", nodes)
     assert code == 3
     assert "actor: placement asks for resource rank 8 in cluster, which has ranks 0-7" in err
-    assert f"num_nodes: 1 at {job}:2 makes the cluster nodes 0" in err
+    assert f"num_nodes: 1 at {job}:2 makes the cluster node 0" in err
 
 
 def test_a_bigger_inventory_than_num_nodes_plans_on_the_first_nodes_with_a_warning(capsys, tmp_path):

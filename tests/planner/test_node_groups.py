@@ -36,7 +36,7 @@ def test_hetero_example_on_too_few_nodes_names_group_and_ranks():
 
 def test_resource_rank_beyond_the_group_names_what_it_has():
     spec = groups_spec({"actor": (("a",), [(r(0, 15), None)])}, [NodeGroupSpec("a", (0,))])
-    with pytest.raises(PlanError, match=r"resource rank 8 in a, which has ranks 0-7 \(a: 8 GPUs on nodes 0\)"):
+    with pytest.raises(PlanError, match=r"resource rank 8 in a, which has ranks 0-7 \(a: 8 GPUs on node 0\)"):
         plan(spec, parse_nodes("1x8"))
 
 

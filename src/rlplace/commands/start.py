@@ -11,8 +11,11 @@ rlplace options and a `--` goes to `ray start` unchanged (`--labels` and `--reso
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
+import pathlib
 import shlex
 import shutil
 import socket
@@ -20,8 +23,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from rlplace.commands import local_nodes
 from rlplace.errors import ConfigError, Problem, RlplaceError
 from rlplace.plan import hardware_resource_name
+from rlplace.ray import auth
 from rlplace.ray.labels import (
     ACCELERATOR_LABEL,
     HIDE_GPUS_ENV,
@@ -61,6 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="join as a hot spare: no rank and no work until a ranked node with the same GPUs is lost, then its "
         "workers move here (see docs/ray.md)",
     )
+    # -- token authentication (issue 19) --
+    p.add_argument(
+        "--token-file",
+        type=pathlib.Path,
+        metavar="PATH",
+        help="the cluster's token: a head requires the one in PATH (created with a new token when missing), a "
+        "node joining presents it (default: $RAY_AUTH_TOKEN, else $RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="head only: start without token authentication, so anyone who can reach the cluster's ports can run "
+        "code on its nodes",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the ray start command instead of running it")
     p.add_argument("ray_args", nargs=argparse.REMAINDER, help="after `--`: further `ray start` options, passed through")
     p.set_defaults(func=run)
@@ -69,6 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.spare:
         check_spare(args.node_rank, os.environ, args.head)
+    check_auth_options(args.head, args.insecure, args.token_file, os.environ)
     rank = resolve_node_rank(args.node_rank, os.environ)
     accelerator = args.accelerator or detect_accelerator()
     ray = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
@@ -82,41 +102,162 @@ def run(args: argparse.Namespace) -> int:
         ray=ray,
         spare=args.spare,
     )
-    env = start_environment(os.environ)
     if args.dry_run:
-        shown = " ".join(f"{k}={v}" for k, v in HIDE_GPUS_ENV.items())
-        print(f"{shown} {shlex.join(cmd)}")
+        shown = {**HIDE_GPUS_ENV, **(_planned_head_auth(args) if args.head else {})}
+        print(" ".join(f"{k}={v}" for k, v in shown.items() if v is not None), shlex.join(cmd))
         return 0
     if not os.path.exists(ray):
         raise RlplaceError(f"the `ray` command is not installed next to {sys.executable} nor on PATH")
-    check_can_start(head=args.head, address=args.address, ray_args=args.ray_args)
-    return subprocess.run(cmd, env=env, check=False).returncode
+    address = check_can_start(head=args.head, address=args.address, ray_args=args.ray_args)
+    token, created = None, False
+    if args.head and not args.insecure:
+        token, created = auth.token_for_head(os.environ, args.token_file)
+    if args.head:
+        access = auth.Access(address, requires_token=token is not None, token=token)
+    else:
+        access = auth.check_access(address, os.environ, args.token_file, fix=NODE_FIX)
+        auth.check_mode(access, os.environ.get(auth.MODE_ENV))
+    role = "head" if args.head else "spare" if args.spare else "node"
+    token_path = access.token.path if access.token else None
+    record = local_nodes.new_record(role, address, str(token_path) if token_path else None)
+    added = {**auth.ray_start_environment(access.token), local_nodes.MARKER_ENV: record.id}
+    report = head_report(access, created) if args.head else node_report(access)
+    block = "--block" in args.ray_args
+    if block:  # `ray start --block` returns only when the node ends: say how to join it now
+        print(report, file=sys.stdout if access.requires_token else sys.stderr, flush=True)
+    code = run_recorded(cmd, start_environment(os.environ, added), record, block=block)
+    if code == 0 and not block:
+        print(report, file=sys.stdout if access.requires_token else sys.stderr)
+    return code
 
 
-def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str]) -> None:
+#: What a node is told to do when it lacks the cluster's token.
+NODE_FIX = (
+    "pass --token-file FILE, a copy of the head's token file (`rlplace start --head` printed its path), or set "
+    f"{auth.TOKEN_PATH_ENV}=FILE"
+)
+
+
+def check_auth_options(head: bool, insecure: bool, token_file: pathlib.Path | None, environ: Mapping[str, str]) -> None:
+    """--insecure is for a head, and says the opposite of --token-file; RAY_AUTH_MODE=disabled alone does not open a
+    head (that takes --insecure, so it is never an accident)."""
+    if insecure and not head:
+        raise ConfigError(
+            Problem(path="--insecure", value=True, message="only a head is started open; a node takes the head's mode")
+        )
+    if insecure and token_file is not None:
+        raise ConfigError(
+            Problem(path="--insecure", value=True, message=f"contradicts --token-file {token_file}: drop one of them")
+        )
+    mode = environ.get(auth.MODE_ENV, "").strip().lower()
+    if head and not insecure and mode == "disabled":
+        raise ConfigError(
+            Problem(
+                path=f"${auth.MODE_ENV}",
+                value=environ[auth.MODE_ENV],
+                message="rlplace start --head requires a token unless --insecure is given; unset it, or pass "
+                "--insecure to start an open cluster",
+            )
+        )
+
+
+def _planned_head_auth(args: argparse.Namespace) -> dict[str, str | None]:
+    """The token environment `--dry-run` shows for a head (nothing is created; the token itself is never shown)."""
+    if args.insecure:
+        return auth.ray_start_environment(None)
+    path = auth.head_token_path(os.environ, args.token_file)
+    return {auth.MODE_ENV: "token"} | ({auth.TOKEN_PATH_ENV: str(path)} if path else {})
+
+
+def run_recorded(cmd: list[str], env: dict[str, str], record: local_nodes.NodeRecord, *, block: bool) -> int:
+    """Run `ray start` with the node recorded for `rlplace stop`; whatever a failed (or interrupted, or ended
+    `--block`) start leaves running is stopped, so no half-started raylet stays behind."""
+    record.save()
+    try:
+        code = subprocess.run(cmd, env=env, check=False).returncode
+    except BaseException:
+        local_nodes.stop(record)
+        raise
+    if code != 0 or block:
+        stopped = local_nodes.stop(record)
+        if code != 0 and stopped.processes:
+            names = ", ".join(f"{name} {pid}" for pid, name in stopped.processes)
+            print(f"rlplace: `ray start` failed; stopped what it had started: {names}", file=sys.stderr)
+        return code
+    with contextlib.suppress(RlplaceError):  # the pids are for the user to see; /proc may be missing (not Linux)
+        pids = [pid for pid, _ in local_nodes.marked_processes(local_nodes.MARKER_ENV, record.id)]
+        dataclasses.replace(record, pids=sorted(pids)).save()
+    return code
+
+
+def head_report(access: auth.Access, created: bool) -> str:
+    """What the user needs after `rlplace start --head`: how nodes and clients get in (never the token itself)."""
+    join = f"rlplace start --address {access.address} --node-rank N"
+    if not access.requires_token:
+        return (
+            f"warning: --insecure: the Ray cluster at {access.address} requires no token. Anyone who can reach its "
+            "ports can join a node or connect a client and run any code on every node, as the user who started Ray, "
+            "and read its data (how Ray clusters were taken over in the wild, CVE-2023-48022). Use it only on a "
+            f"network you trust.\nA node joins with: {join}\nStop this node: rlplace stop"
+        )
+    token = access.token
+    assert token is not None
+    if token.path is None:
+        where = f"the token is the value of ${auth.TOKEN_ENV} here: give every node and client the same one"
+        node, client = join, f"{auth.TOKEN_ENV}=(the same value) rlplace status --address {access.address}"
+    else:
+        state = "created now" if created else "as found"
+        source = "" if token.source == str(token.path) else f", {token.source}"
+        where = f"token file: {token.path} ({state}{source}; rlplace never prints the token)"
+        node = f"{join} --token-file {token.path}"
+        client = f"{auth.TOKEN_PATH_ENV}={token.path} rlplace status --address {access.address}"
+        if token.path.exists() and auth.readable_by_others(token.path):
+            where += f"\nwarning: other users can read {token.path}: `chmod 600 {token.path}`"
+    return (
+        f"rlplace: the Ray cluster at {access.address} requires its token (Ray token authentication).\n"
+        f"{where}\n"
+        f"A node joins with (a copy of the token file on it, or a shared one):\n  {node}\n"
+        f"Clients (rlplace run/status/plan, rlplace.connect) find the token where Ray looks for it, e.g.:\n  {client}\n"
+        "Stop this node: rlplace stop"
+    )
+
+
+def node_report(access: auth.Access) -> str:
+    if access.requires_token and access.token is not None:
+        return (
+            f"rlplace: the Ray cluster at {access.address} requires a token; this node presents the one from "
+            f"{access.token.source}, which it accepts."
+        )
+    return (
+        f"warning: the Ray cluster at {access.address} requires no token: anyone who can reach its ports can run "
+        "code on every node, this one included. Restart its head with `rlplace start --head` to require one."
+    )
+
+
+def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str]) -> str:
     """Refuse within seconds what `ray start` would answer with a traceback (a head whose port is taken)
-    or with minutes of retries (a worker whose head is unreachable)."""
+    or with minutes of retries (a worker whose head is unreachable). Returns the head's address (HOST:PORT)."""
     from rlplace.ray.cluster import reachable_address
 
     if not head:
         hint = "start the head first (`rlplace start --head --node-rank 0` on it) and check HOST:PORT"
-        reachable_address(address or "", hint=hint)
-        return
+        return reachable_address(address or "", hint=hint)
     from rlplace.ray import _compat
 
     port = _take_option([a for a in ray_args if a != "--"], "--port")[0] or str(DEFAULT_RAY_PORT)
     ip = _compat.node_ip_address()
+    here = f"{ip}:{port}"
     try:
         socket.create_connection((ip, int(port)), timeout=2.0).close()
     except (OSError, ValueError):
-        return  # nothing listens there: the head can start
-    here = f"{ip}:{port}"
+        return here  # nothing listens there: the head can start
     if here in _compat.gcs_addresses_on_this_machine():
         raise RlplaceError(
             f"Ray already runs on this machine with its head at {here}, the port this head would take. Use that "
             f"cluster (`rlplace status --address {here}`; other nodes join it with `rlplace start --address "
-            f"{here} --node-rank N`), stop it with `ray stop` (stops every Ray process of this machine), or start "
-            f"a second head on another port: `rlplace start --head --node-rank 0 -- --port {int(port) + 1}`"
+            f"{here} --node-rank N`), stop it with `rlplace stop` if `rlplace start` started it (`ray stop` stops "
+            f"every Ray process of this machine), or start a second head on another port: "
+            f"`rlplace start --head --node-rank 0 -- --port {int(port) + 1}`"
         )
     raise RlplaceError(
         f"port {port} on {ip} is taken by another program, so a Ray head cannot start there; pick a free port: "
@@ -211,9 +352,11 @@ def ray_start_command(
     return cmd + rest
 
 
-def start_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment for `ray start`: the caller's, with GPU hiding for GPU-less workers switched on."""
-    return {**HIDE_GPUS_ENV, **environ}
+def start_environment(environ: Mapping[str, str], added: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The environment for `ray start`: the caller's, with GPU hiding for GPU-less workers switched on unless the
+    caller says otherwise, and `added` on top (the token's variables, the node's marker; None removes one)."""
+    env = {**HIDE_GPUS_ENV, **environ, **(added or {})}
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def _take_option(args: list[str], name: str) -> tuple[str | None, list[str]]:

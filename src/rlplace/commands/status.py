@@ -74,11 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import ray
 
+    from rlplace.ray.auth import connected_access
     from rlplace.ray.cluster import join
 
     connected_here = not ray.is_initialized()
-    if connected_here:
-        join(args.address)
+    access = join(args.address) if connected_here else connected_access(ray.get_runtime_context().gcs_address)
     shown = 0
     try:
         while True:
@@ -88,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
                 print("\033[H\033[2J", end="")  # clear the terminal between refreshes
             if args.format == "json":
                 tables = {"nodes": nodes, "workers": rows, "elastic": elastic}
-                print(json.dumps({k: [asdict(x) for x in v] for k, v in tables.items()}, indent=2))
+                shown_tables = {k: [asdict(x) for x in v] for k, v in tables.items()}
+                cluster = {"address": access.address, "requires_token": access.requires_token}
+                print(json.dumps({**shown_tables, "cluster": cluster}, indent=2))
             else:
+                print(f"cluster {access.address} {access.describe()}\n")
                 print(render(rows, nodes, elastic))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -69,7 +69,7 @@ class Resources:
     def describe(self) -> str:
         what = {"gpu": "GPUs", "hardware": "hardware units", "node": "nodes"}[self.kind]
         nodes = sorted(set(self.node))
-        return f"{len(self.node)} {what} on nodes {format_ranks(nodes) or 'none'}"
+        return f"{len(self.node)} {what} on {_which_nodes(nodes)}"
 
 
 def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) -> bool:
@@ -153,7 +153,14 @@ def _num_nodes_limit(spec: JobSpec) -> str:
     if not spec.num_nodes:
         return ""
     at = f" at {spec.locations['num_nodes']}" if "num_nodes" in spec.locations else ""
-    return f"; num_nodes: {spec.num_nodes}{at} makes the cluster nodes {format_ranks(range(spec.num_nodes))}"
+    return f"; num_nodes: {spec.num_nodes}{at} makes the cluster {_which_nodes(range(spec.num_nodes))}"
+
+
+def _which_nodes(ranks: Sequence[int]) -> str:
+    """`node 0`, `nodes 0-3`, `no node`."""
+    if not ranks:
+        return "no node"
+    return f"node {ranks[0]}" if len(ranks) == 1 else f"nodes {format_ranks(ranks)}"
 
 
 def _check_inventory(spec: JobSpec, inventory: Inventory) -> None:

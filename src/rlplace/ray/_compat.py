@@ -104,6 +104,33 @@ def quiet_raylet_deaths() -> None:
         ray_worker._worker_logs_enabled = False
 
 
+# -- token authentication (Ray 2.52+) -------------------------------------------------------------------------
+
+
+def reload_auth_settings() -> None:
+    """Make Ray's cached config (it reads RAY_AUTH_MODE once) and its cached token follow os.environ again, as
+    Ray's own `_enable_token_auth` does after changing the environment."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def gcs_accepts(address: str) -> bool:
+    """Ask the GCS at `address` for its cluster id (one request), with the auth settings os.environ holds now:
+    True when it answers, False when it refuses the token or its absence. Raises ray.exceptions.RpcError when
+    nothing answers as a GCS within Ray's connect timeouts (RAY_gcs_rpc_server_connect_timeout_s, ...)."""
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    reload_auth_settings()
+    try:
+        GcsClient(address=address)
+    except AuthenticationError:
+        return False
+    return True
+
+
 # -- accelerators ------------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import socket
 
 from rlplace.errors import RlplaceError
 from rlplace.ray import _compat
+from rlplace.ray.auth import Access, authenticate
 
 JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
 START_HEAD = "rlplace start --head --node-rank 0"
@@ -57,17 +58,21 @@ def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
     return resolved
 
 
-def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> None:
+def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> Access:
     """Join an existing cluster, failing within seconds; never start one (ray.init without an address would).
 
+    A cluster that requires a token is joined with the token found where Ray looks for it (rlplace.ray.auth); a
+    missing or refused token is a ClusterAccessError within seconds, where Ray alone would retry for 20 s.
     `quiet` (the CLI): Ray logs only errors and the workers' output stays in the cluster's log files, since
     the CLI prints plans and reports instead; the Python API keeps Ray's defaults (worker output shown).
     """
     import ray
 
     resolved = reachable_address(address, hint=hint)
+    access = authenticate(resolved)
     options = dict(logging_level="ERROR", log_to_driver=False, configure_logging=False) if quiet else {}
     try:
         ray.init(address=resolved, **options)
     except (ConnectionError, RuntimeError) as e:
         raise RlplaceError(f"could not join the Ray cluster at {resolved}: {e}") from None
+    return access

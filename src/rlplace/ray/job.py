@@ -25,13 +25,13 @@ import ray
 from ray.actor import ActorClass, ActorHandle
 
 from rlplace import planner
-from rlplace.errors import ConfigError, PlacementError, Problem
+from rlplace.errors import ConfigError, PlacementError, Problem, RlplaceError
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
-from rlplace.ray import _compat
-from rlplace.ray.cluster import address_to_join, join
+from rlplace.ray import _compat, auth
+from rlplace.ray.cluster import address_to_join, join, reachable_address
 from rlplace.ray.failover import health_notes
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.launch import Launcher
@@ -325,6 +325,8 @@ def connect(
     if not ray.is_initialized():
         _join(address_to_join(address, spec.ray_address if spec is not None else None))
     live = live_inventory()
+    access = auth.connected_access(ray.get_runtime_context().gcs_address)
+    auth.warn_if_open(access, [n.address for n in live.nodes], [ray.util.get_node_ip_address()])
     plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s, spec=spec).start()
     if export_path is not None:
@@ -334,13 +336,15 @@ def connect(
 
 def _join(address: str | None) -> None:
     """Join `address` ("auto" honours $RAY_ADDRESS) within seconds or raise saying so; with none given,
-    Ray's own default: the cluster started on this machine, else a new one-node cluster."""
+    Ray's own default: the cluster started on this machine (joined as "auto" is, with its token when it requires
+    one), else a new one-node cluster."""
     if address is None:
-        ray.init(log_to_driver=True)
-    else:
-        join(
-            address, hint="start one with `rlplace start --head --node-rank 0`, or pass address=HOST:PORT", quiet=False
-        )
+        try:
+            address = reachable_address("auto")
+        except RlplaceError:  # none running here
+            ray.init(log_to_driver=True)
+            return
+    join(address, hint="start one with `rlplace start --head --node-rank 0`, or pass address=HOST:PORT", quiet=False)
 
 
 def _spec(config: Any) -> JobSpec | None:

@@ -1,0 +1,370 @@
+"""Ray's token authentication as rlplace uses it: where the token is looked for, the token file a head creates,
+and the check that every client and joining node makes before Ray would retry for 20 s.
+
+What this relies on (Ray 2.60, measured; docs/ray.md "Token authentication"):
+- a process's mode is RAY_AUTH_MODE (`token`, or `disabled`, the default), read into Ray's config when Ray is
+  imported (re-read on request); its token is RAY_AUTH_TOKEN (stripped; empty counts as unset), else the file
+  RAY_AUTH_TOKEN_PATH names (Ray aborts the process when that file is missing or empty), else ~/.ray/auth_token;
+- a client without the cluster's token, or with a wrong one, retries for 20 s and ends in "Failed to connect to Ray
+  cluster"; a node joining without it retries as long, then prints a traceback;
+- a process in token mode without any token aborts (a failed C++ check, not an exception), and a driver in token
+  mode on a cluster that requires none cannot start actors there: a client must take the cluster's mode;
+- asking the GCS for its cluster id answers within milliseconds, with "Unauthenticated" when the token is missing
+  or wrong: that is how `check_access` learns whether a cluster requires a token and whether ours is accepted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import stat
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlplace.errors import ClusterAccessError, RlplaceError
+from rlplace.ray import _compat
+
+MODE_ENV = "RAY_AUTH_MODE"
+TOKEN_ENV = "RAY_AUTH_TOKEN"
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+#: Every variable of Ray's token authentication (tests keep them out of their own environment).
+AUTH_ENV_VARS = (MODE_ENV, TOKEN_ENV, TOKEN_PATH_ENV)
+#: What a client is told to do when it lacks the token.
+CLIENT_FIX = (
+    "copy the head's token file (`rlplace start --head` printed its path) to this machine and set "
+    f"{TOKEN_PATH_ENV}=FILE, or put it at ~/.ray/auth_token"
+)
+#: The bound on asking a GCS for its cluster id (Ray alone waits 5 s twice, then 30 s, on a port that is no GCS).
+_PROBE_CONNECT_S, _PROBE_ANSWER_S = 1, 3
+
+
+class InsecureClusterWarning(UserWarning):
+    """`connect` joined a cluster that requires no token although some of its nodes run on other hosts."""
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token and where it was found, as the user would name it (`$RAY_AUTH_TOKEN_PATH=/x`); the value never
+    appears in a repr or a message."""
+
+    value: str = field(repr=False)
+    source: str
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Access:
+    """How this process gets into the cluster whose GCS is at `address`."""
+
+    address: str
+    requires_token: bool
+    token: Token | None = None  # the token the cluster accepted, when it requires one
+
+    def describe(self) -> str:
+        if self.requires_token and self.token is not None:
+            return f"requires a token (Ray token authentication); this process holds it, from {self.token.source}"
+        if self.requires_token:
+            return "requires a token (Ray token authentication)"
+        return (
+            "is OPEN: it requires no token, so anyone who can reach its ports can run code on its nodes "
+            "(start it with `rlplace start --head` to require one)"
+        )
+
+
+# -- where the token is -----------------------------------------------------------------------------------------
+
+
+def default_token_file() -> Path:
+    """Ray's own default (`ray get-auth-token` and every Ray process look there last)."""
+    return Path.home() / ".ray" / "auth_token"
+
+
+def find_token(environ: Mapping[str, str], token_file: Path | None = None) -> Token | None:
+    """The token in Ray's order of precedence ($RAY_AUTH_TOKEN, the file $RAY_AUTH_TOKEN_PATH names,
+    ~/.ray/auth_token), preceded by `token_file` (`--token-file`) when given; None when there is none.
+
+    A file named explicitly (`token_file`, $RAY_AUTH_TOKEN_PATH) that cannot be read or is empty is an error, as
+    in Ray (which aborts the process); an empty or missing ~/.ray/auth_token just means no token."""
+    if token_file is not None:
+        return _read_named(token_file, f"--token-file {token_file}")
+    value = environ.get(TOKEN_ENV, "").strip()
+    if value:
+        return Token(value, f"${TOKEN_ENV}")
+    named = environ.get(TOKEN_PATH_ENV, "")
+    if named:
+        return _read_named(Path(named), f"${TOKEN_PATH_ENV}={named}")
+    default = default_token_file()
+    try:
+        value = default.read_text().strip()
+    except OSError:
+        return None
+    return Token(value, str(default), default) if value else None
+
+
+def looked_at(environ: Mapping[str, str], token_file: Path | None = None) -> str:
+    """Where `find_token` looked, in order, with what it found there: for messages when it found nothing."""
+    places = [] if token_file is None else [f"--token-file {token_file} ({_file_state(token_file)})"]
+    places.append(f"${TOKEN_ENV} ({'empty' if TOKEN_ENV in environ else 'unset'})")
+    named = environ.get(TOKEN_PATH_ENV, "")
+    places.append(f"${TOKEN_PATH_ENV} ({_file_state(Path(named)) if named else 'unset'})")
+    default = default_token_file()
+    places.append(f"{default} ({_file_state(default)})")
+    return ", ".join(places)
+
+
+def head_token_path(environ: Mapping[str, str], token_file: Path | None = None) -> Path | None:
+    """The file holding the token a new head will require (None: the token is $RAY_AUTH_TOKEN's value):
+    `--token-file`, else $RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token, as Ray looks for it.
+
+    `--token-file` beside a token variable that names another token is refused: two sources would leave nodes and
+    clients guessing which one counts."""
+    if token_file is not None:
+        given = [f"${v}" for v in (TOKEN_ENV, TOKEN_PATH_ENV) if environ.get(v, "").strip()]
+        if given and environ.get(TOKEN_PATH_ENV, "") != str(token_file):
+            raise ClusterAccessError(
+                f"--token-file {token_file} and {' and '.join(given)} both name a token; drop one of them"
+            )
+        return token_file
+    if environ.get(TOKEN_ENV, "").strip():
+        return None
+    named = environ.get(TOKEN_PATH_ENV, "")
+    return Path(named) if named else default_token_file()
+
+
+def token_for_head(environ: Mapping[str, str], token_file: Path | None = None) -> tuple[Token, bool]:
+    """The token a new head will require, and whether it was created now: the one `head_token_path` names, used as
+    it is; a file named there that does not exist yet is created with a new random token (mode 0600)."""
+    path = head_token_path(environ, token_file)
+    if path is None:
+        return Token(environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"), False
+    named = environ.get(TOKEN_PATH_ENV, "")
+    source = f"--token-file {path}" if token_file else f"${TOKEN_PATH_ENV}={named}" if named else str(path)
+    if not os.path.lexists(path):
+        return create_token_file(path, source), True
+    return _read_named(path, source), False
+
+
+def ray_start_environment(token: Token | None) -> dict[str, str | None]:
+    """What `ray start` gets added to (None: removed from) its environment so that the node requires `token`
+    (None: no token, an open node): the mode, and the token's file, which then beats any $RAY_AUTH_TOKEN."""
+    if token is None:
+        return {MODE_ENV: "disabled"}
+    return {MODE_ENV: "token"} | ({TOKEN_PATH_ENV: str(token.path), TOKEN_ENV: None} if token.path else {})
+
+
+def create_token_file(path: Path, source: str | None = None) -> Token:
+    """Write a new random token (256 bits, as `ray get-auth-token --generate`) to `path`, readable by its owner
+    only (0600; a directory created for it is 0700). Never overwrites a file."""
+    value = secrets.token_hex(32)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value)
+    return Token(value, source or str(path), path)
+
+
+def readable_by_others(path: Path) -> bool:
+    """A token file that group or others may read lets them into the cluster too."""
+    return bool(path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO))
+
+
+def _read_named(path: Path, source: str) -> Token:
+    try:
+        value = path.read_text().strip()
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise ClusterAccessError(
+            f"{source}: cannot read the token file ({reason}); fix the path (Ray itself aborts on a token path it "
+            "cannot read)"
+        ) from None
+    if not value:
+        raise ClusterAccessError(f"{source}: the token file is empty; write the cluster's token into it")
+    return Token(value, source, path)
+
+
+def _file_state(path: Path) -> str:
+    try:
+        return "present" if path.read_text().strip() else "empty"
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
+# -- asking the cluster ------------------------------------------------------------------------------------------
+
+
+def check_access(
+    address: str, environ: Mapping[str, str], token_file: Path | None = None, *, fix: str = CLIENT_FIX
+) -> Access:
+    """Whether the cluster whose GCS is at `address` requires a token, and the token it accepts; within seconds.
+
+    Raises ClusterAccessError naming where the token was looked for when the cluster requires one and none was
+    found, or naming the token's source when the cluster refuses it. Leaves this process's Ray mode as it was."""
+    if _gcs_accepts(address, None):
+        return Access(address, requires_token=False)
+    token = find_token(environ, token_file)
+    if token is None:
+        raise ClusterAccessError(
+            f"the Ray cluster at {address} requires a token and none was found: looked at "
+            f"{looked_at(environ, token_file)}; {fix}"
+        )
+    if not _gcs_accepts(address, token):
+        raise ClusterAccessError(
+            f"the Ray cluster at {address} refused the token from {token.source}: it is not this cluster's token; {fix}"
+        )
+    return Access(address, requires_token=True, token=token)
+
+
+#: RAY_AUTH_MODE as `authenticate` set it, so that a later connection (to another cluster) does not take it for
+#: the user's own setting.
+_mode_set_here: str | None = None
+
+
+def authenticate(address: str) -> Access:
+    """Check access to the cluster at `address` and put this process in the cluster's mode, for `ray.init`:
+    RAY_AUTH_MODE=token when it requires a token (as Ray itself does when it joins a local cluster holding one)."""
+    global _mode_set_here
+    user_mode = os.environ.get(MODE_ENV)
+    if user_mode is not None and user_mode == _mode_set_here:
+        user_mode = None
+    access = check_access(address, os.environ)
+    check_mode(access, user_mode)
+    if user_mode is None:
+        if access.requires_token:
+            os.environ[MODE_ENV] = _mode_set_here = "token"
+        elif _mode_set_here is not None:
+            os.environ.pop(MODE_ENV, None)
+            _mode_set_here = None
+    _compat.reload_auth_settings()
+    return access
+
+
+def check_mode(access: Access, user_mode: str | None) -> None:
+    """Refuse a RAY_AUTH_MODE the user set that contradicts the cluster: token mode on an open cluster cannot start
+    actors there, and disabled mode on a secured one cannot get in."""
+    wanted = "token" if access.requires_token else "disabled"
+    if user_mode is None or user_mode.strip().lower() == wanted:
+        return
+    if access.requires_token:
+        source = access.token.source if access.token else "where Ray looks for it"
+        raise ClusterAccessError(
+            f"{MODE_ENV}={user_mode} is set here, but the Ray cluster at {access.address} requires a token: unset "
+            f"{MODE_ENV} (the token from {source} is then used)"
+        )
+    raise ClusterAccessError(
+        f"{MODE_ENV}={user_mode} is set here, but the Ray cluster at {access.address} does not require a token, and "
+        f"a process in token mode cannot start actors on it: unset {MODE_ENV}"
+    )
+
+
+def connected_access(address: str) -> Access:
+    """The access of a process already connected to the cluster at `address`: it is in the cluster's mode (a
+    token-mode driver cannot work on an open cluster, and a driver without token cannot get into a secured one)."""
+    return Access(address, requires_token=os.environ.get(MODE_ENV, "").strip().lower() == "token")
+
+
+# -- telling the user -------------------------------------------------------------------------------------------
+
+_warned: set[str] = set()
+
+
+def open_cluster_warning(
+    access: Access, node_addresses: Iterable[str | None], local_addresses: Iterable[str]
+) -> str | None:
+    """The warning for an open cluster with nodes on other hosts than this one (None when there is nothing to say):
+    its GCS and raylets then listen on a network, where anyone who reaches them can run code on every node."""
+    if access.requires_token:
+        return None
+    remote = sorted({a for a in node_addresses if a} - set(local_addresses) - {"127.0.0.1", "localhost", "::1"})
+    if not remote:
+        return None
+    shown = ", ".join(remote[:3]) + (f" and {len(remote) - 3} more" if len(remote) > 3 else "")
+    return (
+        f"the Ray cluster at {access.address} requires no token, and it has nodes on other hosts ({shown}): anyone "
+        "who can reach its ports can run code on every node. Restart it with `rlplace start --head` (token "
+        "authentication, the default), or keep its network private"
+    )
+
+
+def warn_if_open(access: Access, node_addresses: Iterable[str | None], local_addresses: Iterable[str]) -> None:
+    """Warn once per process and cluster (InsecureClusterWarning) when `open_cluster_warning` has something to say."""
+    message = open_cluster_warning(access, node_addresses, local_addresses)
+    if message is not None and access.address not in _warned:
+        _warned.add(access.address)
+        warnings.warn(message, InsecureClusterWarning, stacklevel=3)
+
+
+def _gcs_accepts(address: str, token: Token | None) -> bool:
+    """Whether the GCS at `address` answers a request carrying `token` (None: no token) with its cluster id.
+    Bounded to ~5 s on a port that answers but is no GCS. Ray's log line about the refusal is kept off the
+    terminal: the caller says what happened."""
+    from ray.exceptions import RpcError
+
+    probe = {
+        MODE_ENV: "token" if token else "disabled",
+        TOKEN_ENV: token.value if token else None,
+        TOKEN_PATH_ENV: None,
+        "RAY_gcs_rpc_server_connect_timeout_s": str(_PROBE_CONNECT_S),
+        "RAY_py_gcs_connect_timeout_s": str(_PROBE_ANSWER_S),
+    }
+    try:
+        with _environ(probe), _ray_log_lines_hidden():
+            try:
+                return _compat.gcs_accepts(address)
+            except RpcError as e:
+                raise RlplaceError(
+                    f"{address} accepts connections but does not answer as a Ray head within "
+                    f"{_PROBE_CONNECT_S + _PROBE_ANSWER_S} s ({e}); is it the head's GCS port (`ray start --port`, "
+                    "default 6379), not the dashboard's (8265) or the client server's (10001)?"
+                ) from None
+    finally:
+        _compat.reload_auth_settings()
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str | None]) -> Iterator[None]:
+    """os.environ with `values` set (None: removed), restored afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        _set_environ(values)
+        yield
+    finally:
+        _set_environ(saved)
+
+
+def _set_environ(values: Mapping[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+#: A line of Ray's C++ log: `[2026-12-01 20:41:32,832 W 20782 20782] gcs_client.cc:210: ...`.
+_RAY_LOG_LINE = re.compile(rb"^\[\d{4}-\d\d-\d\d [\d:,]+ [DIWEC] \d+ \d+\] ")
+
+
+@contextlib.contextmanager
+def _ray_log_lines_hidden() -> Iterator[None]:
+    """Keep the lines Ray's C++ code writes to file descriptor 2 meanwhile off the terminal; pass any other on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            other = [line for line in caught.read().splitlines(keepends=True) if not _RAY_LOG_LINE.match(line)]
+            if other:
+                os.write(2, b"".join(other))

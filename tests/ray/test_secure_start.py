@@ -1,0 +1,233 @@
+"""Secure by default (issue 19): a cluster started with `rlplace start --head` lets in only those who hold its token.
+
+Real Ray processes on this machine (tests/real_heads.py: loopback, free ports, private Ray temp dirs and HOMEs,
+every process stopped by pid). Clients and nodes run in subprocesses, as a user runs them: the test process itself
+stays connected to the session's simulated cluster, which is open (tests/conftest.py). Measured on the loaded 2-core
+machine: the secured head starts in 6-19 s (once per session), a refusal takes 0.7-2 s on a quiet machine (mostly
+importing Ray), up to 7 s under load; the module takes about a minute.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import stat
+import sys
+
+import pytest
+
+import real_heads
+from real_heads import RLPLACE
+from rlplace.commands import local_nodes
+from rlplace.examples.cartpole_ppo import CONFIGS
+
+pytestmark = pytest.mark.ray
+
+#: The issue's bound on a refusal.
+FAST_S = 10.0
+CONFIG = str(CONFIGS / "default.yaml")  # 5 GPU workers and a buffer: fits the heads' 8 logical GPUs
+
+#: A driver as a user writes one: connect, launch a worker, call it; an RlplaceError is printed, not raised.
+CONNECT = """
+import sys, rlplace
+class Echo:
+    def ping(self):
+        return "pong"
+try:
+    with rlplace.connect(sys.argv[1], address=sys.argv[2] or None, export_path=None, timeout_s=60) as job:
+        print(job.launch("train", Echo).call("ping"))
+except rlplace.RlplaceError as e:
+    print(type(e).__name__, "ConnectionError" if isinstance(e, ConnectionError) else "", e)
+"""
+
+#: A plain Ray client (no rlplace): one connection attempt instead of Ray's 20, then a task.
+PLAIN_RAY = """
+import sys, ray
+try:
+    ray.init(address=sys.argv[1], logging_level="ERROR")
+    print("ran a task:", ray.get(ray.remote(lambda: 42).remote(), timeout=60))
+except ConnectionError as e:
+    print("refused:", e)
+"""
+
+
+def clients(address: str) -> dict[str, list[str]]:
+    """Every way rlplace reaches a cluster: status, plan (the live inventory), run, and the Python API."""
+    return {
+        "status": [RLPLACE, "status", "--address", address],
+        "plan": [RLPLACE, "plan", CONFIG],  # live inventory: the address comes from $RAY_ADDRESS
+        "run": [RLPLACE, "run", CONFIG, "--address", address, "--iterations", "1"],
+        "connect": [sys.executable, "-c", CONNECT, CONFIG, address],
+    }
+
+
+def test_the_head_requires_a_token_written_for_its_owner_only_and_never_printed(secured_head):
+    token = secured_head.token_file
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600 and stat.S_IMODE(token.parent.stat().st_mode) == 0o700
+    value = token.read_text()
+    assert len(value) == 64 and value not in secured_head.output
+    assert "requires its token" in secured_head.output
+    assert f"--node-rank N --token-file {token}" in secured_head.output  # the join command names the file
+    assert f"RAY_AUTH_TOKEN_PATH={token} rlplace status" in secured_head.output
+    names = {name for _, name in secured_head.processes()}
+    assert {"raylet", "gcs_server"} <= names
+    (record,) = real_heads.records_dir(secured_head.home).glob("*.json")
+    assert '"role": "head"' in record.read_text()
+
+
+@pytest.mark.parametrize("client", ["status", "plan", "run", "connect"])
+def test_a_client_without_the_token_is_refused_within_seconds_naming_where_it_looked(secured_head, client, tmp_path):
+    argv = clients(secured_head.address)[client]
+    done, seconds = real_heads.run(argv, tmp_path, RAY_ADDRESS=secured_head.address)
+    out = done.stdout + done.stderr
+    assert seconds < FAST_S, f"took {seconds:.1f} s"
+    looked = "requires a token and none was found: looked at $RAY_AUTH_TOKEN (unset), $RAY_AUTH_TOKEN_PATH (unset), "
+    assert f"{looked}{tmp_path}/.ray/auth_token (no such file)" in out, out
+    assert "Traceback" not in out and "gcs_client" not in out  # no Ray log line either
+    if client == "connect":
+        assert out.startswith("ClusterAccessError ConnectionError the Ray cluster at "), out
+    else:
+        assert done.returncode == 1 and out.startswith("error: the Ray cluster at "), out
+
+
+@pytest.mark.parametrize("client", ["status", "connect"])
+def test_a_wrong_token_is_refused_naming_its_source(secured_head, client, tmp_path):
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("0" * 64)
+    argv = clients(secured_head.address)[client]
+    done, seconds = real_heads.run(argv, tmp_path, RAY_AUTH_TOKEN_PATH=str(wrong))
+    out = done.stdout + done.stderr
+    assert seconds < FAST_S, f"took {seconds:.1f} s"
+    assert f"refused the token from $RAY_AUTH_TOKEN_PATH={wrong}: it is not this cluster's token" in out, out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("token", ["none", "wrong"])
+def test_ray_itself_refuses_a_client_without_the_token(secured_head, token, tmp_path):
+    """The cluster is closed, not only rlplace's front door: a plain Ray client cannot run a task. (One connection
+    attempt: RAY_gcs_server_port_wait_time_s=1; Ray's default makes 20, 20 s.)"""
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("0" * 64)
+    env = {"RAY_gcs_server_port_wait_time_s": "1"}
+    if token == "wrong":
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(wrong))
+    done, _ = real_heads.run([sys.executable, "-c", PLAIN_RAY, secured_head.address], tmp_path, **env)
+    assert "refused: Failed to connect to Ray cluster" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "ran a task" not in done.stdout
+
+
+@pytest.mark.slow
+def test_a_client_holding_the_token_gets_in(secured_head, tmp_path):
+    """status, plan and drivers that launch a worker (the address given to `connect`, or the config's
+    `ray_address`), with the token from $RAY_AUTH_TOKEN_PATH; status also with the token at ~/.ray/auth_token,
+    where Ray looks last. 9 s on a quiet machine, 25 s under load."""
+    token = {"RAY_AUTH_TOKEN_PATH": str(secured_head.token_file), "RAY_ADDRESS": secured_head.address}
+    argv = clients(secured_head.address)
+    status, _ = real_heads.run(argv["status"], tmp_path, **token)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith("cluster ") and "requires a token (Ray token authentication); this process " in (
+        status.stdout
+    )
+    planned, _ = real_heads.run(argv["plan"], tmp_path, **token)
+    assert planned.returncode == 0 and "5 GPU(s) used, 3 idle" in planned.stdout, planned.stderr  # the head's 8
+    driver, _ = real_heads.run(argv["connect"], tmp_path, **token)
+    assert driver.stdout.strip().splitlines()[-1] == "['pong']", driver.stdout + driver.stderr[-2000:]
+    configured = tmp_path / "job.yaml"  # RLightning's key: where to connect, in the config
+    text = pathlib.Path(CONFIG).read_text()
+    configured.write_text(text.replace("cluster:\n", f"cluster:\n  ray_address: {secured_head.address}\n", 1))
+    driver, _ = real_heads.run([sys.executable, "-c", CONNECT, str(configured), ""], tmp_path, **token)
+    assert driver.stdout.strip().splitlines()[-1] == "['pong']", driver.stdout + driver.stderr[-2000:]
+    at_home, _ = real_heads.run(argv["status"], secured_head.home)
+    assert at_home.returncode == 0 and f"from {secured_head.token_file}" in at_home.stdout, at_home.stderr
+
+
+@pytest.mark.slow
+def test_rlplace_run_with_the_token_trains_as_before(secured_head, tmp_path):
+    """`rlplace run CONFIG --address HEAD` on the secured head, the token from $RAY_AUTH_TOKEN_PATH: 7 s on a quiet
+    machine, 11-19 s under load."""
+    argv = [*clients(secured_head.address)["run"], "--out", str(tmp_path)]
+    done, _ = real_heads.run(argv, tmp_path, timeout=600, RAY_AUTH_TOKEN_PATH=str(secured_head.token_file))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Where each worker ran" in done.stdout
+
+
+@pytest.mark.parametrize("token", ["none", "wrong"])
+def test_a_node_without_the_token_is_refused_within_seconds_and_nothing_is_left(secured_head, token, tmp_path):
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("0" * 64)
+    flags = ["--node-rank", "1", *(["--token-file", str(wrong)] if token == "wrong" else [])]
+    node = real_heads.start(tmp_path, *flags, address=secured_head.address)
+    try:
+        assert node.seconds < FAST_S, f"took {node.seconds:.1f} s"
+        assert node.returncode == 1 and "Traceback" not in node.output, node.output
+        if token == "none":
+            assert "requires a token and none was found: looked at $RAY_AUTH_TOKEN (unset)" in node.output
+            assert "pass --token-file FILE" in node.output
+        else:
+            assert f"refused the token from --token-file {wrong}" in node.output, node.output
+        assert node.processes() == []  # no raylet, nothing: every process of the attempt carries its mark
+        assert not list(real_heads.records_dir(tmp_path).glob("*.json"))
+    finally:
+        real_heads.kill_marked(node)
+
+
+@pytest.mark.slow
+def test_a_node_with_the_token_joins_and_rlplace_stop_ends_that_node_only(ray_cluster, secured_head, tmp_path):
+    """A node joins with the head's token file; `rlplace stop` on it (its HOME) ends its processes and leaves the
+    head (another `rlplace start`) and the session's simulated cluster running. 10 s (start 7 s, stop 3 s), up to
+    13 s under load."""
+    node = real_heads.start(
+        tmp_path, "--node-rank", "1", "--token-file", str(secured_head.token_file), address=(secured_head.address)
+    )
+    try:
+        assert node.returncode == 0, node.output
+        presented = f"requires a token; this node presents the one from --token-file {secured_head.token_file}"
+        assert presented in node.output
+        mine = node.processes()
+        assert "raylet" in {name for _, name in mine}
+        others = secured_head.processes() + session_processes(ray_cluster)
+        stopped, _ = real_heads.run([RLPLACE, "stop"], tmp_path)
+        assert stopped.returncode == 0 and "stopped the node of the cluster at" in stopped.stdout, stopped.stderr
+        assert not [p for p in mine if alive(p[0])]
+        assert [p for p in others if not alive(p[0])] == []
+    finally:
+        real_heads.kill_marked(node)
+
+
+@pytest.mark.slow
+def test_an_insecure_head_is_open_says_so_and_stop_leaves_the_others(ray_cluster, secured_head, tmp_path):
+    """`--insecure`: no token file, a warning saying what it allows, a client without token gets in, `status`
+    says OPEN; `rlplace stop` ends it and nothing else. 9 s on a quiet machine, 12 s under load."""
+    head = real_heads.start(tmp_path, "--insecure", "--node-rank", "0", cpus=2, gpus=0)
+    try:
+        assert head.returncode == 0, head.output
+        assert "warning: --insecure: the Ray cluster at" in head.output and "run any code on every node" in head.output
+        assert not (tmp_path / ".ray").exists()
+        status, _ = real_heads.run([RLPLACE, "status", "--address", head.address], tmp_path)
+        assert status.returncode == 0 and " is OPEN: it requires no token" in status.stdout, status.stderr
+        mine = head.processes()
+        others = secured_head.processes() + session_processes(ray_cluster)
+        stopped, _ = real_heads.run([RLPLACE, "stop"], tmp_path)
+        assert stopped.returncode == 0 and "stopped the head" in stopped.stdout, stopped.stderr
+        assert not [p for p in mine if alive(p[0])]
+        assert [p for p in others if not alive(p[0])] == []
+    finally:
+        real_heads.kill_marked(head)
+
+
+def session_processes(ray_cluster) -> list[tuple[int, str]]:
+    """The raylets and GCS of the session's simulated cluster (they name its session directory on their command
+    line)."""
+    session = ray_cluster.cluster.head_node.get_session_dir_path()
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and session.encode() in (entry / "cmdline").read_bytes():
+                found.append((int(entry.name), (entry / "comm").read_text().strip()))
+        except OSError:
+            continue
+    assert {"raylet", "gcs_server"} <= {name for _, name in found}
+    return found
+
+
+def alive(pid: int) -> bool:
+    return local_nodes.running(pid)

@@ -1,0 +1,179 @@
+"""Where the token is looked for, the file a head creates, what `rlplace start` adds to `ray start`, the open-cluster
+warning, and `rlplace stop`'s bookkeeping: no Ray cluster needed (tests/ray/test_secure_start.py runs real ones)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import uuid
+import warnings
+
+import pytest
+
+from rlplace.cli import main
+from rlplace.commands import local_nodes
+from rlplace.errors import ClusterAccessError
+from rlplace.ray import auth
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A HOME of the test's own: ~/.ray/auth_token and ~/.rlplace/started are in it."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in auth.AUTH_ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_token_is_found_in_rays_order(home):
+    default = write(home / ".ray" / "auth_token", " at-home\n")
+    named = write(home / "named", "from-path\n")
+    assert auth.find_token({}).value == "at-home" and auth.find_token({}).source == str(default)
+    assert auth.find_token({"RAY_AUTH_TOKEN_PATH": str(named)}).value == "from-path"
+    both = {"RAY_AUTH_TOKEN": " from-env ", "RAY_AUTH_TOKEN_PATH": str(named)}
+    assert auth.find_token(both).value == "from-env" and auth.find_token(both).source == "$RAY_AUTH_TOKEN"
+    assert auth.find_token({"RAY_AUTH_TOKEN": "  "}).value == "at-home"  # empty counts as unset, as in Ray
+    assert auth.find_token(both, token_file=default).source == f"--token-file {default}"  # the flag comes first
+    assert "at-home" not in repr(auth.find_token({}))
+
+
+def test_no_token_anywhere_and_where_it_was_looked_for(home):
+    assert auth.find_token({}) is None
+    write(home / ".ray" / "auth_token", "\n")  # empty: no token (Ray says the same)
+    assert auth.find_token({}) is None
+    assert auth.looked_at({"RAY_AUTH_TOKEN": ""}) == (
+        f"$RAY_AUTH_TOKEN (empty), $RAY_AUTH_TOKEN_PATH (unset), {home}/.ray/auth_token (empty)"
+    )
+
+
+@pytest.mark.parametrize("content", [None, ""])
+def test_a_token_file_named_but_unreadable_or_empty_is_an_error(home, content):
+    """Ray aborts the whole process (a failed C++ check) on such a RAY_AUTH_TOKEN_PATH; rlplace says which file."""
+    path = home / "token"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ClusterAccessError, match=rf"\$RAY_AUTH_TOKEN_PATH={path}: ") as e:
+        auth.find_token({"RAY_AUTH_TOKEN_PATH": str(path)})
+    assert isinstance(e.value, ConnectionError)
+
+
+def test_a_head_creates_its_token_for_its_owner_only_and_then_reuses_it(home):
+    token, created = auth.token_for_head({})
+    path = home / ".ray" / "auth_token"
+    assert created and token.path == path and len(path.read_text()) == 64
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    again, created = auth.token_for_head({})
+    assert not created and again.value == token.value
+    chosen, created = auth.token_for_head({}, home / "secrets" / "rl.token")
+    assert created and chosen.value != token.value and chosen.source == f"--token-file {home}/secrets/rl.token"
+    from_env, created = auth.token_for_head({"RAY_AUTH_TOKEN": "abc"})
+    assert not created and from_env.path is None and from_env.source == "$RAY_AUTH_TOKEN"
+    named = {"RAY_AUTH_TOKEN_PATH": str(home / "secrets" / "rl.token")}
+    from_path, created = auth.token_for_head(named)  # an existing $RAY_AUTH_TOKEN_PATH is used as it is
+    assert not created and from_path.value == chosen.value and from_path.source.startswith("$RAY_AUTH_TOKEN_PATH=")
+
+
+def test_a_token_file_beside_a_token_variable_is_refused(home):
+    with pytest.raises(ClusterAccessError, match=r"--token-file .*/t and \$RAY_AUTH_TOKEN both name a token"):
+        auth.head_token_path({"RAY_AUTH_TOKEN": "x"}, home / "t")
+    assert auth.head_token_path({"RAY_AUTH_TOKEN_PATH": str(home / "t")}, home / "t") == home / "t"  # the same file
+
+
+def test_what_ray_start_gets(home):
+    token = auth.Token("v", "--token-file /t", home / "t")
+    assert auth.ray_start_environment(token) == {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(home / "t"),
+        "RAY_AUTH_TOKEN": None,  # the file beats a stray $RAY_AUTH_TOKEN, which would take precedence in Ray
+    }
+    assert auth.ray_start_environment(auth.Token("v", "$RAY_AUTH_TOKEN")) == {"RAY_AUTH_MODE": "token"}
+    assert auth.ray_start_environment(None) == {"RAY_AUTH_MODE": "disabled"}
+
+
+def test_dry_run_shows_the_token_environment_creates_nothing_and_never_shows_the_token(home, capsys, monkeypatch):
+    assert main(["start", "--head", "--node-rank", "0", "--accelerator", "A800", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={home}/.ray/auth_token " in out and not (home / ".ray").exists()
+    assert main(["start", "--head", "--insecure", "--accelerator", "A800", "--dry-run"]) == 0
+    assert "RAY_AUTH_MODE=disabled " in capsys.readouterr().out
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "very-secret")
+    assert main(["start", "--head", "--accelerator", "A800", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "RAY_AUTH_MODE=token " in out and "very-secret" not in out
+    assert main(["start", "--address", "10.0.0.1:6379", "--accelerator", "A800", "--dry-run"]) == 0
+    assert "RAY_AUTH" not in capsys.readouterr().out  # a node takes the head's mode, asked when it really starts
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "where"),
+    [
+        (["--address", "10.0.0.1:6379", "--insecure"], {}, "--insecure: only a head is started open"),
+        (["--head", "--insecure", "--token-file", "t"], {}, "--insecure: contradicts --token-file t"),
+        (["--head"], {"RAY_AUTH_MODE": "disabled"}, "$RAY_AUTH_MODE: rlplace start --head requires a token unless"),
+    ],
+)
+def test_opening_a_cluster_takes_insecure_on_a_head(home, argv, env, where, capsys, monkeypatch):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert main(["start", *argv, "--accelerator", "A800", "--dry-run"]) == 2
+    assert where in capsys.readouterr().err
+
+
+def test_an_open_cluster_with_nodes_elsewhere_is_warned_about_once():
+    open_ = auth.Access("10.0.0.1:6379", requires_token=False)
+    assert auth.open_cluster_warning(open_, ["10.0.0.1", "127.0.0.1"], ["10.0.0.1"]) is None  # all on this host
+    assert auth.open_cluster_warning(auth.Access("x", True), ["10.0.0.7"], ["10.0.0.1"]) is None
+    text = auth.open_cluster_warning(open_, ["10.0.0.1", "10.0.0.7", "10.0.0.8"], ["10.0.0.1"])
+    assert text.startswith("the Ray cluster at 10.0.0.1:6379 requires no token, and it has nodes on other hosts ")
+    assert "(10.0.0.7, 10.0.0.8)" in text
+    fresh = auth.Access(f"10.0.0.1:{uuid.uuid4().int % 60000}", requires_token=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        auth.warn_if_open(fresh, ["10.0.0.7"], ["10.0.0.1"])
+        auth.warn_if_open(fresh, ["10.0.0.7"], ["10.0.0.1"])
+    assert [w.category for w in caught] == [auth.InsecureClusterWarning]
+
+
+# -- rlplace stop's bookkeeping, on plain processes --------------------------------------------------------------
+
+
+def sleeper(marker: str) -> subprocess.Popen:
+    env = {**os.environ, local_nodes.MARKER_ENV: marker}
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
+
+
+def test_stop_ends_the_processes_of_its_records_and_nothing_else(home, capsys):
+    mine = local_nodes.new_record("head", "10.0.0.1:6379", None)
+    mine.save()
+    elsewhere = local_nodes.NodeRecord("b" * 12, "another-host", "node", "10.0.0.1:6379", 0.0)
+    elsewhere.save()  # a home directory shared by the nodes of a cluster holds their records too
+    ours, other, unrecorded = sleeper(mine.id), sleeper(elsewhere.id), sleeper("c" * 12)
+    try:
+        assert [pid for pid, _ in local_nodes.marked_processes(local_nodes.MARKER_ENV, mine.id)] == [ours.pid]
+        assert main(["stop"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("stopped the head 10.0.0.1:6379 (started ") and f" {ours.pid})" in out, out
+        assert ours.wait(timeout=10) == -15  # SIGTERM was enough
+        assert other.poll() is None and unrecorded.poll() is None
+        assert not mine.path.exists() and elsewhere.path.exists()
+        assert main(["stop"]) == 0
+        assert capsys.readouterr().out.startswith("nothing to stop: no node started by `rlplace start` is recorded")
+    finally:
+        for p in (ours, other, unrecorded):
+            p.kill()
+            p.wait()
+
+
+def test_stop_forgets_a_node_whose_processes_are_gone(home, capsys):
+    local_nodes.new_record("node", "10.0.0.1:6379", None).save()
+    assert main(["stop"]) == 0
+    assert "already stopped (no process of it was left)" in capsys.readouterr().out
+    assert local_nodes.records_here() == []
