@@ -13,7 +13,7 @@ from ray_workers import Elastic
 
 import rlplace
 from rlplace.commands.status import sizes
-from rlplace.errors import PlacementError, PlanError
+from rlplace.errors import ConfigError, PlacementError, PlanError
 from rlplace.ray import _compat
 from rlplace.ray.labels import NODE_RANK_LABEL
 
@@ -95,6 +95,10 @@ def test_growth_that_does_not_fit_fails_naming_the_node_and_leaves_the_job_as_it
             job.resize("eval", 5)
         with pytest.raises(PlanError, match=r"train is not elastic \(elastic components: eval\)"):
             job.resize("train", 2)
+        with pytest.raises(ConfigError, match=r"'critic' is not in the plan; planned: \['train', 'eval', 'buffer'\]"):
+            job.resize("critic", 2)
+        with pytest.raises(ConfigError, match=r"n: the new size must be a whole number >= 0"):
+            job.resize("eval", -1)
         holder = placement_group(
             [{"GPU": 1.0}] * 2, name="someone-else", bundle_label_selector=[{NODE_RANK_LABEL: "1"}] * 2
         )
@@ -111,6 +115,8 @@ def test_growth_that_does_not_fit_fails_naming_the_node_and_leaves_the_job_as_it
         assert [(w["rank"], w["world"], w["resized"]) for w in evals.call("where")] == [(0, 2, []), (1, 2, [])]
         names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "resize-b"}
         assert names == {"rlplace:eval:0", "rlplace:eval:1"}
+    with pytest.raises(PlacementError, match="job resize-b is shut down; connect again to resize 'eval'"):
+        job.resize("eval", 3)
 
 
 def _ray_job() -> str:
