@@ -1,7 +1,7 @@
 """What every test on the session's simulated Ray cluster shares: what a test left alive, what a job created
-(collected while it runs, so a check after its shutdown has something to look at), and waiting for nodes
-that a test removed until Ray reports them dead. `tests/conftest.py` runs the leftover check after every
-test that uses the `ray_cluster` fixture."""
+(collected while it runs, so a check after its shutdown has something to look at), nodes a test adds and loses
+(`Extra`, the `extra` fixture of tests/ray/conftest.py) and waiting for them until Ray reports them dead.
+`tests/conftest.py` runs the leftover check after every test that uses the `ray_cluster` fixture."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ from ray.actor import ActorHandle
 from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
 from rlplace.ray import _compat
+from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
+
+#: Ray declares an abruptly removed node dead within this on the session cluster (fast health checks);
+#: a loss must be over (taken over, shrunk or failed) this long after the node was removed, plus the window.
+DETECT_S = 10.0
 
 _LIVE_PG = ("PENDING", "CREATED", "RESCHEDULING")
 _LIVE_ACTOR = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING")
@@ -88,3 +93,50 @@ def wait_until_dead(node_ids: Iterable[str], timeout_s: float = 30.0) -> set[str
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(0.1)
+
+
+class Extra:
+    """Nodes added to the session cluster for one test; removed again (and seen dead) at its end."""
+
+    def __init__(self, cluster: Any):
+        self.cluster = cluster
+        self.nodes: list[Any] = []
+        self.ids: list[str] = []  # every node added, lost ones included
+
+    def ranked(self, rank: int = 4, gpus: int = 1, model: str = "A800", **resources: float) -> Any:
+        return self._add({NODE_RANK_LABEL: str(rank), ACCELERATOR_LABEL: model}, gpus, resources)
+
+    def spare(self, gpus: int = 1, model: str = "A800", cpus: int = 2) -> Any:
+        labels = {SPARE_LABEL: "true", **({ACCELERATOR_LABEL: model} if gpus else {})}
+        return self._add(labels, gpus, {}, cpus)
+
+    def lose(self, node: Any) -> float:
+        """Remove `node` abruptly; returns the moment (monotonic) it went."""
+        self.nodes.remove(node)
+        self.cluster.remove_node(node, allow_graceful=False)
+        return time.monotonic()
+
+    def _add(self, labels: dict[str, str], gpus: int, resources: dict[str, float], cpus: int = 2) -> Any:
+        node = self.cluster.add_node(
+            num_cpus=cpus, num_gpus=gpus, resources=resources, labels=labels, object_store_memory=80 << 20
+        )
+        self.nodes.append(node)
+        self.ids.append(node.node_id)
+        self.cluster.wait_for_nodes()
+        return node
+
+    def remove_all(self) -> None:
+        """Remove what is left and wait until Ray reports every added node dead (lost ones too)."""
+        for node in self.nodes:
+            self.cluster.remove_node(node)
+        self.nodes.clear()
+        wait_until_dead(self.ids)
+
+
+def wait_declared(job: Any, rank: int = 4) -> None:
+    """Until the job knows node `rank` is lost. A call made right after `remove_node` may still run: the
+    raylet dies at once, its worker processes a moment later."""
+    deadline = time.monotonic() + DETECT_S
+    while job.state.health(rank) == "ok" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.state.health(rank) != "ok", f"node {rank} not declared lost within {DETECT_S} s"

@@ -1,9 +1,9 @@
 """rlplace: place and run the workers of distributed RL jobs on Ray clusters, from one YAML section.
 
-This is the public surface the docs teach: `connect`, `worker_placement`, `Job`, `WorkerGroup`, `NodeEvent`
-and the errors. The Ray layer's names are resolved on first use (module `__getattr__`), so `import rlplace`
--- and with it `rlplace validate` / `rlplace plan` -- never imports Ray. Runtime services (buffer routing,
-weight sync, phases, torch.distributed) are imported from `rlplace.runtime`.
+This is the public surface the docs teach: `connect`, `worker_placement`, `Job`, `WorkerGroup`, `NodeEvent`,
+`ResizeEvent` and the errors. The Ray layer's names are resolved on first use (module `__getattr__`), so
+`import rlplace` -- and with it `rlplace validate` / `rlplace plan` -- never imports Ray. Runtime services
+(buffer routing, weight sync, phases, torch.distributed) are imported from `rlplace.runtime`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rlplace.errors import (
     PlacementError,
     PlanError,
     Problem,
+    RanksRemovedError,
     RendezvousError,
     RlplaceError,
 )
@@ -23,7 +24,7 @@ from rlplace.errors import (
 if TYPE_CHECKING:
     from rlplace.ray.group import WorkerGroup
     from rlplace.ray.job import Job, connect
-    from rlplace.ray.state import NodeEvent
+    from rlplace.ray.state import NodeEvent, ResizeEvent
     from rlplace.ray.worker import placement as worker_placement
 
 __version__ = "0.1.0"
@@ -36,7 +37,9 @@ __all__ = [
     "PlacementError",
     "PlanError",
     "Problem",
+    "RanksRemovedError",
     "RendezvousError",
+    "ResizeEvent",
     "RlplaceError",
     "WorkerGroup",
     "__version__",
@@ -49,6 +52,7 @@ _LAZY = {
     "Job": ("rlplace.ray.job", "Job"),
     "WorkerGroup": ("rlplace.ray.group", "WorkerGroup"),
     "NodeEvent": ("rlplace.ray.state", "NodeEvent"),
+    "ResizeEvent": ("rlplace.ray.state", "ResizeEvent"),
     "worker_placement": ("rlplace.ray.worker", "placement"),
 }
 

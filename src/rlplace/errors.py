@@ -86,3 +86,20 @@ class NodeLostError(PlacementError):
 class RendezvousError(RlplaceError):
     """The ranks of a component did not all arrive at their rendezvous in time (`init_component_group()`, or
     the exchange of a component Ray placed itself); the message names who is missing and where."""
+
+
+class RanksRemovedError(PlacementError):
+    """Calls were made on workers that an elastic component's shrink then removed (their node was lost and the
+    job shrank the component instead of stopping, docs/guide.md "Elastic components"), so they have no result.
+
+    Raised by `WorkerGroup.get()` (and `call`, `call_sharded`) once every other call of the same `get` is done:
+    `results` are those other calls' results, in the order the calls were made (after the shrink: the
+    survivors, in their new rank order), `removed` the names of the workers whose calls were lost, `component`
+    the component. Nothing is dropped silently: redo the step at the new size.
+    """
+
+    def __init__(self, message: str, *, component: str, removed: tuple[str, ...], results: list):
+        super().__init__(message)
+        self.component = component
+        self.removed = tuple(removed)
+        self.results = list(results)

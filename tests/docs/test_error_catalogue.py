@@ -1,4 +1,4 @@
-"""Every message the error catalogues quote (docs/guide.md section 9, docs/config.md) is provoked here and
+"""Every message the error catalogues quote (docs/guide.md section 10, docs/config.md) is provoked here and
 compared with the quote, so the catalogue cannot drift from the program.
 
 A quote is a backtick span in the first column of a catalogue table (several per row are joined with ` / `);
@@ -22,11 +22,11 @@ from rlplace.cli import main
 from rlplace.config import load
 from rlplace.errors import RlplaceError
 from rlplace.inventory import parse_nodes
-from rlplace.planner import plan
+from rlplace.planner import plan, resize
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: The catalogues: page -> the heading of the section whose tables quote messages.
-CATALOGUES = {"docs/config.md": "## Errors and how to fix them", "docs/guide.md": "## 9. Errors and how to fix them"}
+CATALOGUES = {"docs/config.md": "## Errors and how to fix them", "docs/guide.md": "## 10. Errors and how to fix them"}
 
 
 def catalogue_quotes() -> list[str]:
@@ -351,6 +351,25 @@ CONFIG: dict[str, Provoker] = {
 }
 
 
+ELASTIC_EVAL = """
+cluster:
+  train_worker_num: 1
+  eval_worker_num: 1
+  placement: {strategy: disaggregate}
+  elastic: {eval: {max: 6}}
+"""
+
+
+def resized(component: str, n: int) -> Provoker:
+    """What `job.resize(component, n)` raises for ELASTIC_EVAL on 2 nodes of 2 GPUs (the planner's step)."""
+
+    def provoke(_request: pytest.FixtureRequest) -> str:
+        spec, live = load(ELASTIC_EVAL), parse_nodes("2x2", num_cpus=8)
+        return raised(lambda: resize(spec, plan(spec, live), live, component, n))
+
+    return provoke
+
+
 def planned_on_file(config_path: str, inventory: str) -> Provoker:
     """What `rlplace plan CONFIG --inventory FILE` prints on stderr, FILE holding `inventory`."""
 
@@ -363,6 +382,11 @@ def planned_on_file(config_path: str, inventory: str) -> Provoker:
 
 
 PLAN: dict[str, Provoker] = {
+    "eval: 3 of 3 more worker(s) do not fit (1 GPU and 1 CPU(s) each) in its range 0 in pool rollout_pool "
+    "(nodes 1), ...: node 1: no free GPU (2 held by the job), ...": resized("eval", 4),
+    "eval: 7 worker(s) asked for, but its elastic range is 1-6 (cluster.elastic.eval); it has 1": resized("eval", 7),
+    "train is not elastic (elastic components: eval); list it under cluster.elastic to resize it": resized("train", 3),
+    "cannot shrink below the elastic minimum: eval would keep 0 (min 1) (cluster.elastic)": resized("eval", 0),
     "node 0 (2x GPU, 4 CPU, ?) can never hold what the plan reserves there (2 GPU, 7 CPU): missing 3 CPU": (
         planned_on_file(
             str(ROOT / "examples" / "cartpole_ppo" / "configs" / "colocate-offload.yaml"),

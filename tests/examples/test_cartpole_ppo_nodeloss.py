@@ -1,5 +1,6 @@
 """`rlplace demo --kill-node`: a node lost mid-training, a hot spare takes over and training goes on; without a
-spare the run stops with the NodeLostError message. Bad node-loss options fail before any cluster starts."""
+spare the run stops with the NodeLostError message, unless `--elastic` lets the job shrink instead (and grow back
+when `--add-node-after` starts the node again). Bad node-loss options fail before any cluster starts."""
 
 from __future__ import annotations
 
@@ -60,12 +61,39 @@ def test_demo_without_a_spare_stops_with_the_node_lost_error(tmp_path):
     assert_stopped_clean(proc.stdout)
 
 
+@pytest.mark.slow
+def test_demo_with_elastic_components_shrinks_instead_of_stopping_and_grows_back(tmp_path):
+    """About 28-35 s: no spare; node 1 (train rank 1, buffer shard 1) goes 3 s into training, train and buffer
+    shrink to 1 and the interrupted iteration is redone at the new size; node 1 is started again 3 s after it
+    went, both grow back to 2 (another iteration redone), and the run solves CartPole. (Without
+    `--add-node-after` the same run goes on at the smaller size: the shrink is the same code path.)"""
+    argv = ("--kill-node", "1", "--spare", "0", "--elastic", "--kill-after", "3", "--add-node-after", "3")
+    proc = demo(tmp_path, *argv)
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "train: 2 workers, 1 GPU each, 1 CPU each; elastic: may change from 1 to 2" in " ".join(out.split())
+    report = " ".join(out[out.index("Node loss:") :].split())  # rich wraps lines at the terminal width
+    assert re.search(r"node 1 shrunk after \d+\.\d s: no spare or replacement: train 2 -> 1, buffer 2 -> 1", report)
+    assert "train 2 -> 1 (node lost (node 1)" in report and "removed rlplace:train:1 (node 1 GPU 0)" in report
+    assert re.search(r"started again \d+\.\d s after it went", report)
+    assert re.search(r"node 1 grown: replacement \S+ \(id \w+\) serves node 1: train 1 -> 2, buffer 1 -> 2", report)
+    assert "train 1 -> 2 (grow back (node 1)" in report and "added rlplace:train:1 (node 1 GPU 0)" in report
+    assert len(re.findall(r"iteration \d+ redone from the last checkpoint", report)) == 2
+    assert "Solved CartPole-v1" in out and "Traceback" not in proc.stderr
+    table = out[out.index("Where each worker ran") :]
+    assert " train:1 " in table and " buffer:1 " in table
+    picture = (tmp_path / "demo_topology.svg").read_text()  # the plan as it ended: node 1 back, train 1 on it
+    assert 'data-state="replaced"' in picture and "node 1 REPLACED" in picture
+    assert_stopped_clean(out)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["demo", "--kill-node", "0"], "--kill-node 0: the embedded cluster's nodes that can be lost are 1-3"),
         (["demo", "--kill-node", "4"], "--kill-node 4: the embedded cluster's nodes that can be lost are 1-3"),
         (["demo", "--spare", "2x"], "--spare: '2x' is neither a count (1) nor node shapes"),
+        (["demo", "--add-node-after", "3"], "--add-node-after needs --kill-node RANK"),
     ],
 )
 def test_bad_node_loss_options_fail_before_a_cluster_starts(argv, message, tmp_path, capsys):

@@ -71,3 +71,33 @@ class Stepper:
             "placement": rlplace.worker_placement(),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         }
+
+
+class Elastic:
+    """A worker of an elastic component: says where it runs and with which rendezvous, and records each
+    `on_resized(event)` with the rank and world size it had then."""
+
+    def __init__(self) -> None:
+        self.resized: list[tuple] = []
+
+    def on_resized(self, event) -> None:
+        p = rlplace.worker_placement()
+        self.resized.append((event.cause, event.old_size, event.new_size, p.rank, p.world_size))
+
+    def where(self) -> dict:
+        p = rlplace.worker_placement()
+        keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+        return {
+            "rank": p.rank,
+            "world": p.world_size,
+            "node": p.node_rank,
+            "gpus": p.gpus,
+            "name": p.actor_name,
+            "mismatch": p.mismatch,
+            "env": {k: os.environ.get(k) for k in keys},
+            "resized": list(self.resized),
+        }
+
+    def sleep(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return rlplace.worker_placement().rank

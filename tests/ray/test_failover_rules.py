@@ -79,3 +79,24 @@ def test_embedded_cluster_spares_by_count_or_shape():
     assert simulated_spares("0", nodes) == () and simulated_spares(None, nodes) == ()
     with pytest.raises(ConfigError, match="--spare: 'two' is neither a count"):
         simulated_spares("two", nodes)
+
+
+def test_after_a_shrink_a_replacement_a_spare_of_the_lost_shape_or_the_next_rank_may_serve_the_job():
+    from rlplace.ray.failover import joiners
+
+    live = inventory_from_nodes([raw("a", rank=0, gpus=4, model="A800", head=True), raw("b", "10.0.0.2", 4, 1, "A800")])
+    spare_big = raw("s", "10.0.0.8", gpus=4, model="A800")
+    spare_big["Labels"]["rlplace/spare"] = "true"
+    spare_small = raw("t", "10.0.0.7", gpus=2, model="A800")
+    spare_small["Labels"]["rlplace/spare"] = "true"
+    serving = {"a", "b"}
+    # rank 1 is gone: a spare of its shape serves it (the smaller one is not taken), and a node labelled 2 joins
+    found = joiners([1], live, [raw("a"), spare_small, spare_big, raw("n", "10.0.0.5", 1, 2, "A800")], serving=serving)
+    assert {r: (how, n.node_id, n.rank) for r, (how, n) in found.items()} == {
+        1: ("spare", "s", 1),
+        2: ("new node", "n", 2),
+    }
+    # a node started again with the lost rank comes first; nothing joins where nothing fits
+    again = joiners([1], live, [spare_big, raw("r", "10.0.0.6", 4, 1, "A800")], serving=serving)
+    assert {r: how for r, (how, _) in again.items()} == {1: "replacement"}
+    assert joiners([1], live, [spare_small], serving=serving) == {}

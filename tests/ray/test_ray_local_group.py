@@ -3,6 +3,7 @@ and a config's `ray_address` used when no address is passed."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import ray
 
 import rlplace
 from rlplace.errors import PlacementError
-from rlplace.model import ComponentSpec, JobSpec, PlacementSettings
+from rlplace.model import ComponentSpec, ElasticRange, JobSpec, PlacementSettings
 from rlplace.ray.local_group import LocalGroup
 
 
@@ -75,7 +76,7 @@ def test_a_configs_ray_address_is_where_connect_goes_when_none_is_passed(ray_clu
         textwrap.dedent(
             f"""
             import dataclasses, ray, rlplace
-            from rlplace.model import ComponentSpec, JobSpec, PlacementSettings
+            from rlplace.model import ComponentSpec, ElasticRange, JobSpec, PlacementSettings
             spec = JobSpec("pools", PlacementSettings(strategy="default"), (ComponentSpec("train", num_workers=1),),
                            ray_address={ray_cluster.address!r})
             with rlplace.connect(spec, name="addr", export_path=None) as job:
@@ -87,3 +88,22 @@ def test_a_configs_ray_address_is_where_connect_goes_when_none_is_passed(ray_clu
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"nodes 4 {ray_cluster.address}" in out.stdout
+
+
+class ElasticLearner(Learner):
+    def on_resized(self, event) -> None:
+        self.seen.append((event.old_size, event.new_size))
+
+
+@pytest.mark.ray
+def test_a_driver_local_elastic_component_resizes_in_the_driver(ray_cluster):
+    elastic = dataclasses.replace(spec(remote_train=False), elastic=(ElasticRange("train", 1, 3),))
+    with rlplace.connect(elastic, name="local-elastic", export_path=None, timeout_s=20) as job:
+        group = job.launch("train", ElasticLearner, 0.5)
+        event = job.resize("train", 3)
+        assert (event.old_size, event.new_size, [r.name for r in event.added]) == (2, 3, ["rlplace:train:2"])
+        assert group.call("step", 1) == [(os.getpid(), 2, 0.5)] * 3  # built in the driver with the same arguments
+        assert [i.seen for i in group.instances] == [[(2, 3), 1]] * 3
+        job.resize("train", 1)
+        assert len(group) == 1 and group.instances[0].seen == [(2, 3), 1, (3, 1)]
+        assert [w.rank for w in job.plan.by_component("train")] == [0]

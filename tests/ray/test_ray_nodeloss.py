@@ -1,8 +1,8 @@
 """Node loss on the session cluster: a spare takes over, a replacement takes over, or NodeLostError in time.
 
 The session cluster's four ranked nodes stay as they are: each test adds what it needs (a node of rank
-4, spares, which carry no rank) and the `extra` fixture removes whatever is still alive at the end and
-waits until Ray agrees, so the live inventory is the four nodes again for the next test. Nodes are lost
+4, spares, which carry no rank) and the `extra` fixture (tests/ray/conftest.py) removes whatever is still alive
+at the end and waits until Ray agrees, so the live inventory is the four nodes again for the next test. Nodes are lost
 abruptly (`remove_node(allow_graceful=False)`: the raylet and its workers are killed); the session
 cluster's health checks notice within about 2-5 s.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,68 +19,15 @@ import ray
 from ray.util.placement_group import placement_group_table
 from ray_plans import Row, pinned_plan
 from ray_workers import Stepper
-from tests.ray_helpers import leftovers, wait_until_dead
+from tests.ray_helpers import DETECT_S, Extra, leftovers, wait_declared
 
 import rlplace
 from rlplace.commands.status import collect_all, render
 from rlplace.errors import NodeLostError, PlacementError
-from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
-from rlplace.ray.nodes import live_inventory
 
 pytestmark = pytest.mark.ray
 
 ROBOT = "rlplace/robot/ur5/0"
-#: Ray declares an abruptly removed node dead within this on the session cluster (fast health checks);
-#: a loss must be over (taken over or failed) this long after the node was removed, plus the window.
-DETECT_S = 10.0
-
-
-class Extra:
-    """Nodes added to the session cluster for one test; removed again (and seen dead) at its end."""
-
-    def __init__(self, cluster: Any):
-        self.cluster = cluster
-        self.nodes: list[Any] = []
-        self.ids: list[str] = []  # every node added, lost ones included
-
-    def ranked(self, rank: int = 4, gpus: int = 1, model: str = "A800", **resources: float) -> Any:
-        return self._add({NODE_RANK_LABEL: str(rank), ACCELERATOR_LABEL: model}, gpus, resources)
-
-    def spare(self, gpus: int = 1, model: str = "A800", cpus: int = 2) -> Any:
-        labels = {SPARE_LABEL: "true", **({ACCELERATOR_LABEL: model} if gpus else {})}
-        return self._add(labels, gpus, {}, cpus)
-
-    def lose(self, node: Any) -> float:
-        """Remove `node` abruptly; returns the moment (monotonic) it went."""
-        self.nodes.remove(node)
-        self.cluster.remove_node(node, allow_graceful=False)
-        return time.monotonic()
-
-    def _add(self, labels: dict[str, str], gpus: int, resources: dict[str, float], cpus: int = 2) -> Any:
-        node = self.cluster.add_node(
-            num_cpus=cpus, num_gpus=gpus, resources=resources, labels=labels, object_store_memory=80 << 20
-        )
-        self.nodes.append(node)
-        self.ids.append(node.node_id)
-        self.cluster.wait_for_nodes()
-        return node
-
-    def remove_all(self) -> None:
-        """Remove what is left and wait until Ray reports every added node dead (lost ones too)."""
-        for node in self.nodes:
-            self.cluster.remove_node(node)
-        self.nodes.clear()
-        wait_until_dead(self.ids)
-
-
-@pytest.fixture
-def extra(ray_cluster: Any) -> Iterator[Extra]:
-    nodes = Extra(ray_cluster.cluster)
-    try:
-        yield nodes
-    finally:
-        nodes.remove_all()
-        assert len(live_inventory()) == 4, "the session cluster must be its four ranked nodes again"
 
 
 def on_node_4(**row: Any) -> Any:
@@ -98,15 +44,6 @@ def status(job: Any) -> tuple[dict[str, str], dict[str, Any]]:
     me = ray.get_runtime_context().get_job_id()
     nodes, workers = collect_all()
     return {n.node: n.state for n in nodes if n.job in (me, "-")}, {w.name: w for w in workers if w.job == me}
-
-
-def wait_declared(job: Any, rank: int = 4) -> None:
-    """Until the job knows node `rank` is lost. A call made right after `remove_node` may still run: the
-    raylet dies at once, its worker processes a moment later."""
-    deadline = time.monotonic() + DETECT_S
-    while job.state.health(rank) == "ok" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert job.state.health(rank) != "ok", f"node {rank} not declared lost within {DETECT_S} s"
 
 
 @pytest.mark.slow

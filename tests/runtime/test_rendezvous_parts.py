@@ -157,3 +157,30 @@ def test_a_robot_config_left_without_its_ip_is_filled_from_the_nodes_environment
     assert _with_node_env(written, hardware_env_fallbacks(written))["robot_ip"] == "10.0.0.7"
     monkeypatch.delenv("ROBOT_IP")
     assert "robot_ip" not in _with_node_env(left_out, hardware_env_fallbacks(left_out))
+
+
+def test_the_job_record_names_renumbered_workers_and_carries_elastic_ranges():
+    """After a shrink renumbered a survivor (it keeps its actor name), `rlplace status` finds it by that name
+    with its rank now; an elastic component's range travels too (status prints it)."""
+    record = JobRecord(
+        job="j",
+        namespace="ns",
+        instance="i",
+        ray_job_id="01000000",
+        written_at=1.0,
+        components={
+            "train": ComponentRecord(
+                2, (0, 4), 0, "10.0.0.1", 29500, names={0: "rlplace:train:1", 1: "rlplace:train:1.1"}, elastic=(1, 2, 2)
+            ),
+            "eval": ComponentRecord(1, (0,)),
+        },
+    )
+    back = JobRecord.from_bytes(record.to_bytes())
+    assert back == record
+    assert back.worker_ranks() == {
+        "rlplace:train:1": ("train", 0),
+        "rlplace:train:1.1": ("train", 1),
+        "rlplace:eval:0": ("eval", 0),
+    }
+    assert back.worker_nodes()["rlplace:train:1.1"] == 4
+    assert back.components["train"].elastic == (1, 2, 2) and back.components["eval"].elastic is None

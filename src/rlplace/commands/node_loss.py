@@ -1,10 +1,12 @@
-"""The node-loss flags of `rlplace run` and `rlplace demo`: hot spares for the embedded cluster,
-and a node removed on purpose during training to show a spare taking over."""
+"""The node-loss flags of `rlplace run` and `rlplace demo`: hot spares for the embedded cluster, a node removed
+on purpose during training to show a spare taking over, elastic components that shrink instead, and the node
+started again later to show them growing back."""
 
 from __future__ import annotations
 
 import argparse
 import threading
+import time
 from typing import Any
 
 from rlplace.commands.arguments import non_negative_seconds, positive_seconds
@@ -41,6 +43,19 @@ def add_failover_arguments(p: argparse.ArgumentParser) -> None:
         "real cluster a directory every train node can read (default: a temporary directory on this machine)",
     )
     g.add_argument(
+        "--elastic",
+        action="store_true",
+        help="make the pipeline's components elastic (from 1 worker up to their planned size, where the config does "
+        "not say): a lost node without a spare shrinks them instead of stopping the run",
+    )
+    g.add_argument(
+        "--add-node-after",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="embedded cluster, with --kill-node: start the lost node again this many seconds after it went (the "
+        "shrunk components grow back onto it)",
+    )
+    g.add_argument(
         "--replace-within",
         type=non_negative_seconds,
         metavar="SECONDS",
@@ -59,27 +74,35 @@ def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
             f"--kill-node {kill}: the embedded cluster's nodes that can be lost are 1-{len(nodes) - 1} "
             "(node 0 is the head: losing it ends the cluster)"
         )
+    if getattr(args, "add_node_after", None) is not None and kill is None:
+        raise RlplaceError("--add-node-after needs --kill-node RANK: it starts that node again after the loss")
     text = getattr(args, "spare", None)
     return simulated_spares("1" if text is None and kill is not None else text, nodes, like=kill)
 
 
 class NodeKiller:
     """`--kill-node RANK --kill-after S`: removes the embedded cluster's node RANK abruptly S seconds after
-    training starts (`start`), from a timer thread; the run does not stop early (solved) before that, and the
-    timer is cancelled when the iteration budget ends first."""
+    training starts (`start`), from a timer thread, and with `--add-node-after A` starts it again after the
+    first iteration that ends A seconds after the loss; the run does not stop early (solved) before the job has
+    dealt with that, and the timer is cancelled when the iteration budget ends first."""
 
-    def __init__(self, cluster: Any | None, rank: int | None, after_s: float):
-        self.cluster, self.rank, self.after_s = cluster, rank, after_s
+    def __init__(self, cluster: Any | None, rank: int | None, after_s: float, add_after_s: float | None = None):
+        self.cluster, self.rank, self.after_s, self.add_after_s = cluster, rank, after_s, add_after_s
         self.at: float | None = None  # when the node was removed (time.time())
+        self.added_at: float | None = None  # when it was started again
         self.done = 0  # iterations finished when it was removed
         self._finished = 0
         self._timer: threading.Timer | None = None
 
     def counting(self, progress: Any) -> Any:
-        """`progress`, also counting the iterations finished (to say when the node went)."""
+        """`progress`, also counting the iterations finished (to say when the node went), and starting the lost
+        node again once `--add-node-after` has passed (here, in the main thread: Ray starts a node only there)."""
 
         def advance(iteration: int, curve: Any) -> None:
             self._finished = iteration
+            due = self.at is not None and self.add_after_s is not None and time.time() >= self.at + self.add_after_s
+            if due and self.added_at is None:
+                self.added_at = self.cluster.add_node(self.rank)
             progress(iteration, curve)
 
         return advance
@@ -91,14 +114,16 @@ class NodeKiller:
             self._timer.start()
 
     def settled(self, events: list) -> bool:
-        """False until the node is removed and the job has dealt with it (a takeover): a solved run keeps
-        training until the loss is shown."""
+        """False until the node is removed and the job has dealt with it (a takeover, or a shrink and, with
+        `--add-node-after`, the growth back): a solved run keeps training until that is shown."""
         if self._timer is None:
             return True
-        return self.at is not None and any(
-            e.kind in ("spare", "replacement", "failed") and e.node_rank == self.rank and e.at >= self.at
-            for e in events
-        )
+        if self.at is None:
+            return False
+        kinds = {e.kind for e in events if e.node_rank == self.rank and e.at >= self.at}
+        if "shrunk" in kinds and self.add_after_s is not None:
+            return "grown" in kinds
+        return bool(kinds & {"spare", "replacement", "failed", "shrunk"})
 
     def _kill(self) -> None:
         self.done = self._finished
@@ -111,6 +136,8 @@ class NodeKiller:
         lost = next((e for e in events if e.kind == "lost" and e.node_rank == self.rank and e.at >= self.at), None)
         if lost is not None:
             said += f"; the job declared it lost {lost.at - self.at:.1f} s later"
+        if self.added_at is not None:
+            said += f"; started again {self.added_at - self.at:.1f} s after it went"
         return said
 
     def __enter__(self) -> NodeKiller:

@@ -84,6 +84,10 @@ def execute(
 
     spec = config_module.load(config, overrides=getattr(args, "overrides", ()))  # errors before any cluster starts
     check_config(spec)  # so is a config that cannot run this pipeline
+    if getattr(args, "elastic", False):
+        from rlplace.examples.cartpole_ppo.pipeline import elastic_spec
+
+        spec = elastic_spec(spec)
     args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out, too
     console = Console()
     if simulate:
@@ -114,7 +118,7 @@ def execute(
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
-    for flag in ("spare", "kill_node"):
+    for flag in ("spare", "kill_node", "add_node_after"):
         if getattr(args, flag, None) is not None:
             raise RlplaceError(f"--{flag.replace('_', '-')} works only on an embedded cluster (--simulate NODES)")
     # The same choice as rlplace.connect, except that the CLI never starts a cluster: "auto" when nothing says.
@@ -133,7 +137,8 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
     window = getattr(args, "replace_within", None)
     window = window if window is not None else (10.0 if cluster is not None else 60.0)
     job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export, replace_within_s=window)
-    kill = NodeKiller(cluster, getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0))
+    rank, after = getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0)
+    kill = NodeKiller(cluster, rank, after, getattr(args, "add_node_after", None))
     with job, kill:
         _show_plan(job, console, args.out / picture_stem)
         budget = Budget(iterations=args.iterations, seed=args.seed)

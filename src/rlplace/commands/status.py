@@ -49,7 +49,7 @@ class NodeRow:
     """A node of a live job that is not plainly healthy: lost, failed, or served by a spare."""
 
     node: str  # "node 1"
-    state: str  # LOST | FAILED | SPARE | REPLACED
+    state: str  # LOST | FAILED | SPARE | REPLACED | SHRUNK (elastic components shrank off it) | GROWN (they grew back)
     since: float  # wall-clock time of the loss or takeover
     detail: str
     job: str
@@ -83,15 +83,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         while True:
             nodes, rows = collect_all()
+            elastic = sizes()
             if args.watch and args.format == "table" and sys.stdout.isatty():
                 print("\033[H\033[2J", end="")  # clear the terminal between refreshes
             if args.format == "json":
-                shown_nodes, workers = [asdict(n) for n in nodes], [asdict(r) for r in rows]
+                tables = {"nodes": nodes, "workers": rows, "elastic": elastic}
+                shown_tables = {k: [asdict(x) for x in v] for k, v in tables.items()}
                 cluster = {"address": access.address, "requires_token": access.requires_token}
-                print(json.dumps({"nodes": shown_nodes, "workers": workers, "cluster": cluster}, indent=2))
+                print(json.dumps({**shown_tables, "cluster": cluster}, indent=2))
             else:
                 print(f"cluster {access.address} {access.describe()}\n")
-                print(render(rows, nodes))
+                print(render(rows, nodes, elastic))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):
                 break
@@ -141,9 +143,10 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     hosting |= {n.node_id for r in records for n in r.nodes.values() if n.node_id}
     down = _down_nodes(raw_nodes, hosting)
     gpus = _probe_gpus({a["ActorID"] for a in actors if a["State"] == _RUNNING and _node_id(a) not in down})
+    ranks = _current_ranks(records)
     rows = []
     for a in actors:
-        component, rank = _parse(a["Name"])
+        component, rank = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])  # type: ignore[misc]
         running = a["State"] == _RUNNING and _node_id(a) not in down
         planned = _planned_node(records, a["JobID"], a["Name"])
         if running or a["State"] == _RUNNING:
@@ -166,6 +169,42 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     rows += _driver_rows(records, names)
     workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
     return _node_rows(records, down, names), workers
+
+
+def _current_ranks(records: list[JobRecord]) -> dict[tuple[str, str], tuple[str, int]]:
+    """(Ray job id, actor name) -> (component, rank now): a worker renumbered by a resize kept its name."""
+    out: dict[tuple[str, str], tuple[str, int]] = {}
+    for r in sorted(records, key=lambda r: r.written_at):  # the newest rlplace job of a driver wins
+        out.update({(r.ray_job_id, name): where for name, where in r.worker_ranks().items()})
+    return out
+
+
+@dataclass(frozen=True)
+class SizeRow:
+    """An elastic component of a live job: its size now and the range it may take."""
+
+    component: str
+    workers: int
+    min: int
+    max: int
+    start: int  # what growing back after a lost node aims for
+    job: str
+
+
+def sizes(records: list[JobRecord] | None = None) -> list[SizeRow]:
+    """The elastic components of every live job (`cluster.elastic`), with their sizes now."""
+    if records is None:
+        from rlplace.ray import _compat
+        from rlplace.ray.records import read_all
+
+        live_jobs = _compat.live_ray_jobs()
+        records = [r for r in read_all() if r.ray_job_id in live_jobs]
+    return [
+        SizeRow(name, c.world_size, *c.elastic, r.ray_job_id)
+        for r in records
+        for name, c in r.components.items()
+        if c.elastic
+    ]
 
 
 def _driver_rows(records: list[JobRecord], names: dict[str, str]) -> list[WorkerRow]:
@@ -234,6 +273,8 @@ def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, 
                 state = "SPARE" if e.kind == "spare" else "REPLACED"
                 detail = f"{e.detail}, {e.seconds:.1f} s after the loss was declared"
                 rows.append(NodeRow(f"node {rank}", state, e.at, detail, r.ray_job_id))
+            elif e.kind in ("shrunk", "grown"):
+                rows.append(NodeRow(f"node {rank}", e.kind.upper(), e.at, e.detail, r.ray_job_id))
     known = {row.node for row in rows}
     for node_id, why in down.items():
         name = names.get(node_id, node_id[:8])
@@ -255,15 +296,22 @@ def _planned_names(records: list[JobRecord]) -> dict[str, set[str]]:
     for r in records:
         names = planned.setdefault(r.ray_job_id, set())
         names.update(
-            f"rlplace:{c}:{i}" for c, comp in r.components.items() if not comp.in_driver for i in range(comp.world_size)
+            comp.name(c, i) for c, comp in r.components.items() if not comp.in_driver for i in range(comp.world_size)
         )
     return planned
 
 
-def render(rows: list[WorkerRow], nodes: list[NodeRow] = ()) -> str:
+def render(rows: list[WorkerRow], nodes: list[NodeRow] = (), elastic: list[SizeRow] = ()) -> str:
     if not rows and not nodes:
         return "no rlplace workers on this cluster (no live job has launched any)"
     parts = []
+    if elastic:
+        parts.append(
+            _table(
+                ("ELASTIC", "WORKERS", "RANGE", "AIM"),
+                [(e.component, str(e.workers), f"{e.min}-{e.max}", str(e.start)) for e in elastic],
+            )
+        )
     if nodes:
         now = time.time()
         parts.append(
@@ -291,11 +339,12 @@ def _ago(seconds: float) -> str:
 
 
 def _parse(name: str) -> tuple[str, int] | None:
-    """`rlplace:train:3` -> ("train", 3); anything else is not a worker of ours."""
+    """`rlplace:train:3` -> ("train", 3) (also `rlplace:train:3.1`, a name a resize gave: the rank it was started
+    with); anything else is not a worker of ours."""
     parts = name.split(":")
-    if len(parts) != 3 or not parts[2].isdigit():
+    if len(parts) != 3 or not parts[2].split(".")[0].isdigit() or not parts[2].replace(".", "", 1).isdigit():
         return None
-    return parts[1], int(parts[2])
+    return parts[1], int(parts[2].split(".")[0])
 
 
 def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, str]:

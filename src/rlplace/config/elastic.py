@@ -21,7 +21,7 @@ from rlplace.config.fields import INVALID, written
 from rlplace.config.pools import gpus_for
 from rlplace.config.problems import Path, Reporter, did_you_mean, format_path
 from rlplace.config.ranges import format_ranks
-from rlplace.errors import Problem
+from rlplace.errors import ConfigError, Problem
 from rlplace.model import NODE_GROUP, ComponentSpec, ElasticRange, JobSpec
 
 
@@ -52,6 +52,24 @@ def apply(spec: JobSpec, cluster: Mapping[str, object], base: Path, rep: Reporte
         if _check(spec, rng, path, rep):
             ranges.append(rng)
     return dataclasses.replace(spec, elastic=tuple(ranges)) if ranges else spec
+
+
+def resizable(spec: JobSpec) -> list[str]:
+    """The config's components that can change size on their own (those `cluster.elastic` may list)."""
+    return [name for name in _component_names(spec) if _cannot_resize(spec, name) is None]
+
+
+def extend(spec: JobSpec, entries: Mapping[str, Mapping[str, int]], origin: str) -> JobSpec:
+    """`spec` with more ranges, checked as `cluster.elastic` is (ConfigError naming `origin` otherwise); a
+    component the config already lists keeps its own range. For tools that make components elastic
+    (`rlplace demo --elastic`)."""
+    rep = Reporter(origin)
+    written = {r.component for r in spec.elastic}
+    added = apply(spec, {"elastic": {k: dict(v) for k, v in entries.items() if k not in written}}, ("cluster",), rep)
+    if rep.problems:
+        raise ConfigError(rep.problems)
+    new = added.elastic if added is not spec else ()
+    return dataclasses.replace(spec, elastic=(*spec.elastic, *new))
 
 
 def start_problem(rng: ElasticRange, start: int, origin: str) -> Problem | None:

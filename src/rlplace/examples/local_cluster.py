@@ -7,7 +7,8 @@ as on a real cluster. Everything started here is stopped on exit, also after an 
 
 Hot spares (`spares=`) join as `rlplace start --spare` would: no rank, the `rlplace/spare` label. A node
 can be lost abruptly (`lose_node`: its raylet and workers are killed, as when a machine goes), to watch a
-job move its workers to a spare. Ray's health checks run every second here, three misses declaring a node
+job move its workers to a spare, and started again later (`add_node`), to watch elastic components grow
+back. Ray's health checks run every second here, three misses declaring a node
 dead, so a loss is noticed in a few seconds rather than Ray's default of about 15 to 30.
 """
 
@@ -54,6 +55,15 @@ class SimulatedCluster:
 
         _compat.quiet_raylet_deaths()  # the job's events report the loss instead of the raylet's log
         self.cluster.remove_node(self.nodes.pop(rank), allow_graceful=False)
+        return time.time()
+
+    def add_node(self, rank: int) -> float:
+        """Start node `rank` again (a replacement: same shape and rank label, as `rlplace start --node-rank`
+        would); returns when it joined (time.time())."""
+        if rank in self.nodes or not 0 < rank < len(self.inventory):
+            raise PlacementError(f"node {rank} cannot be added: it is running, or not a node of {self.inventory}")
+        self.nodes[rank] = self.cluster.add_node(**_node_args(self.inventory.node(rank)))
+        self.cluster.wait_for_nodes()
         return time.time()
 
 

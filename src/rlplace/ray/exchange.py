@@ -20,9 +20,12 @@ from rlplace.ray.ports import free_ports, port_range
 from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV
 
 
-def prefix(instance: str, component: str) -> str:
-    """The KV prefix of one job's (`instance`) exchange for `component` ("": every component's)."""
-    return f"rdzv/{instance}/{component}{'/' if component else ''}"
+def prefix(instance: str, component: str, generation: int = 0) -> str:
+    """The KV prefix of one job's (`instance`) exchange for `component` ("": every component's), at the
+    component's `generation` (how many times it changed size: each size meets apart)."""
+    if not component:
+        return f"rdzv/{instance}/"
+    return f"rdzv/{instance}/{component}/{generation}/"
 
 
 def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
@@ -43,7 +46,7 @@ def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
             mine["port"] = before["port"]
         else:
             low, high = port_range()
-            first = low + (hash((placement["instance"], placement["component"])) % (high - low + 1))
+            first = low + (hash((placement["instance"], where)) % (high - low + 1))  # each size its own port
             mine["port"] = free_ports(1, (), low, high, first=first)[0]
     _compat.kv_put(where + str(rank), json.dumps(mine))
     entries = _wait_for_peers(where, world, timeout_s, placement)

@@ -4,7 +4,8 @@ No Ray call in here: the node watcher (`rlplace.ray.watcher`) reads the GCS node
 records to these functions. A candidate passes through filters that each return why it is refused (None: it
 may take over): a replacement must carry the lost rank's label and serve no other rank; a rank holding
 attached hardware (robots) takes no spare; a spare must match the lost node's GPU count and model, have the
-CPUs the rank reserved, and have them free. Replacements come first, then spares in IP order.
+CPUs the rank reserved, and have them free. Replacements come first, then spares in IP order. After an elastic
+shrink the same rules say which joining nodes may serve the ranks that are gone (`joiners`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlplace.errors import NodeLostError
-from rlplace.inventory import Node
+from rlplace.inventory import Inventory, Node
 from rlplace.ray import diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.ray.nodes import node_of, spare_nodes
-from rlplace.ray.state import NodeEvent
+from rlplace.ray.state import NodeEvent, ResizeEvent
 
 _MOVABLE = ("CPU", "GPU")
 
@@ -35,6 +36,7 @@ class Loss:
     at: float  # wall clock of the same moment
     deadline: float  # monotonic end of the replacement window
     refusals: dict[str, str] = field(default_factory=dict)  # spare or replacement node id -> why not taken
+    shrink_refusal: str | None = None  # why its components could not shrink instead (tried once)
 
 
 def hardware_of(demand: Mapping[str, float], node: Node) -> list[str]:
@@ -90,6 +92,46 @@ def candidates(
     return out
 
 
+def joiners(
+    down: Iterable[int], live: Inventory, alive: Iterable[Mapping[str, Any]], *, serving: set[str]
+) -> dict[int, tuple[str, Node]]:
+    """Nodes that may serve the job after an elastic shrink: rank -> ("replacement" | "spare" | "new node", node).
+    For each rank in `down` (gone, its components shrank), a node started again with its rank label, else a spare
+    with the lost node's GPU count and model; then nodes labelled with the next ranks (`len(live)`, ...), which
+    join the job's inventory as new capacity. `alive` are live `ray.nodes()` records, `serving` the ids of nodes
+    serving one of the job's ranks."""
+    free = [n for n in alive if n["NodeID"] not in serving]
+    taken: set[str] = set()
+    out: dict[int, tuple[str, Node]] = {}
+
+    def labelled(rank: int) -> Mapping[str, Any] | None:
+        want = str(rank)
+        return next((n for n in free if (n.get("Labels") or {}).get(NODE_RANK_LABEL) == want), None)
+
+    for rank in sorted(down):
+        replacement = labelled(rank)
+        if replacement is not None:
+            out[rank] = ("replacement", node_of(replacement, rank))
+            taken.add(replacement["NodeID"])
+            continue
+        lost = live.node(rank)
+        for spare in spare_nodes(free):
+            if str(spare.node_id) not in taken and spare_refusal(lost, {}, spare, None) is None:
+                out[rank] = ("spare", dataclasses.replace(spare, rank=rank))
+                taken.add(str(spare.node_id))
+                break
+    rank = len(live)
+    while (more := labelled(rank)) is not None:
+        out[rank] = ("new node", node_of(more, rank))
+        rank += 1
+    return out
+
+
+def size_changes(events: Iterable[ResizeEvent]) -> str:
+    """'train 2 -> 1, buffer 2 -> 1' for the components of a resize step."""
+    return ", ".join(f"{e.component} {e.old_size} -> {e.new_size}" for e in events)
+
+
 def lost_error(rank: int, loss: Loss, demand: Mapping[str, float], replace_within_s: float) -> NodeLostError:
     """The NodeLostError of a rank no node took over within the window: what the job waited for, and why the
     nodes that showed up were not taken."""
@@ -114,6 +156,8 @@ def _waited_for(rank: int, loss: Loss, demand: Mapping[str, float], replace_with
         )
     else:
         what = f"a hot spare with {gpus(loss.node)} or a replacement node with rank {rank} for {window}"
+    if loss.shrink_refusal:
+        what += f" (its components could not shrink instead: {loss.shrink_refusal})"
     if replace_within_s == 0:
         return what
     if loss.refusals:
@@ -136,6 +180,10 @@ def health_notes(events: Iterable[NodeEvent]) -> dict[int, tuple[str, str]]:
             out[e.node_rank] = ("spare", f"on spare {e.address}")
         elif e.kind == "replacement":
             out[e.node_rank] = ("replaced", f"replaced: {e.address}")
+        elif e.kind == "shrunk":
+            out[e.node_rank] = ("lost", "lost; elastic components shrank")
+        elif e.kind == "grown":
+            out[e.node_rank] = ("replaced", f"joined: {e.address}; components grew back")
     return out
 
 

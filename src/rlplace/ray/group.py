@@ -5,14 +5,17 @@ traceback), so a job stops with a message a user can act on. A worker whose node
 calls on it wait (at most until the job's replacement window ends) while the job moves it to a spare or a
 replacement node (`rlplace.ray.watcher`), and are then re-run on the new worker, or raise NodeLostError.
 To re-run a call the group remembers what it sent (method and arguments) until the result is fetched
-through `get()`.
+through `get()`. When the job shrinks an elastic component instead (no spare, docs/guide.md "Elastic
+components"), the calls on the removed workers raise RanksRemovedError carrying the other calls' results.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,7 +23,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError
 
-from rlplace.errors import NodeLostError, PlacementError
+from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
 from rlplace.plan import Worker
 from rlplace.ray import _compat
 from rlplace.ray.worker import WorkerPlacement, placement
@@ -39,11 +42,16 @@ def _own_placement(_instance: object) -> WorkerPlacement:
 
 @dataclass
 class _Call:
-    rank: int
+    """A call made through the group, remembered until its result is fetched with `get()`."""
+
+    name: str  # the worker's actor name: who it is across takeovers and renumbering (a resize)
     method: str
     args: tuple
     kwargs: dict
-    generation: int  # which incarnation of the rank's worker it was sent to (see `replace`)
+    actor: str  # the id of the actor it was sent to (a worker relaunched after a node loss is another actor)
+    node_rank: int | None
+    removed: bool = False  # a shrink took the worker out of the group before the call was fetched
+    sent: bool = True  # False: the worker was removed while the call waited to be sent: it never ran
 
 
 class NodeHealth(Protocol):
@@ -63,11 +71,21 @@ class _NodeDown(Exception):
     """The node of the worker being waited on was declared lost while waiting."""
 
 
+class _Removed(Exception):
+    """The worker a call went to was removed by a shrink before the call finished."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
 class WorkerGroup:
     """All workers of one component; `actors[i]` and `workers[i]` are rank i.
 
     `health` is the job's node watcher (None: calls on a lost node fail like any dead worker);
-    `relaunch` starts one worker again (the job passes it; used when a node is lost).
+    `relaunch` starts one worker from its plan row (the job passes it; used when a node is lost and when an
+    elastic component grows). An elastic component's group changes its members when the component is resized
+    (`reshape`): calls are made to workers by name, so a call in flight keeps its worker through renumbering.
     """
 
     def __init__(
@@ -85,7 +103,13 @@ class WorkerGroup:
         self.relaunch = relaunch
         self._health = health
         self._calls: OrderedDict[bytes, _Call] = OrderedDict()
-        self._generation = [0] * len(self.actors)
+        self._rank_of = {w.name: i for i, w in enumerate(self.workers)}
+        self._init_lock()
+
+    def _init_lock(self) -> None:
+        self._open = threading.Condition(threading.RLock())  # guards the members; notified when a pause ends
+        self._paused = 0  # resizes under way (they change the members)
+        self._senders = 0  # threads sending calls (a resize waits until they are done)
 
     def __len__(self) -> int:
         return len(self.actors)
@@ -104,12 +128,50 @@ class WorkerGroup:
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
-        return {**self.__dict__, "_health": None, "relaunch": None, "_calls": OrderedDict()}
+        state = {**self.__dict__, "_health": None, "relaunch": None, "_calls": OrderedDict()}
+        del state["_open"], state["_paused"], state["_senders"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_lock()
 
     def replace(self, rank: int, actor: ActorHandle) -> None:
         """Worker `rank` runs as `actor` from now on (it was relaunched after its node was lost)."""
-        self.actors[rank] = actor
-        self._generation[rank] += 1
+        with self._open:
+            self.actors[rank] = actor
+
+    def reshape(self, workers: Sequence[Worker], actors: Sequence[ActorHandle], removed: Sequence[str]) -> None:
+        """The component was resized: these are its workers and actors now, in rank order; the calls still
+        remembered for the `removed` workers raise RanksRemovedError from `get()` unless they finished."""
+        gone = set(removed)
+        with self._open:
+            self.workers = tuple(workers)
+            self.actors = list(actors)
+            self._rank_of = {w.name: i for i, w in enumerate(self.workers)}
+            for call in self._calls.values():
+                if call.name in gone:
+                    call.removed = True
+
+    def pairs(self) -> list[tuple[Worker, ActorHandle]]:
+        """(plan row, actor) of every worker, in rank order, as one consistent snapshot."""
+        with self._open:
+            return list(zip(self.workers, self.actors, strict=True))
+
+    @contextmanager
+    def pause(self) -> Iterator[None]:
+        """Calls made meanwhile wait until the block ends (a resize changes the members in it); calls being sent
+        when it starts are sent first."""
+        with self._open:
+            self._paused += 1
+            while self._senders:
+                self._open.wait()
+        try:
+            yield
+        finally:
+            with self._open:
+                self._paused -= 1
+                self._open.notify_all()
 
     def __repr__(self) -> str:
         return f"WorkerGroup({self.component!r}, {len(self)} workers)"
@@ -118,14 +180,15 @@ class WorkerGroup:
         """Start `method` on every worker (list of refs, rank order) or on worker `rank` (one ref).
 
         A worker whose node is lost gets its call once a spare or replacement took over (this waits, at
-        most until the replacement window ends); workers on healthy nodes get theirs first.
+        most until the replacement window ends); workers on healthy nodes get theirs first. A call made while
+        the component is being resized waits for the resize and goes to the workers there are then.
         """
         if rank is not None:
-            self._actor(rank)
-            return self._submit(rank, method, args, kwargs)
-        order = sorted(range(len(self)), key=lambda r: self._state(r) != "ok")
-        refs = {r: self._submit(r, method, args, kwargs) for r in order}
-        return [refs[r] for r in range(len(self))]
+            worker = self._actor_row(rank)
+            self._usable(worker.node_rank, None)
+            with self._sending():
+                return self._submit(worker, method, args, kwargs)
+        return self._fan_out(method, lambda _: (args, kwargs))
 
     def call(
         self, method: str, *args: Any, rank: int | None = None, timeout_s: float | None = None, **kwargs: Any
@@ -140,44 +203,108 @@ class WorkerGroup:
         self, method: str, *args: Sequence[Any], timeout_s: float | None = None, **kwargs: Sequence[Any]
     ) -> list:
         """Rank i gets item i of every argument (each a sequence with one item per worker)."""
+        members = self._members()  # checked again where the calls are sent (a resize may come in between)
         for name, value in [*((f"argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]:
-            if len(value) != len(self):
-                raise ValueError(f"{name} has {len(value)} shards for {len(self)} {self.component} workers")
-        order = sorted(range(len(self)), key=lambda r: self._state(r) != "ok")
-        refs = {
-            i: self._submit(i, method, tuple(a[i] for a in args), {k: v[i] for k, v in kwargs.items()}) for i in order
-        }
-        return self.get([refs[i] for i in range(len(self))], method, timeout_s)
+            if len(value) != len(members):
+                raise ValueError(f"{name} has {len(value)} shards for {len(members)} {self.component} workers")
+        refs = self._fan_out(method, lambda i: (tuple(a[i] for a in args), {k: v[i] for k, v in kwargs.items()}))
+        return self.get(refs, method, timeout_s)
 
     def get(self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()) -> list:
         """`ray.get` of one ref per rank (`ranks`, default all in order); a dead or silent worker becomes a
         PlacementError that names it. Refs are awaited one by one so the failing rank is known. A call whose
-        worker's node was lost is re-run on the worker that took over (or raises NodeLostError)."""
+        worker's node was lost is re-run on the worker that took over (or raises NodeLostError); calls whose
+        workers a shrink removed raise RanksRemovedError, with the other calls' results, once those are in."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        return [
-            self._get_one(rank, ref, method, timeout_s, deadline)
-            for rank, ref in zip(ranks or range(len(refs)), refs, strict=True)
-        ]
+        results, removed = [], []
+        for rank, ref in zip(ranks or range(len(refs)), refs, strict=True):
+            try:
+                results.append(self._get_one(rank, ref, method, timeout_s, deadline))
+            except _Removed as gone:
+                removed.append(gone.name)
+        if removed:
+            raise RanksRemovedError(
+                f"{self.component}: {', '.join(removed)} left the component before {method}() finished there (its "
+                f"node was lost and the component shrank to {len(self)} worker(s)); the other {len(results)} "
+                "call(s) finished: their results are on this error's `results`. Redo the step at the new size",
+                component=self.component,
+                removed=tuple(removed),
+                results=results,
+            )
+        return results
 
-    # -- one call, through node losses ----------------------------------------------------------------------
+    # -- one call, through node losses and resizes ------------------------------------------------------------
 
-    def _submit(self, rank: int, method: str, args: tuple, kwargs: dict) -> Any:
-        self._usable(rank, None)
-        ref = getattr(self.actors[rank], method).remote(*args, **kwargs)
-        self._calls[ref.binary()] = _Call(rank, method, args, kwargs, self._generation[rank])
-        while len(self._calls) > _REMEMBERED:
-            self._calls.popitem(last=False)
+    def _members(self) -> tuple[Worker, ...]:
+        """The workers now (after any resize in progress)."""
+        with self._open:
+            while self._paused:
+                self._open.wait()
+            return self.workers
+
+    @contextmanager
+    def _sending(self) -> Iterator[tuple[Worker, ...]]:
+        """While calls are being sent (never waiting on anything but the sending): no resize changes the
+        members, and one that is under way first ends. Yields the members."""
+        with self._open:
+            while self._paused:
+                self._open.wait()
+            self._senders += 1
+            members = self.workers
+        try:
+            yield members
+        finally:
+            with self._open:
+                self._senders -= 1
+                self._open.notify_all()
+
+    def _fan_out(self, method: str, arguments: Callable[[int], tuple[tuple, dict]]) -> list:
+        """One call per worker (`arguments(i)` for rank i), all sent to the same members: those on healthy
+        nodes at once, the others once their node is usable again."""
+        with self._sending() as members:
+            refs = {
+                i: self._submit(w, method, *arguments(i))
+                for i, w in enumerate(members)
+                if self._node_state(w.node_rank) == "ok"
+            }
+        for i, w in enumerate(members):
+            if i not in refs:
+                self._usable(w.node_rank, None)
+                with self._sending():
+                    refs[i] = self._submit(w, method, *arguments(i))
+        return [refs[i] for i in range(len(members))]
+
+    def _submit(self, worker: Worker, method: str, args: tuple, kwargs: dict) -> Any:
+        """Send one call to `worker` (by name: its rank may have changed). Inside `_sending` only."""
+        with self._open:
+            rank = self._rank_of.get(worker.name)
+            actor = None if rank is None else self.actors[rank]
+        if actor is None:  # removed by a shrink while the call waited for its node: it never runs
+            ref = ray.put(None)
+            call = _Call(worker.name, method, args, kwargs, "", worker.node_rank, removed=True, sent=False)
+        else:
+            ref = getattr(actor, method).remote(*args, **kwargs)
+            call = _Call(worker.name, method, args, kwargs, _compat.actor_id(actor), worker.node_rank)
+        with self._open:
+            self._calls[ref.binary()] = call
+            while len(self._calls) > _REMEMBERED:
+                self._calls.popitem(last=False)
         return ref
 
     def _get_one(self, rank: int, ref: Any, method: str, timeout_s: float | None, deadline: float | None) -> Any:
-        worker = self.workers[rank]
+        call = self._calls.get(ref.binary())
+        worker = self._worker_of(call, rank)
         while True:
+            if call is not None and not call.sent:
+                self._calls.pop(ref.binary(), None)
+                raise _Removed(call.name)
             try:
-                value = self._wait(ref, rank, method, timeout_s, deadline)
+                value = self._wait(ref, worker, method, timeout_s, deadline)
             except _NodeDown:
                 pass
             except (RayActorError, ObjectLostError) as e:
-                if not self._replaced(ref, rank) and not self._node_lost(rank):
+                moved = call is not None and (call.removed or self._replaced(call))
+                if not moved and not self._node_lost(worker.node_rank):
                     self._calls.pop(ref.binary(), None)
                     raise PlacementError(
                         f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
@@ -185,59 +312,71 @@ class WorkerGroup:
             else:
                 self._calls.pop(ref.binary(), None)
                 return value
-            if not self._usable(rank, deadline):
+            if not self._usable(worker.node_rank, deadline):
                 raise PlacementError(
                     f"worker {worker.name} did not finish {method}() within {timeout_s:g} s (its node "
                     f"{worker.node_rank} was lost and no spare or replacement took over yet)"
                 )
-            ref = self._rerun(ref, rank, method)
+            if call is not None and call.removed:
+                self._calls.pop(ref.binary(), None)
+                raise _Removed(call.name)
+            ref = self._rerun(ref, worker, method)
+            call = self._calls.get(ref.binary())
 
-    def _wait(self, ref: Any, rank: int, method: str, timeout_s: float | None, deadline: float | None) -> Any:
+    def _worker_of(self, call: _Call | None, rank: int) -> Worker:
+        """The worker a call went to: by name (its rank may have changed since), else the one at `rank`."""
+        with self._open:
+            at = self._rank_of.get(call.name) if call is not None else rank
+            if at is not None and 0 <= at < len(self.workers):
+                return self.workers[at]
+        assert call is not None, f"{self.component} has ranks 0-{len(self.workers) - 1}, not {rank}"
+        return Worker(self.component, rank, 0, call.node_rank, (), 0.0, 0.0, None, actor_name=call.name)
+
+    def _wait(self, ref: Any, worker: Worker, method: str, timeout_s: float | None, deadline: float | None) -> Any:
         """`ray.get(ref)` in slices, so a loss of the worker's node is noticed while waiting."""
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 return ray.get(ref, timeout=_SLICE_S if left is None else min(_SLICE_S, left))
             except GetTimeoutError as e:
-                if self._state(rank) != "ok":
+                if self._node_state(worker.node_rank) != "ok":
                     raise _NodeDown from e
                 if left is not None and left <= _SLICE_S:
                     raise PlacementError(
-                        f"worker {self.workers[rank].name} did not finish {method}() within {timeout_s:g} s"
+                        f"worker {worker.name} did not finish {method}() within {timeout_s:g} s"
                     ) from e
 
-    def _rerun(self, ref: Any, rank: int, method: str) -> Any:
-        """The worker of `rank` was replaced: send the call that `ref` stood for to the new worker."""
+    def _rerun(self, ref: Any, worker: Worker, method: str) -> Any:
+        """The worker was replaced: send the call that `ref` stood for to the new worker."""
         call = self._calls.pop(ref.binary(), None)
         if call is None:
-            worker = self.workers[rank]
             raise NodeLostError(
                 f"worker {worker.name} was moved off lost node {worker.node_rank}, but its call {method}() was not "
                 "made through this WorkerGroup, so it cannot be re-run: call it again",
                 node_rank=worker.node_rank if worker.node_rank is not None else -1,
                 workers=(worker.name,),
             )
-        return self._submit(call.rank, call.method, call.args, call.kwargs)
+        self._usable(worker.node_rank, None)
+        with self._sending():
+            return self._submit(worker, call.method, call.args, call.kwargs)
 
-    def _state(self, rank: int) -> str:
-        if self._health is None:
-            return "ok"
-        return self._health.health(self.workers[rank].node_rank)
+    def _node_state(self, node_rank: int | None) -> str:
+        return "ok" if self._health is None else self._health.health(node_rank)
 
-    def _replaced(self, ref: Any, rank: int) -> bool:
-        """Was `ref` sent to an earlier incarnation of worker `rank` (since moved off a lost node)?"""
-        call = self._calls.get(ref.binary())
-        return call is not None and call.generation != self._generation[rank]
+    def _replaced(self, call: _Call) -> bool:
+        """Was the call sent to an earlier incarnation of its worker (since moved off a lost node)?"""
+        with self._open:
+            rank = self._rank_of.get(call.name)
+            return rank is not None and _compat.actor_id(self.actors[rank]) != call.actor
 
-    def _node_lost(self, rank: int) -> bool:
-        node_rank = self.workers[rank].node_rank
+    def _node_lost(self, node_rank: int | None) -> bool:
         return self._health is not None and node_rank is not None and self._health.check(node_rank)
 
-    def _usable(self, rank: int, deadline: float | None) -> bool:
-        """Wait while the worker's node is lost; False if `deadline` came first (NodeLostError past the window)."""
-        if self._health is None or self._state(rank) == "ok":
+    def _usable(self, node_rank: int | None, deadline: float | None) -> bool:
+        """Wait while the node is lost; False if `deadline` came first (NodeLostError past the window)."""
+        if self._health is None or self._node_state(node_rank) == "ok":
             return True
-        return self._health.wait_usable(self.workers[rank].node_rank, deadline)
+        return self._health.wait_usable(node_rank, deadline)
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""
@@ -257,6 +396,13 @@ class WorkerGroup:
         ray.kill(actor, no_restart=not restart)
         if not restart and wait_dead([_compat.actor_id(actor)], timeout_s):
             raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
+
+    def _actor_row(self, rank: int) -> Worker:
+        with self._open:
+            while self._paused:
+                self._open.wait()
+            self._actor(rank)
+            return self.workers[rank]
 
     def _actor(self, rank: int) -> ActorHandle:
         if not 0 <= rank < len(self.actors):

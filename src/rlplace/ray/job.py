@@ -7,8 +7,9 @@ and waits until Ray reports them gone, so a test or a retry never trips over lef
 
 The Job is the top of the Ray layer and holds little itself: the job's state (`rlplace.ray.state`: plan,
 rank -> node map, events) and the services that take it (reservation, rendezvous, launcher, node watcher,
-the job record). When a node is lost the watcher decides and the Job's private mover acts on the ranks
-(`_Ranks`: drop a lost node's workers, move them to a spare or replacement).
+the job record). When a node is lost the watcher decides and the Job's mover acts on the ranks
+(`rlplace.ray.ranks.Ranks`: drop a lost node's workers, move them to a spare or replacement, or shrink its
+elastic components, and grow them back); `resize()` changes an elastic component's size through the same mover.
 """
 
 from __future__ import annotations
@@ -35,17 +36,17 @@ from rlplace.ray.failover import health_notes
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.launch import Launcher
 from rlplace.ray.nodes import live_inventory
+from rlplace.ray.ranks import DEATH_WAIT_S, Ranks
 from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
-from rlplace.ray.state import Change, JobState, Master, NodeEvent
+from rlplace.ray.state import JobState, Master, NodeEvent, ResizeEvent
 from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
 
 log = logging.getLogger(__name__)
 
 AUTO_EXPORT = "resource_pool_auto.yaml"
-_DEATH_WAIT_S = 10.0
 #: How long a job waits for a spare or a replacement after Ray declares one of its nodes dead.
 REPLACE_WITHIN_S = 60.0
 
@@ -61,6 +62,7 @@ class Job:
         timeout_s: float = 30.0,
         name: str | None = None,
         replace_within_s: float = REPLACE_WITHIN_S,
+        spec: JobSpec | None = None,
     ):
         context = ray.get_runtime_context()
         self.state = JobState(
@@ -70,13 +72,14 @@ class Job:
             namespace=name or context.namespace,
             timeout_s=timeout_s,
             replace_within_s=replace_within_s,
+            spec=spec,
         )
         self.groups: dict[str, WorkerGroup] = {}  # LocalGroup (a WorkerGroup) for driver-local components
         self._record = RecordWriter(self.state, context.get_job_id(), (os.getpid(), context.get_node_id()))
         self._reservation = Reservation(self.state)
         self._rendezvous = Rendezvous(self.state, self._record)
         self.launcher = Launcher(self.state, self._reservation, self._rendezvous)
-        self._ranks = _Ranks(self.state, self._reservation, self.launcher, self.groups)
+        self._ranks = Ranks(self.state, self._reservation, self._rendezvous, self.launcher, self.groups)
         self._watcher = NodeWatcher(self.state, self._reservation, self._ranks)
         self._closed = False
 
@@ -115,6 +118,11 @@ class Job:
     def events(self) -> list[NodeEvent]:
         """What happened to the job's nodes, in order: `lost`, then `spare` / `replacement`, or `failed`."""
         return self.state.events
+
+    @property
+    def resizes(self) -> list[ResizeEvent]:
+        """Every change of an elastic component's size (`resize`, a lost node's shrink, growing back), in order."""
+        return self.state.resizes
 
     @property
     def placement_groups(self) -> list:
@@ -179,9 +187,9 @@ class Job:
                 log.debug("kill %s: %s", handle, e)
 
     def _wait_dead(self) -> None:
-        ids = wait_dead([_compat.actor_id(h) for h in self.launcher.started], _DEATH_WAIT_S)
+        ids = wait_dead([_compat.actor_id(h) for h in self.launcher.started], DEATH_WAIT_S)
         if ids:
-            log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), _DEATH_WAIT_S)
+            log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), DEATH_WAIT_S)
 
     def __enter__(self) -> Job:
         return self
@@ -199,6 +207,27 @@ class Job:
         NodeLostError when none did within `replace_within_s`. For code that saw a call fail inside a worker
         (a worker calling a lost worker) and wants to know whether to retry."""
         self._watcher.wait_all()
+
+    # -- elastic components ------------------------------------------------------------------------
+
+    def resize(self, component: str, n: int, *, timeout_s: float | None = None) -> ResizeEvent:
+        """Change elastic `component` to `n` workers while the job runs; returns what changed.
+
+        Growth places the new workers on free capacity as the component's strategy would (never moving a
+        worker), reserves them as new placement groups (one per node) and starts them through the same launch
+        path as `launch`; a shrink removes the highest ranks, stops them and frees their groups, and renumbers
+        nothing (the survivors keep ranks 0..n-1). Components that follow this one (an env sharing eval's GPUs,
+        buffer shards beside train) change with it (`event.also`). Calls already made on the component finish
+        first; calls made meanwhile wait, and see the new size. Every worker of a changed component, new ones
+        included, then gets its new rank, world size and rendezvous (a fresh MASTER_PORT) and runs its class's
+        `on_resized(event)` if it has one, before any later call. `n` becomes what growing back after a lost
+        node aims for. Growth that does not fit raises PlanError (or PlacementError from Ray, within
+        `timeout_s`, default the job's) naming what is missing on which node, and leaves the job as it was.
+        A component not launched yet launches at its new size.
+        """
+        if self._closed:
+            raise PlacementError(f"job {self.name} is shut down; connect again to resize {component!r}")
+        return self._ranks.resize(component, n, self.timeout_s if timeout_s is None else timeout_s)
 
     # -- launching ---------------------------------------------------------------------------------
 
@@ -234,7 +263,7 @@ class Job:
             return group
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
             self._watcher.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
-        self._check_names_free(workers)
+        self.launcher.check_names(workers)
         self.launcher.check_interpreters(workers)
 
         def start(w: Worker) -> ActorHandle:
@@ -251,16 +280,6 @@ class Job:
         group = WorkerGroup(component, workers, [start(w) for w in workers], health=self._watcher, relaunch=start)
         self.groups[component] = group
         return group
-
-    def _check_names_free(self, workers: tuple[Worker, ...]) -> None:
-        """Two jobs in one namespace would fight over `rlplace:<component>:<rank>`: refuse before starting."""
-        taken = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == self.namespace}
-        clash = [w.name for w in workers if w.name in taken]
-        if clash:
-            raise PlacementError(
-                f"actors {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} already run in Ray namespace "
-                f"{self.namespace!r} (another job?); connect with name=... to give this job its own namespace"
-            )
 
     # -- phases (rlplace.phases) -----------------------------------------------------------------
 
@@ -281,79 +300,6 @@ class Job:
         if wrong:
             raise PlacementError("workers are not where the plan put them:\n  " + "\n  ".join(wrong))
         return placements
-
-
-class _Ranks:
-    """The Job's side of node loss (`rlplace.ray.watcher.Mover`): which workers run on a node rank, dropping
-    them, and moving them to another node. It acts on what the job owns (its groups, the reservation, the
-    launcher) and records where a rank runs in the state."""
-
-    def __init__(self, state: JobState, reservation: Reservation, launcher: Launcher, groups: dict[str, WorkerGroup]):
-        self._state = state
-        self._reservation = reservation
-        self._launcher = launcher
-        self._groups = groups  # the Job's own dict: components launched later are seen too
-
-    def workers_on(self, rank: int) -> tuple[str, ...]:
-        return tuple(w.name for g in self._groups.values() for w in g.workers if w.node_rank == rank)
-
-    def drop_rank(self, rank: int) -> None:
-        ids = []
-        for group in self._groups.values():
-            for i, w in enumerate(group.workers):
-                if w.node_rank == rank:
-                    ids.append(_compat.actor_id(group.actors[i]))
-                    try:
-                        ray.kill(group.actors[i], no_restart=True)
-                    except Exception as e:  # already dead
-                        log.debug("kill %s: %s", w.name, e)
-        self._reservation.release(rank)
-        if wait_dead(ids, _DEATH_WAIT_S):
-            log.warning(
-                "job %s: workers of lost node %d not reported dead after %.0f s", self._state.name, rank, _DEATH_WAIT_S
-            )
-
-    def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
-        self._check_open()
-        self._reservation.reserve_on(rank, node)
-        previous = self._state.live.node(rank)
-        self._state.apply(Change(nodes={rank: node}))
-        self._launcher.node_changed(rank)  # interpreters are probed on the new node
-        relaunched: list[tuple[WorkerGroup, int, ActorHandle]] = []
-        try:
-            for group in list(self._groups.values()):
-                for i, w in enumerate(group.workers):
-                    if w.node_rank == rank and group.relaunch is not None:
-                        self._check_open()
-                        relaunched.append((group, i, group.relaunch(w)))
-            ray.get([_first_call(handle, event) for _, _, handle in relaunched], timeout=self._state.timeout_s)
-            self._check_open()
-        except BaseException as e:
-            for _, _, handle in relaunched:
-                ray.kill(handle, no_restart=True)
-            self._reservation.release(rank)
-            self._state.apply(Change(nodes={rank: previous}))
-            if isinstance(e, PlacementError):
-                raise
-            raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
-        for group, i, handle in relaunched:
-            group.replace(i, handle)
-
-    def _check_open(self) -> None:
-        if self._state.closed:
-            raise PlacementError(f"job {self._state.name} is shut down")
-
-
-def _noop(_instance: object) -> None:
-    return None
-
-
-def _first_call(handle: ActorHandle, event: NodeEvent) -> Any:
-    """The first call a relaunched worker gets: `on_replaced(event)` if its class defines it (to reload a
-    checkpoint), else a no-op that returns once the worker is up."""
-    if hasattr(handle, "on_replaced"):
-        return handle.on_replaced.remote(event)
-    return handle.__ray_call__.remote(_noop)
 
 
 def connect(
@@ -382,7 +328,7 @@ def connect(
     access = auth.connected_access(ray.get_runtime_context().gcs_address)
     auth.warn_if_open(access, [n.address for n in live.nodes], [ray.util.get_node_ip_address()])
     plan = config if spec is None else planner.plan(spec, inventory or live)
-    job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s).start()
+    job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s, spec=spec).start()
     if export_path is not None:
         _export(plan, export_path)
     return job

@@ -50,12 +50,7 @@ def placed_class(cls: type) -> type:
     """`cls` with a constructor that first takes the worker's rlplace payload and installs it."""
 
     def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        if _rlplace.get("exchange"):  # Ray placed the component: its workers agree on the rendezvous first
-            from rlplace.ray.exchange import exchange
-
-            agreed = exchange(_rlplace["placement"], _rlplace["exchange"])
-            _rlplace = {**_rlplace, "env": {**_rlplace["env"], **agreed}}
-        worker_record.install(_rlplace)
+        _install(_rlplace)
         cls.__init__(self, *args, **kwargs)
 
     namespace = {
@@ -65,6 +60,34 @@ def placed_class(cls: type) -> type:
         "__doc__": cls.__doc__,
     }
     return type(cls.__name__, (cls,), namespace)
+
+
+def _install(payload: dict[str, Any]) -> None:
+    """Worker side: agree on the rendezvous first where Ray placed the component, then install the payload."""
+    if payload.get("exchange"):
+        from rlplace.ray.exchange import exchange
+
+        agreed = exchange(payload["placement"], payload["exchange"])
+        payload = {**payload, "env": {**payload["env"], **agreed}}
+    worker_record.install(payload)
+
+
+def answer(_instance: Any, *_: Any) -> None:
+    """A no-op call (through `__ray_call__`): it returns once the worker has run every call sent to it before.
+    Here, in the module every worker imports anyway, so that a first such call costs no import."""
+    return None
+
+
+def apply_resize(instance: Any, payload: dict[str, Any] | None, event: Any) -> None:
+    """Runs in a worker (through `__ray_call__`) whose component changed size, before any later call reaches it:
+    its new rank, world size and rendezvous are installed (`worker_placement()`, RANK, WORLD_SIZE, MASTER_PORT,
+    ...; `payload` None: nothing to install, a new worker or one in the driver), then its class's
+    `on_resized(event)` runs, if the class defines it."""
+    if payload is not None:
+        _install(payload)
+    hook = getattr(instance, "on_resized", None)
+    if callable(hook):
+        hook(event)
 
 
 def actor_options(
@@ -155,6 +178,17 @@ class Launcher:
         if todo:
             check_interpreters([(self._state.live.node(rank), python) for rank, python in todo], self._state.timeout_s)
             self._checked.update(todo)
+
+    def check_names(self, workers: Sequence[Worker]) -> None:
+        """Two jobs in one namespace would fight over `rlplace:<component>:<rank>`: refuse before starting."""
+        listed = ray.util.list_named_actors(all_namespaces=True)
+        taken = {a["name"] for a in listed if a["namespace"] == self._state.namespace}
+        clash = [w.name for w in workers if w.name in taken]
+        if clash:
+            raise PlacementError(
+                f"actors {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} already run in Ray namespace "
+                f"{self._state.namespace!r} (another job?); connect with name=... to give this job its own namespace"
+            )
 
     def node_changed(self, rank: int) -> None:
         """Node `rank` is served by another node now: its interpreters are probed again there."""

@@ -73,10 +73,22 @@ class LocalHandle:
 class LocalGroup(WorkerGroup):
     """All workers of a driver-local component; `instances[i]` is rank i's object (also `actors[i].instance`)."""
 
-    def __init__(self, component: str, workers: Sequence[Worker], instances: Sequence[object], driver: WorkerPlacement):
-        super().__init__(component, workers, [LocalHandle(i) for i in instances])
-        self.instances = list(instances)
+    def __init__(
+        self,
+        component: str,
+        workers: Sequence[Worker],
+        instances: Sequence[object],
+        driver: WorkerPlacement,
+        make: Callable[[], object] | None = None,
+    ):
+        relaunch = None if make is None else (lambda _worker: LocalHandle(make()))
+        super().__init__(component, workers, [LocalHandle(i) for i in instances], relaunch=relaunch)
         self._driver = driver
+
+    @property
+    def instances(self) -> list[object]:
+        """The workers' objects in rank order (an elastic component's change with its size)."""
+        return [a.instance for a in self.actors]
 
     def __repr__(self) -> str:
         return f"LocalGroup({self.component!r}, {len(self)} workers in the driver)"
@@ -126,7 +138,7 @@ def launch_local(
     """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver."""
     plain = _plain_class(cls)
     instances = [plain(*args, **kwargs) for _ in workers]
-    return LocalGroup(component, workers, instances, _driver_placement(live))
+    return LocalGroup(component, workers, instances, _driver_placement(live), lambda: plain(*args, **kwargs))
 
 
 def _plain_class(cls: type | ActorClass) -> type:

@@ -1,7 +1,8 @@
 """The one record per running job in Ray's internal key-value store (GCS), written from the job's state.
 
-What it holds: the components' rank -> node map and rendezvous (MASTER_ADDR/MASTER_PORT), the nodes serving
-the job's ranks (spares marked), the ranks that are lost or failed, and the last node events. Who reads it:
+What it holds: the components' rank -> node map and rendezvous (MASTER_ADDR/MASTER_PORT), their actor names
+where a resize renumbered them and their elastic ranges, the nodes serving the job's ranks (spares marked), the
+ranks that are lost or failed, and the last node events. Who reads it:
 `rlplace status` (which job runs which ranks where, and which nodes are in trouble), the master-port
 allocation of other jobs (so two jobs never hand out the same port on one node), and a worker's rendezvous
 error message (which peer, planned on which node, did not arrive). Workers do not need it to start:
@@ -54,6 +55,12 @@ class ComponentRecord:
     master_addr: str | None = None
     master_port: int | None = None
     in_driver: bool = False  # `remote_<component>: false`: plain objects in the job's driver process
+    #: rank -> actor name where it is not `rlplace:<component>:<rank>` (a resize renumbered the worker).
+    names: dict[int, str] = field(default_factory=dict)
+    elastic: tuple[int, int, int] | None = None  # (min, max, start) of an elastic component (`cluster.elastic`)
+
+    def name(self, component: str, rank: int) -> str:
+        return self.names.get(rank) or f"rlplace:{component}:{rank}"
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class JobRecord:
         for name in state.components:
             workers = state.workers(name)
             m = state.master(name)
+            r = state.plan.elastic.get(name)
             components[name] = ComponentRecord(
                 world_size=len(workers),
                 node_ranks=tuple(w.node_rank for w in workers),
@@ -87,6 +95,8 @@ class JobRecord:
                 master_addr=m.address if m else None,
                 master_port=m.port if m else None,
                 in_driver=bool(workers) and all(w.in_driver for w in workers),
+                names={w.rank: w.actor_name for w in workers if w.actor_name},
+                elastic=(r.min, r.max, r.start) if r else None,
             )
         troubles = state.troubles()
         return cls(
@@ -112,8 +122,12 @@ class JobRecord:
         return c.node_ranks[rank] if c and 0 <= rank < len(c.node_ranks) else None
 
     def worker_nodes(self) -> dict[str, int | None]:
-        """Actor name (`rlplace:<component>:<rank>`) -> the node rank the plan gives it."""
-        return {f"rlplace:{c}:{r}": n for c, comp in self.components.items() for r, n in enumerate(comp.node_ranks)}
+        """Actor name (`rlplace:<component>:<rank>`, or the name a renumbered worker kept) -> its node rank."""
+        return {comp.name(c, r): n for c, comp in self.components.items() for r, n in enumerate(comp.node_ranks)}
+
+    def worker_ranks(self) -> dict[str, tuple[str, int]]:
+        """Actor name -> (component, its rank now)."""
+        return {comp.name(c, r): (c, r) for c, comp in self.components.items() for r in range(comp.world_size)}
 
     def ports_by_address(self) -> dict[str, set[int]]:
         """address -> the master ports this job holds there."""
@@ -132,7 +146,16 @@ class JobRecord:
             "written_at": self.written_at,
             "nodes": {str(k): [v.node_id, v.address, v.spare] for k, v in self.nodes.items()},
             "components": {
-                name: [c.world_size, list(c.node_ranks), c.master_node_rank, c.master_addr, c.master_port, c.in_driver]
+                name: [
+                    c.world_size,
+                    list(c.node_ranks),
+                    c.master_node_rank,
+                    c.master_addr,
+                    c.master_port,
+                    c.in_driver,
+                    {str(r): n for r, n in c.names.items()},
+                    list(c.elastic) if c.elastic else None,
+                ]
                 for name, c in self.components.items()
             },
             "lost": {str(k): list(v) for k, v in self.lost.items()},
@@ -152,16 +175,21 @@ class JobRecord:
             ray_job_id=d["ray_job_id"],
             written_at=d["written_at"],
             nodes={int(k): NodeRecord(*v) for k, v in d["nodes"].items()},
-            components={
-                name: ComponentRecord(size, tuple(ranks), *rest)
-                for name, (size, ranks, *rest) in d["components"].items()
-            },
+            components={name: _component(entry) for name, entry in d["components"].items()},
             lost={int(k): (since, until) for k, (since, until) in d.get("lost", {}).items()},
             failed=tuple(d.get("failed", ())),
             events=tuple(NodeEvent.from_dict(e) for e in d.get("events", ())),
             driver_pid=d.get("driver", [0, ""])[0],
             driver_node_id=d.get("driver", [0, ""])[1],
         )
+
+
+def _component(entry: list) -> ComponentRecord:
+    size, ranks, *rest = entry
+    fields = rest[:4]
+    names = {int(r): n for r, n in (rest[4] if len(rest) > 4 else {}).items()}
+    elastic = tuple(rest[5]) if len(rest) > 5 and rest[5] else None
+    return ComponentRecord(size, tuple(ranks), *fields, names=names, elastic=elastic)  # type: ignore[arg-type]
 
 
 class RecordWriter:

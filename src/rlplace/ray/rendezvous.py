@@ -33,6 +33,7 @@ Components Ray places itself (strategy `default`: no node in the plan) agree on 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,6 +89,10 @@ class Rendezvous:
         #: gives the component other workers.
         self._layouts: dict[str, tuple[tuple[Worker, ...], _Layout | None]] = {}
         self._warned: set[tuple[str | None, str]] = set()
+        #: component -> how many times it changed size: the workers of each size meet apart (`renew`).
+        self._generation: dict[str, int] = {}
+        #: workers a resize is starting whose component Ray places: they meet the others in `on_resized`'s call
+        self._joining: set[str] = set()
 
     # -- what each worker receives ----------------------------------------------------------------
 
@@ -121,8 +126,9 @@ class Rendezvous:
         env = {**visibility_env(worker, node), **(self.env(worker) or {})}
         self._warn_overrides(worker, env)
         meet = None
-        if self._layout(worker.component) is None:
-            meet = {"prefix": exchange.prefix(state.instance, worker.component), "timeout_s": rendezvous_timeout_s()}
+        if self._layout(worker.component) is None and worker.name not in self._joining:
+            where = exchange.prefix(state.instance, worker.component, self._generation.get(worker.component, 0))
+            meet = {"prefix": where, "timeout_s": rendezvous_timeout_s()}
         return {"placement": placement, "env": env, "exchange": meet}
 
     def env(self, worker: Worker) -> dict[str, str] | None:
@@ -148,6 +154,33 @@ class Rendezvous:
     def master(self, component: str) -> Master | None:
         self._ensure_masters()
         return self._state.master(component)
+
+    def renew(self, components: list[str], joining: Iterable[str] = ()) -> None:
+        """`components` changed size: their ranks meet again, never on the port of the last rendezvous, whose
+        store may still be open. Pinned ones get fresh master ports (those without a master yet get one at
+        launch); those Ray placed meet at a new exchange, whose rank 0 chooses a new port, all of them in the
+        same call: the new workers (`joining`) start without it, until `joined()`."""
+        state = self._state
+        self._joining = set(joining)
+        for name in components:
+            self._generation[name] = self._generation.get(name, 0) + 1
+        todo = {}
+        for name in components:
+            if name in state.masters() and self._layout(name) is not None:
+                node = state.node(state.worker(name, 0).node_rank)
+                if node is None or not node.address:
+                    raise PlacementError(f"{state.worker(name, 0).name}: node has no address; is it alive?")
+                todo[name] = node
+        if todo:
+            taken = _ports_of(records.read_all(live_only=True), skip=state.instance)
+            for name in todo:  # the old port stays out of the draw
+                old = state.masters()[name]
+                taken.setdefault(old.address, set()).add(old.port)
+            state.apply(Change(masters=self._allocate(todo, taken)))
+
+    def joined(self) -> None:
+        """The new workers of a resize are started: from now on their payloads carry the whole rendezvous."""
+        self._joining = set()
 
     def forget(self) -> None:
         """At shutdown: delete what unpinned components exchanged."""

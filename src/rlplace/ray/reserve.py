@@ -10,12 +10,18 @@ group is placed, then are removed, so the plan's GPU indices come true. Workers 
 Waiting polls `placement_group_table` (no `pg.ready()` task, no dashboard) until a deadline: a group Ray
 marks INFEASIBLE fails at once, one still waiting for busy resources fails at the deadline, each with
 an explanation from `rlplace.ray.diagnose`.
+
+Ray cannot grow or shrink a placement group, so an elastic component's growth reserves its new bundles as one
+new group per node and resize step (`Bundle.reservation`: 0 for the plan's own groups, k for the k-th step), and
+a shrink removes a group once none of its bundles holds a worker (`reserve_step`, `release_bundles`). A node's
+groups are its units: a spare taking the node's rank over reserves every unit of it there.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import ray
@@ -40,8 +46,12 @@ _POLL_MIN_S, _POLL_MAX_S = 0.005, 0.1
 
 @dataclass
 class _NodeReservation:
+    """One placement group: the bundles of one node and one reservation step."""
+
     node: Node  # the live node
     bundles: list[Bundle]  # plan bundles in placement-group bundle order
+    step: int = 0  # Bundle.reservation of its bundles
+    held: frozenset[int] = frozenset()  # GPUs of the node that the job's other groups there hold
     pg: PlacementGroup | None = None
     filler: PlacementGroup | None = None
 
@@ -60,16 +70,16 @@ class _NodeReservation:
 
 
 class Reservation:
-    """The placement groups of one job: created by `reserve()`, always released by `remove()`. Reads the plan,
-    the rank -> node map, the timeout and the name from the job's state; its warnings go there too."""
+    """The placement groups of one job: created by `reserve()` (and `reserve_step()` for a resize), always released
+    by `remove()`. Reads the plan, the rank -> node map, the timeout and the name from the job's state; its warnings
+    go there too."""
 
     def __init__(self, state: JobState):
         self._state = state
-        self.plan = state.plan
         self.timeout_s = state.timeout_s
         self.name = state.name
         self.warnings = state.warnings
-        self._by_rank: dict[int, _NodeReservation] = {}
+        self._units: dict[tuple[int, int], _NodeReservation] = {}  # (node rank, reservation step) -> its group
         self._slot: dict[int, tuple[PlacementGroup, int]] = {}  # plan bundle -> (group, index in it)
         self._created: list[PlacementGroup] = []
         self._by_label = all(NODE_RANK_LABEL in n.labels for n in state.live.nodes)
@@ -80,9 +90,33 @@ class Reservation:
 
     def reserve(self) -> None:
         """Create and wait for every group; raise PlacementError (the caller removes what exists)."""
-        self._group_by_node()
-        self._check_feasible()
-        self._reserve_nodes(list(self._by_rank.values()), time.monotonic() + self.timeout_s)
+        units = self._group_by_node(self._state.plan.bundles)
+        self._check_feasible(units)
+        self._units.update({(r.node.rank, r.step): r for r in units})
+        self._reserve_nodes(units, time.monotonic() + self.timeout_s)
+
+    def reserve_step(self, bundles: Sequence[Bundle], deadline: float) -> None:
+        """Reserve a resize step's new bundles (one `reservation` id) as one new group per node, by `deadline`
+        (monotonic). Raises PlacementError naming what is missing on which node, with nothing of them left."""
+        units = self._group_by_node(bundles)
+        for r in units:
+            r.held = frozenset(g for u in self._of(r.node.rank) for b in u.bundles for g in b.gpus)
+        self._units.update({(r.node.rank, r.step): r for r in units})
+        try:
+            self._reserve_nodes(units, deadline)
+        except BaseException:
+            self.release_bundles(bundles)
+            raise
+
+    def release_bundles(self, bundles: Sequence[Bundle]) -> None:
+        """Remove the groups holding `bundles` (whole groups: a resize step releases them only so)."""
+        for key in sorted({(b.node_rank, b.reservation) for b in bundles}):
+            r = self._units.pop(key, None)
+            if r is not None:
+                self._remove(r.pg)
+                self._remove(r.filler)
+                for b in r.bundles:
+                    self._slot.pop(b.index, None)
 
     def _reserve_nodes(self, nodes: list[_NodeReservation], deadline: float) -> None:
         holed = self._fillable([r for r in nodes if self._holes(r)])
@@ -90,7 +124,7 @@ class Reservation:
             r.filler = self._create([{r.node.accelerator_resource: 1.0}] * len(self._holes(r)), r.node, "filler")
         self._wait_fillers(holed, min(deadline, time.monotonic() + _FILLER_WAIT_S))
         for r in nodes:
-            r.pg = self._create([r.resources(b) for b in r.bundles], r.node, "node")
+            r.pg = self._create([r.resources(b) for b in r.bundles], r.node, "node", r.step)
             for index, b in enumerate(r.bundles):
                 self._slot[b.index] = (r.pg, index)
         self._wait({r.pg: (r, r.demand) for r in nodes if r.pg is not None}, deadline)
@@ -103,31 +137,38 @@ class Reservation:
     @property
     def ranks(self) -> list[int]:
         """The node ranks holding bundles of this reservation."""
-        return sorted(self._by_rank)
+        return sorted({rank for rank, _ in self._units})
+
+    def _of(self, rank: int) -> list[_NodeReservation]:
+        return [r for (n, _), r in sorted(self._units.items()) if n == rank]
 
     def demand(self, rank: int) -> dict[str, float]:
         """Everything reserved on node `rank` (hardware included, also where the node does not advertise it)."""
         total: dict[str, float] = {}
-        for b in self._by_rank[rank].bundles if rank in self._by_rank else ():
-            diagnose.add(total, bundle_resources(b))
+        for r in self._of(rank):
+            for b in r.bundles:
+                diagnose.add(total, bundle_resources(b))
         return total
 
     def release(self, rank: int) -> None:
-        """Remove the group holding node `rank`'s bundles (the node is lost; its actors die with the group)."""
-        r = self._by_rank.get(rank)
-        if r is not None:
+        """Remove the groups holding node `rank`'s bundles (the node is lost; its actors die with the groups)."""
+        for r in self._of(rank):
             self._remove(r.pg)
             self._remove(r.filler)
             r.pg = r.filler = None
 
     def reserve_on(self, rank: int, node: Node) -> None:
-        """Reserve node `rank`'s bundles on `node` (a spare or a replacement), pinned by its Ray node id, within
-        `timeout_s`; workers launched afterwards land there. Raises PlacementError (nothing left reserved)."""
-        old = self._by_rank[rank]
-        moved = _NodeReservation(node, old.bundles)
-        self._by_rank[rank] = moved
+        """Reserve node `rank`'s bundles (every group of the rank: the plan's and those resize steps added) on
+        `node` (a spare or a replacement), pinned by its Ray node id, within `timeout_s`; workers launched
+        afterwards land there. Raises PlacementError (nothing left reserved)."""
+        moved = [_NodeReservation(node, r.bundles, r.step) for r in self._of(rank)]
+        gpus: set[int] = set()
+        for r in moved:  # in step order: each later group is placed beside the GPUs the earlier ones hold
+            r.held = frozenset(gpus)
+            gpus.update(g for b in r.bundles for g in b.gpus)
+        self._units.update({(rank, r.step): r for r in moved})
         try:
-            self._reserve_nodes([moved], time.monotonic() + self.timeout_s)
+            self._reserve_nodes(moved, time.monotonic() + self.timeout_s)
         except BaseException:
             self.release(rank)
             raise
@@ -150,13 +191,16 @@ class Reservation:
 
     # -- building ----------------------------------------------------------------------------------
 
-    def _group_by_node(self) -> None:
-        by_rank: dict[int, list[Bundle]] = {}
-        for b in self.plan.bundles:
-            by_rank.setdefault(b.node_rank, []).append(b)
-        for rank, bundles in sorted(by_rank.items()):
-            bundles.sort(key=lambda b: (not b.gpus, b.gpus, b.index))
-            self._by_rank[rank] = _NodeReservation(self._live_node(rank), bundles)
+    def _group_by_node(self, bundles: Sequence[Bundle]) -> list[_NodeReservation]:
+        """One group per (node, reservation step), its bundles in GPU order."""
+        by_unit: dict[tuple[int, int], list[Bundle]] = {}
+        for b in bundles:
+            by_unit.setdefault((b.node_rank, b.reservation), []).append(b)
+        units = []
+        for (rank, step), members in sorted(by_unit.items()):
+            members.sort(key=lambda b: (not b.gpus, b.gpus, b.index))
+            units.append(_NodeReservation(self._live_node(rank), members, step))
+        return units
 
     def _live_node(self, rank: int) -> Node:
         live = self._state.live
@@ -167,9 +211,9 @@ class Reservation:
             )
         return live.node(rank)
 
-    def _check_feasible(self) -> None:
+    def _check_feasible(self, units: list[_NodeReservation]) -> None:
         problems = []
-        for r in self._by_rank.values():
+        for r in units:
             if r.unadvertised:
                 self.warnings.append(capacity.unadvertised_warning(r.node, r.unadvertised))
             reason = capacity.node_problem(r.node, r.bundles)
@@ -206,20 +250,21 @@ class Reservation:
 
     @staticmethod
     def _holes(r: _NodeReservation) -> list[int]:
+        """GPUs below the group's highest that neither it nor the job's other groups on the node hold."""
         used = {g for b in r.bundles for g in b.gpus}
-        return [g for g in range(max(used, default=-1) + 1) if g not in used]
+        return [g for g in range(max(used, default=-1) + 1) if g not in used and g not in r.held]
 
     def _selector(self, node: Node) -> dict[str, str]:
         if self._by_label and NODE_RANK_LABEL in node.labels:
             return {NODE_RANK_LABEL: str(node.rank)}
         return {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
 
-    def _create(self, bundles: list[dict[str, float]], node: Node, kind: str) -> PlacementGroup:
+    def _create(self, bundles: list[dict[str, float]], node: Node, kind: str, step: int = 0) -> PlacementGroup:
         try:
             pg = placement_group(
                 bundles,
                 strategy="PACK",
-                name=f"rlplace:{self.name}:{kind}{node.rank}",
+                name=f"rlplace:{self.name}:{kind}{node.rank}" + (f".{step}" if step else ""),
                 bundle_label_selector=[self._selector(node)] * len(bundles),
             )
         except Exception as e:  # Ray rejects malformed bundles with ValueError and others

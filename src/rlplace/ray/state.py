@@ -4,8 +4,8 @@ No Ray call in here. Reservation, rendezvous, launch, the node watcher and the j
 but `JobState.apply` changes it. `apply` takes one `Change` (nodes that now serve ranks, the workers a
 component now has, masters, node trouble, an event), makes it under the state's lock, wakes every thread
 waiting on the state (calls waiting on a lost node) and then tells the subscribers (the job record, which
-is rewritten from the state). A takeover, and later a resize, are changes of the same kind: "these ranks
-run there now", "this component has these workers now".
+is rewritten from the state). A takeover and a resize are changes of the same kind: "these ranks run there
+now", "the plan (and so each component's workers) is this now".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from rlplace.errors import ConfigError, NodeLostError, Problem
 from rlplace.inventory import Inventory, Node
+from rlplace.model import JobSpec
 from rlplace.plan import Plan, Worker
 
 
@@ -28,7 +29,9 @@ class NodeEvent:
 
     kind: `lost` (the node is gone; `node_id` is the lost node), `spare` or `replacement` (the rank's
     workers answer again on `node_id`; `seconds` since the loss was declared), `failed` (the window
-    passed; `seconds` likewise).
+    passed; `seconds` likewise), `shrunk` (no spare or replacement, and every component on the node is
+    elastic: they shrank instead, `job.resizes` has how; `seconds` likewise), `grown` (a node serves the rank
+    again, or joined as a new one, and the shrunk components grew back onto it; `node_id` is that node).
     """
 
     kind: str
@@ -50,6 +53,58 @@ class NodeEvent:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeEvent:
         return cls(**{**d, "workers": tuple(d["workers"])})
+
+
+@dataclass(frozen=True)
+class ResizedRank:
+    """A worker a resize added or removed: its rank (the new one when added, the one it had when removed), actor
+    name, node rank (None: Ray placed it) and node-local GPUs."""
+
+    rank: int
+    name: str
+    node_rank: int | None
+    gpus: tuple[int, ...]
+
+    def __str__(self) -> str:
+        where = "placed by Ray" if self.node_rank is None else f"node {self.node_rank}"
+        gpus = f" GPU {','.join(map(str, self.gpus))}" if self.gpus else ""
+        return f"{self.name} ({where}{gpus})"
+
+
+@dataclass(frozen=True)
+class ResizeEvent:
+    """One elastic component changing size (`job.resize`, a lost node's shrink, growing back); `job.resizes`
+    lists them in order, and every worker of the component gets it in `on_resized(event)`.
+
+    `renumbered` maps the old rank of every worker kept to its new rank (survivors keep their actor names);
+    `cause` is `resize`, `node lost` or `grow back` (`node_rank`: the node lost or joined); `also` the events of
+    the components that changed with this one in the same step (an env following its eval, buffer shards
+    following train); `seconds` from the start of the step until every worker answered at the new size.
+    """
+
+    component: str
+    old_size: int
+    new_size: int
+    added: tuple[ResizedRank, ...]
+    removed: tuple[ResizedRank, ...]
+    renumbered: dict[int, int] = field(hash=False)
+    cause: str
+    at: float  # wall clock (time.time())
+    seconds: float
+    node_rank: int | None = None
+    also: tuple[ResizeEvent, ...] = ()
+
+    def __str__(self) -> str:
+        where = f" (node {self.node_rank})" if self.node_rank is not None else ""
+        parts = [f"{self.component} {self.old_size} -> {self.new_size} ({self.cause}{where}, {self.seconds:.1f} s)"]
+        if self.added:
+            parts.append("added " + ", ".join(map(str, self.added)))
+        if self.removed:
+            parts.append("removed " + ", ".join(map(str, self.removed)))
+        moved = {old: new for old, new in self.renumbered.items() if old != new}
+        if moved:
+            parts.append("renumbered " + ", ".join(f"{old}->{new}" for old, new in sorted(moved.items())))
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -81,15 +136,19 @@ class Change:
     masters: Mapping[str, Master] = field(default_factory=dict)
     trouble: Mapping[int, Trouble | None] = field(default_factory=dict)  # None: the rank is healthy again
     event: NodeEvent | None = None
+    plan: Plan | None = None  # the plan after a resize step: each component's workers follow it
+    #: True: the rank's node is gone and its components shrank (no node serves it); False: a node serves it again.
+    down: Mapping[int, bool] = field(default_factory=dict)
+    resizes: tuple[ResizeEvent, ...] = ()
 
 
 Subscriber = Callable[["JobState"], None]
 
 
 class JobState:
-    """What one job is (name, Ray namespace, plan, timeouts) and where it stands (rank -> node map, each
-    component's workers, masters, node trouble, events, warnings). Thread-safe: the node watcher changes it
-    while callers read it."""
+    """What one job is (name, Ray namespace, plan and the config it came from, timeouts) and where it stands
+    (rank -> node map, each component's workers, masters, node trouble, ranks gone after a shrink, node events,
+    resizes, warnings). Thread-safe: the node watcher changes it while callers read it."""
 
     def __init__(
         self,
@@ -100,10 +159,12 @@ class JobState:
         namespace: str,
         timeout_s: float,
         replace_within_s: float,
+        spec: JobSpec | None = None,
     ):
         if replace_within_s < 0:
             raise ValueError(f"replace_within_s must be 0 (fail at once) or more seconds, not {replace_within_s}")
         self.plan = plan
+        self.spec = spec  # what the plan was made from (None when handed a Plan): growing needs it
         self.name = name
         self.namespace = namespace
         self.timeout_s = timeout_s
@@ -116,6 +177,8 @@ class JobState:
         self._masters: dict[str, Master] = {}
         self._trouble: dict[int, Trouble] = {}
         self._events: list[NodeEvent] = []
+        self._resizes: list[ResizeEvent] = []
+        self._down: set[int] = set()
         self._subscribers: list[Subscriber] = []
         self._closed = False
 
@@ -178,6 +241,16 @@ class JobState:
         return list(self._events)
 
     @property
+    def resizes(self) -> list[ResizeEvent]:
+        """Every change of an elastic component's size, in order."""
+        return list(self._resizes)
+
+    @property
+    def down(self) -> frozenset[int]:
+        """Node ranks lost without a spare or replacement, whose components shrank instead (no node serves them)."""
+        return frozenset(self._down)
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -187,7 +260,16 @@ class JobState:
         """Make `change` (one locked update), wake whoever waits on the state, then tell the subscribers."""
         with self.changed:
             if change.nodes:
-                self._live = Inventory(tuple(change.nodes.get(n.rank, n) for n in self._live.nodes))
+                nodes = [change.nodes.get(n.rank, n) for n in self._live.nodes]
+                while len(nodes) in change.nodes:  # a new rank joins at the end (ranks stay contiguous)
+                    nodes.append(change.nodes[len(nodes)])
+                self._live = Inventory(tuple(nodes))
+            if change.plan is not None:
+                self.plan = change.plan
+                for c in dict.fromkeys([*self._workers, *change.plan.components]):
+                    workers = tuple(change.plan.by_component(c))
+                    if workers != self._workers.get(c):
+                        self._workers[c] = workers
             self._workers.update({c: tuple(ws) for c, ws in change.workers.items()})
             self._masters.update(change.masters)
             for rank, trouble in change.trouble.items():
@@ -197,6 +279,12 @@ class JobState:
                     self._trouble[rank] = trouble
             if change.event is not None:
                 self._events.append(change.event)
+            self._resizes.extend(change.resizes)
+            for rank, gone in change.down.items():
+                if gone:
+                    self._down.add(rank)
+                else:
+                    self._down.discard(rank)
             self.changed.notify_all()
             subscribers = list(self._subscribers)
         for notify in subscribers:

@@ -15,11 +15,18 @@ checks), the watcher:
 3. has the mover move the rank there (bundles reserved, the rank mapped to the node in the state, the
    workers relaunched and their `on_replaced(event)` answered), then records a `spare` or `replacement`
    event with the seconds since the loss was declared;
-4. or, when `replace_within_s` passes first (0: at once), records `failed`, and every pending and new call
+4. or, when no node can take it over now and every component on the node is elastic and keeps at least its
+   `min` without it (docs/guide.md, "Elastic components"), has the mover shrink them (the removed workers'
+   calls raise RanksRemovedError), records a `shrunk` event and keeps the rank as gone (`JobState.down`);
+5. or, when `replace_within_s` passes first (0: at once), records `failed`, and every pending and new call
    on those workers raises `NodeLostError` naming the rank, the workers and what the job waited for.
 
-The watcher decides; the `Mover` (the Job, privately) acts. Calls on workers of other nodes never wait on
-any of this.
+While ranks are gone after a shrink, the watcher looks for nodes that can serve them again (a replacement
+with the rank's label, a spare of the lost node's shape) or that join as the next ranks, and has the mover
+grow the shrunk components back onto them (a `grown` event).
+
+The watcher decides; the `Mover` (the Job's `rlplace.ray.ranks.Ranks`) acts. Calls on workers of other nodes
+never wait on any of this.
 """
 
 from __future__ import annotations
@@ -28,17 +35,17 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import ray
 
-from rlplace.errors import PlacementError
+from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
 from rlplace.ray import _compat
-from rlplace.ray.failover import Loss, candidates, death_reason, lost_error
+from rlplace.ray.failover import Loss, candidates, death_reason, joiners, lost_error, size_changes
 from rlplace.ray.nodes import raylet_refuses
-from rlplace.ray.state import Change, JobState, NodeEvent, Trouble
+from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +67,15 @@ class Mover(Protocol):
         its workers and return once each answered `on_replaced(event)`. Raises PlacementError with nothing of
         the attempt left (the rank mapped back)."""
 
+    def shrink_lost(self, rank: int, done: Callable[[tuple[ResizeEvent, ...]], None]) -> tuple[ResizeEvent, ...]:
+        """No node took lost node `rank` over: shrink its (elastic) components off it; `done(events)` once the
+        job is at the new size. PlanError when a component there cannot shrink (nothing changed)."""
+
+    def grow_back(
+        self, joined: Mapping[int, Node], done: Callable[[tuple[ResizeEvent, ...]], None]
+    ) -> tuple[ResizeEvent, ...]:
+        """Serve ranks from the `joined` nodes (lost ranks, or new ones) and grow the shrunk components back."""
+
 
 class Reserved(Protocol):
     """What the watcher reads of the reservation: what each node rank holds."""
@@ -77,6 +93,7 @@ class NodeWatcher:
         self.period_s = period_s
         self._losses: dict[int, Loss] = {}
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
+        self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
         self._work = threading.RLock()  # one declaration or takeover at a time (they create and remove groups)
         self._wake = threading.Event()
         self._stopped = False
@@ -155,8 +172,9 @@ class NodeWatcher:
                 state.changed.wait(timeout=wait if wait is not None else 1.0)
 
     def wait_all(self) -> None:
-        """Block until no rank is lost (or raise the NodeLostError of one that failed)."""
-        for rank in self._state.pinned_ranks():
+        """Block until no rank is lost (or raise the NodeLostError of one that failed): taken over, or its
+        components shrunk (a rank the shrink emptied is no longer pinned, but is waited for until it is done)."""
+        for rank in sorted({*self._state.pinned_ranks(), *self._state.troubles()}):
             self.wait_usable(rank)
 
     def check_all(self) -> bool:
@@ -191,6 +209,8 @@ class NodeWatcher:
                 self._declare(rank, "Ray declared it dead" + death_reason(dead))
         for rank in sorted(self._losses):
             self._resolve(rank, raw)
+        if self._state.down:
+            self._grow_back(raw)
 
     def _read_nodes(self) -> list[dict[str, Any]]:
         raw = ray.nodes()
@@ -206,6 +226,7 @@ class NodeWatcher:
             if self._state.health(rank) != "ok" or self._stopped:
                 return
             node = self._state.live.node(rank)
+            self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
             workers = self._mover.workers_on(rank)
             now, wall = time.monotonic(), time.time()
             window = self._state.replace_within_s
@@ -217,7 +238,7 @@ class NodeWatcher:
                 "rlplace job %s: node %d lost (%s); workers %s", self._state.name, rank, why, ", ".join(workers)
             )
             self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
-            if window == 0:
+            if window == 0 and not self._shrink(rank, self._losses[rank]):
                 self._fail(rank)
         self._wake.set()
 
@@ -241,8 +262,72 @@ class NodeWatcher:
                     log.warning(
                         "rlplace job %s: %s %s could not take node %d: %s", self._state.name, how, node.address, rank, e
                     )
+            if self._shrink(rank, loss):
+                return
             if time.monotonic() >= loss.deadline:
                 self._fail(rank)
+
+    def _shrink(self, rank: int, loss: Loss) -> bool:
+        """No node takes the rank over now: shrink its components instead, if they are all elastic (tried once per
+        loss; why not goes into the NodeLostError)."""
+        if loss.shrink_refusal is not None or not self._state.plan.elastic:
+            return False
+
+        def done(events: tuple[ResizeEvent, ...]) -> None:
+            detail = f"no spare or replacement: {size_changes(events)} (elastic components shrank)"
+            node = loss.node
+            event = NodeEvent(
+                "shrunk",
+                rank,
+                loss.workers,
+                time.time(),
+                str(node.node_id),
+                node.address or "?",
+                detail,
+                time.monotonic() - loss.declared,
+            )
+            del self._losses[rank]
+            self._state.apply(Change(trouble={rank: None}, down={rank: True}, event=event))
+            log.warning("rlplace job %s: %s", self._state.name, event)
+
+        try:
+            self._mover.shrink_lost(rank, done)
+        except PlanError as e:
+            loss.shrink_refusal = str(e)
+            return False
+        except PlacementError as e:
+            if rank in self._losses:  # the shrink itself failed before its commit
+                loss.shrink_refusal = f"the shrink failed: {e}"
+                log.warning("rlplace job %s: shrinking off node %d failed: %s", self._state.name, rank, e)
+                return False
+            log.warning("rlplace job %s: %s", self._state.name, e)  # shrunk; an on_resized failed
+        return True
+
+    def _grow_back(self, raw: list[dict[str, Any]]) -> None:
+        """Ranks are gone after a shrink: nodes that can serve them again, or join as new ranks, take them, and
+        the shrunk components grow back onto them."""
+        with self._work:
+            state = self._state
+            serving = {str(n.node_id) for n in state.live.nodes}
+            alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._tried]
+            joined = joiners(sorted(state.down), state.live, alive, serving=serving)
+            if not joined or self._stopped:
+                return
+
+            def done(events: tuple[ResizeEvent, ...]) -> None:
+                for rank, (how, node) in sorted(joined.items()):
+                    detail = f"{how} {node.address} (id {str(node.node_id)[:8]}) serves node {rank}"
+                    detail += f": {size_changes(events)}" if events else "; nothing to grow back"
+                    added = tuple(r.name for e in events for r in e.added if r.node_rank == rank)
+                    event = NodeEvent("grown", rank, added, time.time(), str(node.node_id), node.address or "?", detail)
+                    state.apply(Change(event=event))
+                    log.warning("rlplace job %s: %s", state.name, event)
+
+            try:
+                self._mover.grow_back({rank: node for rank, (_, node) in joined.items()}, done)
+            except (PlacementError, PlanError) as e:
+                self._tried.update(str(node.node_id) for _, node in joined.values())
+                log.warning("rlplace job %s: growing back onto %s failed: %s", state.name, sorted(joined), e)
 
     def _take_over(self, rank: int, loss: Loss, node: Node, how: str) -> None:
         """Move the rank to `node`; the event (handed to `on_replaced` first) is recorded once the workers

@@ -84,6 +84,13 @@ def _first_turn() -> int:
         return zlib.crc32(ray.get_runtime_context().get_worker_id().encode())
 
 
+def _node_ids(group: Group) -> list[str]:
+    """Where every shard of a launched "buffer" group runs (Ray node ids, rank order)."""
+    if not group.actors:
+        raise ValueError("a ShardRouter needs at least one buffer shard; the buffer group is empty")
+    return group.get([a.node_id.remote() for a in group.actors], "node_id")
+
+
 @dataclass(frozen=True)
 class SampleStats:
     """Samples served across all shards, split by whether the reader was on the shard's node."""
@@ -105,21 +112,36 @@ class ShardRouter:
     >>> router = ShardRouter.from_group(buffer_group)
     >>> evals.call("rollout", router)        # inside: router.write(transitions)
     >>> train.call("train_step", router)     # inside: batch = router.sample(256)
+
+    Built from the group (`from_group`), it follows the group's shards: after the buffer changed size (an
+    elastic train or buffer resize, a lost node's shrink) or a shard moved to a spare, the router the driver
+    holds asks the new shards where they run before it is next handed to a worker or used.
     """
 
     def __init__(self, group: Group, node_ids: Sequence[str]):
         self.group = group
         self._by_node = {node: rank for rank, node in enumerate(node_ids)}
+        self._ids = group.actor_ids  # the shards `node_ids` belong to
 
     @classmethod
     def from_group(cls, group: Group) -> ShardRouter:
         """Ask every shard of a launched "buffer" group where it runs."""
-        if not group.actors:
-            raise ValueError("a ShardRouter needs at least one buffer shard; the buffer group is empty")
-        return cls(group, group.get([a.node_id.remote() for a in group.actors], "node_id"))
+        return cls(group, _node_ids(group))
+
+    def _follow(self) -> None:
+        """The group's shards changed since the router last looked: ask the new ones where they run."""
+        ids = self.group.actor_ids
+        if ids != self._ids:
+            self._by_node = {node: rank for rank, node in enumerate(_node_ids(self.group))}
+            self._ids = ids
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._follow()  # a worker gets the shards there are now
+        return dict(self.__dict__)
 
     def _pick(self, node: str) -> int:
         """The rank of this node's shard, or of the next shard in turn when the node has none."""
+        self._follow()
         rank = self._by_node.get(node)
         if rank is None:
             rank = next(_turns(self.group)) % len(self.group.actors)
@@ -137,6 +159,7 @@ class ShardRouter:
         return self.group.get([self.group.actors[rank].sample.remote(n, node)], "sample", ranks=[rank])[0]
 
     def stats(self) -> SampleStats:
+        self._follow()
         counts = self.group.get([a.stats.remote() for a in self.group.actors], "stats")
         return SampleStats(
             local=sum(c["local"] for c in counts),

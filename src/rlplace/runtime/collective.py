@@ -81,7 +81,8 @@ def init_component_group(
     master_addr: str | None = None,
     master_port: int | None = None,
 ) -> ComponentGroup:
-    """Initialise torch.distributed's default group for this worker's component; returns it (idempotent).
+    """Initialise torch.distributed's default group for this worker's component; returns it (idempotent while the
+    rendezvous stays the same).
 
     `backend`: "nccl" where this worker has GPUs (and CUDA works), else "gloo"; pass one to override.
     `rendezvous_timeout_s`: how long to wait for every rank to arrive (default 120 s, or
@@ -89,10 +90,17 @@ def init_component_group(
     The rendezvous is the one in the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: set by
     rlplace, or changed by the worker before this call); `master_addr`/`master_port` override it.
     With GPUs, the current CUDA device becomes the worker's first own GPU (cuda:0 under Ray's mask).
+
+    After the component changed size (`job.resize`, a lost node's shrink, growing back) rlplace has given this
+    worker a new rendezvous (RANK, WORLD_SIZE, a fresh MASTER_PORT) before its `on_resized(event)`: called there,
+    on every worker of the component, this destroys the old group and forms the new one at the new size.
     """
     global _component, _component_store
     if _component is not None:
-        return _component
+        wanted = _wanted(master_addr, master_port)
+        if wanted == (_component.rank, _component.world_size, _component.master_addr, _component.master_port):
+            return _component
+        destroy_component_group()  # the component changed size: the group is re-formed at the new one
     if dist.is_initialized():
         raise RlplaceError(
             "torch.distributed is already initialised in this process by other code; init_component_group() "
@@ -100,10 +108,7 @@ def init_component_group(
         )
     start = time.perf_counter()
     p = placement()
-    env = os.environ
-    rank, world = int(env.get("RANK", p.rank)), int(env.get("WORLD_SIZE", p.world_size))
-    addr = master_addr or env.get("MASTER_ADDR") or p.master_addr
-    port = int(master_port or env.get("MASTER_PORT") or p.master_port)
+    rank, world, addr, port = _wanted(master_addr, master_port)
     has_gpu = bool(p.gpus) and torch.cuda.is_available()
     backend = backend or ("nccl" if has_gpu else "gloo")
     device = torch.device("cpu")
@@ -118,6 +123,15 @@ def init_component_group(
     _component_store = store
     _component = ComponentGroup(p.component, rank, world, backend, device, addr, port, time.perf_counter() - start)
     return _component
+
+
+def _wanted(master_addr: str | None, master_port: int | None) -> tuple[int, int, str, int]:
+    """(rank, world size, master address, port) the environment (rlplace's rendezvous) and the overrides say."""
+    p = placement()
+    env = os.environ
+    rank, world = int(env.get("RANK", p.rank)), int(env.get("WORLD_SIZE", p.world_size))
+    addr = master_addr or env.get("MASTER_ADDR") or p.master_addr
+    return rank, world, addr, int(master_port or env.get("MASTER_PORT") or p.master_port)
 
 
 def destroy_component_group() -> None:

@@ -10,7 +10,9 @@ Works with any picklable weights (`get_weights()` -> `set_weights(weights)`).
 its own that joins it with every target (`rlplace.runtime.collective`: Gloo, or NCCL where every member
 has its tensors on a GPU), in flat buckets per device and dtype, straight into the targets' tensors.
 The groups are built on the first sync and kept; a member that restarted since is noticed before the
-next broadcast (it is no longer in the group) and the groups are rebuilt. The layouts (dtype and shape
+next broadcast (it is no longer in the group) and the groups are rebuilt, and so are they when the members
+changed (a worker relaunched on a spare, or a train or eval resize: the next sync builds them for the members
+there are then). The layouts (dtype and shape
 of every tensor, in bucket order) are compared before any byte moves, so a mismatch is an error naming
 the worker, not corrupted weights.
 
@@ -144,6 +146,7 @@ class _SyncGroups:
     counts: list[int]  # per source: its number of tensors
     timeout_s: float
     seq: int = 0
+    member_ids: tuple[str, ...] = ()  # the actor ids the groups were built for (sources, then targets)
 
 
 _built: weakref.WeakKeyDictionary[Any, dict[tuple, _SyncGroups]] = weakref.WeakKeyDictionary()
@@ -162,15 +165,19 @@ def _collective(
     """Build the groups if needed, then one round of calls per sync. If a member cannot take part (it
     restarted, or its tensors changed), nobody broadcasts: the groups are rebuilt (a changed layout then
     fails with the worker's name) and the sync runs again, once."""
-    key = (len(sources), tuple(i for g in targets for i in g.actor_ids))
+    # Groups per list of target groups; they belong to exactly these members: when a source or target changed
+    # (relaunched on a spare, added or removed by a resize), they are built again for the members there are now.
+    key = (len(sources), tuple(id(g) for g in targets))
+    members = (*train.actor_ids[: len(sources)], *(i for g in targets for i in g.actor_ids))
     built = _built.setdefault(train, {}).get(key)
-    if built is not None and backend and backend != built.backend:
-        built = None
+    stale = built is not None and (built.member_ids != members or bool(backend and backend != built.backend))
     why = ""
     for _ in range(2):
-        if built is None or why:
+        if built is None or stale or why:
             built = _prepare(train, sources, targets, method, backend, bucket_mb, timeout_s, stale=built)
+            built.member_ids = members
             _built[train][key] = built
+            stale = False
         results = _run(train, sources, targets, built, method, done_method, bucket_mb)
         why = next((r["aborted"] for r in results if "aborted" in r), "")
         if not why:

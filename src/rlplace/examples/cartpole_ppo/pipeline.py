@@ -18,7 +18,10 @@ replacement node takes over (rlplace relaunches the node's workers there; the tr
 checkpoint in `on_replaced`), the interrupted iteration is redone from that checkpoint on every train
 worker, after the train workers rejoin their torch.distributed group (if any) and a fresh weight sync;
 `RunResult.failover` says what happened and how many seconds it cost. Without a spare the job's
-NodeLostError ends the run.
+NodeLostError ends the run, unless the config makes the components on the lost node elastic
+(`rlplace demo --elastic`, `elastic_spec`): then the job shrinks them instead (a call that was running on a
+removed worker raises RanksRemovedError), every train worker reloads the checkpoint in `on_resized`, the
+iteration is redone at the new size, and when a node joins later the components grow back (the same redo).
 """
 
 from __future__ import annotations
@@ -34,17 +37,27 @@ from typing import Any
 
 import numpy as np
 
-from rlplace.errors import ConfigError, Problem
+from rlplace.errors import ConfigError, Problem, RanksRemovedError
 from rlplace.examples.cartpole_ppo.budget import Budget
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.ppo import PPOConfig
 from rlplace.examples.cartpole_ppo.workers import EnvWorker, EvalWorker, TrainWorker
 from rlplace.model import JobSpec
 
-__all__ = ["COMPONENTS", "Budget", "RunResult", "check_config", "run_pipeline"]
+__all__ = ["COMPONENTS", "Budget", "RunResult", "check_config", "elastic_spec", "run_pipeline"]
 
 #: The components this pipeline launches; a config must plan all four.
 COMPONENTS = ("train", "eval", "env", "buffer")
+
+
+def elastic_spec(spec: JobSpec) -> JobSpec:
+    """`spec` with every component of this pipeline that can change size on its own elastic, from 1 worker up to
+    its planned size (`rlplace demo --elastic`): the pipeline runs at any size of each (train replicas are
+    identical, an env worker uses eval worker `rank % n`, writes go to the shards there are). Ranges the config
+    writes itself are kept; followers (an env on eval's GPUs, shards beside train) change with their leader."""
+    from rlplace.config.elastic import extend, resizable
+
+    return extend(spec, {c: {"min": 1} for c in resizable(spec) if c in COMPONENTS}, origin="--elastic")
 
 
 def check_config(spec: JobSpec) -> None:
@@ -147,14 +160,13 @@ def _run(
     n_env = len(job.plan.by_component("env"))
     envs_each = max(1, budget.total_envs // max(1, n_env))
     rows = n_env * envs_each * budget.steps  # experience per iteration
-    train = job.launch("train", TrainWorker, ppo_args, budget.seed, checkpoint)
+    train = job.launch("train", TrainWorker, ppo_args, budget.seed, checkpoint, distributed)
     evals = job.launch("eval", EvalWorker, ppo_args, budget.seed)
     envs = job.launch("env", EnvWorker, envs_each, budget.seed)
     n_shards = len(job.plan.by_component("buffer"))
     # Shards hold one iteration of experience (writers fill them evenly), so training stays on-policy.
     shards = job.launch("buffer", BufferShard, capacity=-(-rows // n_shards), seed=budget.seed)
-    router = ShardRouter.from_group(shards)
-    per_train = rows // len(train.workers)
+    router = ShardRouter.from_group(shards)  # follows the shards when the buffer changes size
 
     transport = "collective" if distributed else "object_store"
     phases = Phases.for_job(job)  # sees the groups launched above; hooks run only with offload enabled
@@ -178,31 +190,38 @@ def _run(
     train.call("save_checkpoint", rank=0)
     if on_start:
         on_start()
-    it = reported = 0
+    it = reported = resized = 0
     while it < budget.iterations:
         t0 = time.perf_counter()
-        seen = len(job.events)
+        seen, sizes = len(job.events), len(job.resizes)
+        removed: RanksRemovedError | None = None
         try:
             with phases.phase("rollout"):
                 finished = envs.call("rollout", evals.actors, router, budget.steps, ppo.gamma, ppo.gae_lambda)
             t1 = time.perf_counter()
             with phases.phase("train"):
+                per_train = len(envs.workers) * envs_each * budget.steps // len(train.workers)
                 _train_step(train, router, per_train, all_reduce=distributed)
             t2 = time.perf_counter()
             sync()
-        except Exception:
-            if len(job.events) == seen and not job.check_nodes():
+        except Exception as e:
+            if isinstance(e, RanksRemovedError):
+                removed = e  # calls ran on workers a shrink took out: their part of the iteration is missing
+            elif len(job.events) == seen and not job.check_nodes():
                 raise  # nothing happened to the job's nodes: a real error
             job.wait_for_takeovers()  # a worker called a lost worker: NodeLostError unless one was replaced
-            if not _taken_over(job, seen):
+            if not _handled(job, seen, sizes):
                 raise
-        if _taken_over(job, seen):  # a worker restarted mid-iteration: redo it from the checkpoint
-            router = _recover(job, train, shards, distributed)
+        if _handled(job, seen, sizes):  # workers changed mid-iteration: redo it from the checkpoint
+            router = _recover(job, train, shards, distributed, moved=_taken_over(job, seen))
             sync()
             lost = time.perf_counter() - t0
             result.seconds_lost += lost
             result.failover += [str(e) for e in job.events[reported:]]
-            reported = len(job.events)
+            result.failover += [str(e) for e in job.resizes[resized:]]
+            reported, resized = len(job.events), len(job.resizes)
+            if removed is not None:
+                result.failover.append(f"calls lost on removed workers: {', '.join(removed.removed)}")
             result.failover.append(f"iteration {it + 1} redone from the last checkpoint: {lost:.1f} s of training lost")
             continue
         t3 = time.perf_counter()
@@ -234,14 +253,21 @@ def _taken_over(job: Any, seen: int) -> bool:
     return any(e.kind in ("spare", "replacement") for e in job.events[seen:])
 
 
-def _recover(job: Any, train: Any, shards: Any, distributed: bool) -> Any:
-    """After a takeover: every train worker back to the last checkpoint (and, with torch.distributed, back
-    in one group: the relaunched worker is a new process, and rank 0 may have moved), and a new router (a
-    shard may now live on the spare). The caller re-syncs the eval workers. Returns the router."""
+def _handled(job: Any, seen: int, sizes: int) -> bool:
+    """Did the job's workers change since event number `seen` and resize number `sizes`: a takeover, or an
+    elastic component shrinking off a lost node or growing back?"""
+    return _taken_over(job, seen) or len(job.resizes) > sizes
+
+
+def _recover(job: Any, train: Any, shards: Any, distributed: bool, *, moved: bool) -> Any:
+    """After a takeover (`moved`) or a resize: every train worker back to the last checkpoint (after a resize
+    their `on_resized` did it, and re-formed their torch.distributed group at the new size; after a takeover
+    they rejoin one group here: the relaunched worker is a new process, and rank 0 may have moved), and a
+    new router (a shard may now live on the spare). The caller re-syncs the eval workers. Returns the router."""
     from rlplace.runtime import ShardRouter
 
     train.call("restore")
-    if distributed:
+    if distributed and moved:
         master = job.master("train")
         train.call("init_group", master.address if master else None, master.port if master else None)
     return ShardRouter.from_group(shards)

@@ -18,7 +18,10 @@ pinned host memory (`rlplace.runtime.offload.Offloader`).
 
 Node loss: train rank 0 writes a checkpoint (weights and Adam state) after every iteration; a TrainWorker
 that rlplace relaunches on a hot spare reloads it in `on_replaced`, before its first call, and the pipeline
-restores every train worker from it to redo the interrupted iteration (`restore`).
+restores every train worker from it to redo the interrupted iteration (`restore`). When an elastic train
+component changes size instead (a lost node without a spare, a node joining later), every train worker, new
+ones included, reloads it in `on_resized` and re-forms the torch.distributed group at the new size there; an
+env worker takes its new rank (which eval worker it uses).
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ class TrainWorker:
     """PPO learner replica. Every replica starts from the same seed and applies the same averaged
     gradients, so replicas stay identical without a weight broadcast between them."""
 
-    def __init__(self, ppo: dict[str, Any], seed: int, checkpoint: str | None = None):
+    def __init__(self, ppo: dict[str, Any], seed: int, checkpoint: str | None = None, distributed: bool = False):
         self.learner = Learner(PPOConfig(**ppo), seed)
         self.params: np.ndarray | None = self.learner.agent.params
         self.adam_m: np.ndarray | None = self.learner.optim.m
@@ -105,6 +108,7 @@ class TrainWorker:
         self.world_size = 1  # train workers in the torch.distributed group (init_group)
         self.comm = {"all_reduces": 0, "bytes": 0}
         self.checkpoint = checkpoint  # a file every train worker can read (shared storage on a real cluster)
+        self.distributed = distributed  # the train workers all-reduce over torch.distributed (init_group)
         self.replaced_by: str | None = None
 
     def init_group(self, master_addr: str | None = None, master_port: int | None = None) -> str:
@@ -140,6 +144,13 @@ class TrainWorker:
         """rlplace relaunched this worker after its node was lost: carry on from the last checkpoint."""
         self.restore()
         self.replaced_by = f"{event.kind} {event.address}"
+
+    def on_resized(self, event: Any) -> None:
+        """The train component changed size (rlplace.ResizeEvent): every worker, new ones too, carries on from the
+        last checkpoint, and the group is formed again at the new size (every rank calls this at once)."""
+        self.restore()
+        if self.distributed:
+            self.init_group()
 
     def prepare(self, router: Any, n: int) -> int:
         """Sample `n` rows from this node's shard; returns the number of minibatch steps (0: no data yet)."""
@@ -265,6 +276,10 @@ class EnvWorker:
     def __init__(self, n_envs: int, seed: int):
         self.rank = _my_rank()
         self.pool = EnvPool(n_envs, seed + 1000 * self.rank)  # every worker its own episodes
+
+    def on_resized(self, event: Any) -> None:
+        """The env component changed size: the rank (which eval worker to use) may be another now."""
+        self.rank = _my_rank()
 
     def rollout(self, policies: list[Any], router: Any, steps: int, gamma: float, lam: float) -> list[float]:
         """One rollout with the eval worker `policies[rank % len]`; returns the returns of finished episodes."""

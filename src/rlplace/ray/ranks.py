@@ -1,0 +1,364 @@
+"""Changing the set of ranks of a running job: what a takeover and a resize both are (DESIGN.md, "failover and
+resizing are the same operation").
+
+`Ranks` is the Job's mover (`rlplace.ray.watcher.Mover`): it drops a lost node's workers, moves them to a spare or
+replacement, shrinks elastic components off a lost node, and grows them back when a node joins; `job.resize`
+uses it too. Every change goes the same way: a planner step (`rlplace.planner.resize`: pure, nothing moves), the
+step's new bundles reserved as new placement groups (`Reservation.reserve_step`), the state given the new plan
+(so the rendezvous, the record and `rlplace status` follow), the new workers started through the launcher's one
+path and answering, and only then the commit: removed workers stopped and their groups released, the
+WorkerGroups reshaped, and every worker of a changed component told its new rank and rendezvous and its
+`on_resized(event)` run. A failure before the commit undoes the step: nothing reserved or started is left, and
+the state is the old one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+
+from rlplace import planner
+from rlplace.errors import ConfigError, PlacementError, PlanError, Problem
+from rlplace.inventory import Node
+from rlplace.plan import Worker
+from rlplace.planner import Resize, SizeChange
+from rlplace.ray import _compat
+from rlplace.ray.group import WorkerGroup, wait_dead
+from rlplace.ray.launch import Launcher, answer, apply_resize
+from rlplace.ray.rendezvous import Rendezvous
+from rlplace.ray.reserve import Reservation
+from rlplace.ray.state import Change, JobState, NodeEvent, ResizedRank, ResizeEvent
+
+log = logging.getLogger(__name__)
+
+#: Told when a shrink or growth of the node watcher's is done (the job at its new size), with its events.
+Done = Callable[[tuple[ResizeEvent, ...]], None]
+
+#: How long killed workers may take until Ray reports them dead (their names are free for reuse then).
+DEATH_WAIT_S = 10.0
+
+
+class Ranks:
+    """Which workers run on which node rank, and every change of that: takeovers and resizes (see the module
+    docstring). Acts on what the job owns (its groups, the reservation, the launcher, the rendezvous) and
+    records the outcome in the state; one change at a time."""
+
+    def __init__(
+        self,
+        state: JobState,
+        reservation: Reservation,
+        rendezvous: Rendezvous,
+        launcher: Launcher,
+        groups: dict[str, WorkerGroup],
+    ):
+        self._state = state
+        self._reservation = reservation
+        self._rendezvous = rendezvous
+        self._launcher = launcher
+        self._groups = groups  # the Job's own dict: components launched later are seen too
+        self._lock = threading.RLock()  # a resize and a takeover never interleave
+
+    # -- node loss: dropping and moving a rank (rlplace.ray.watcher) ------------------------------------------
+
+    def workers_on(self, rank: int) -> tuple[str, ...]:
+        return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
+
+    def drop_rank(self, rank: int) -> None:
+        with self._lock:
+            doomed = [a for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
+            self._kill(doomed)
+            self._reservation.release(rank)
+            self._wait_dead(doomed, f"workers of lost node {rank}")
+
+    def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
+        with self._lock:
+            self._check_open()
+            self._reservation.reserve_on(rank, node)
+            previous = self._state.live.node(rank)
+            self._state.apply(Change(nodes={rank: node}))
+            self._launcher.node_changed(rank)  # interpreters are probed on the new node
+            relaunched: list[tuple[WorkerGroup, int, ActorHandle]] = []
+            try:
+                for group in list(self._groups.values()):
+                    for i, w in enumerate(group.workers):
+                        if w.node_rank == rank and group.relaunch is not None:
+                            self._check_open()
+                            relaunched.append((group, i, group.relaunch(w)))
+                ray.get([_first_call(handle, event) for _, _, handle in relaunched], timeout=self._state.timeout_s)
+                self._check_open()
+            except BaseException as e:
+                self._kill([handle for _, _, handle in relaunched])
+                self._reservation.release(rank)
+                self._state.apply(Change(nodes={rank: previous}))
+                if isinstance(e, PlacementError):
+                    raise
+                raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
+            for group, i, handle in relaunched:
+                group.replace(i, handle)
+
+    # -- resizing -----------------------------------------------------------------------------------------
+
+    def resize(self, component: str, n: int, timeout_s: float) -> ResizeEvent:
+        """`job.resize`: `component` to `n` workers (see `Job.resize`)."""
+        with self._lock:
+            self._check_open()
+            state = self._state
+            size = len(state.workers(component))
+            if not state.workers(component):
+                raise ConfigError(
+                    Problem(
+                        path="component",
+                        value=component,
+                        message=f"{component!r} is not in the plan; planned: {state.plan.components}",
+                    )
+                )
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ConfigError(Problem(path="n", value=n, message="the new size must be a whole number >= 0"))
+            start = time.monotonic()
+            if n > size:
+                if state.spec is None:
+                    raise PlacementError(
+                        f"growing {component} needs the config the plan was made from (GPUs per worker, groups): "
+                        "connect with the config or its JobSpec rather than a finished Plan"
+                    )
+                step = planner.grow(state.spec, state.plan, state.live, component, n - size, down=self._unusable())
+            elif n < size:
+                step = planner.shrink(state.plan, component, to=n)
+            else:
+                planner.resize(state.spec, state.plan, state.live, component, n)  # not elastic: its PlanError
+                return _event(SizeChange(component, size, size, (), ()), "resize", None, 0.0)
+            # What growing back aims for from now on is the size asked for last.
+            ranges = {**step.plan.elastic, component: dataclasses.replace(step.plan.elastic[component], start=n)}
+            step = dataclasses.replace(step, plan=dataclasses.replace(step.plan, elastic=ranges))
+            return self._realise(step, "resize", None, start + timeout_s, drain=True)[0]
+
+    def shrink_lost(self, rank: int, done: Done) -> tuple[ResizeEvent, ...]:
+        """Node `rank` is lost and no node took it over: shrink every component on it (they are all elastic
+        and stay at or above their `min`, else PlanError saying which cannot). Its workers are dropped already.
+        `done(events)` runs once the job is at the new size, before the survivors' `on_resized` are awaited."""
+        with self._lock:
+            self._check_open()
+            step = planner.shrink_lost_node(self._state.plan, rank)
+            deadline = time.monotonic() + self._state.timeout_s
+            return self._realise(step, "node lost", rank, deadline, drain=False, done=done)
+
+    def grow_back(self, joined: Mapping[int, Node], done: Done) -> tuple[ResizeEvent, ...]:
+        """Nodes joined: each serves a rank lost earlier (a replacement or spare) or a new rank. Map them in the
+        state, then grow every elastic component below its aim back toward it, as far as the nodes hold;
+        `done(events)` as for `shrink_lost`."""
+        with self._lock:
+            self._check_open()
+            state = self._state
+            state.apply(Change(nodes=joined, down={r: False for r in joined if r in state.down}))
+            for rank in joined:
+                self._launcher.node_changed(rank)
+            if state.spec is None:
+                log.warning("job %s: nodes joined, but a job started from a Plan cannot grow back", state.name)
+                done(())
+                return ()
+            step = planner.grow_back(state.spec, state.plan, state.live, down=self._unusable())
+            deadline = time.monotonic() + state.timeout_s
+            return self._realise(step, "grow back", min(joined), deadline, drain=True, done=done)
+
+    def _unusable(self) -> set[int]:
+        """Node ranks growth must not use: lost (waiting, failed) or gone after a shrink."""
+        return set(self._state.down) | set(self._state.troubles())
+
+    def _realise(
+        self,
+        step: Resize,
+        cause: str,
+        node_rank: int | None,
+        deadline: float,
+        *,
+        drain: bool,
+        done: Done | None = None,
+    ) -> tuple[ResizeEvent, ...]:
+        """Make the step true on Ray (see the module docstring); the leader's event first. Raises PlacementError
+        with the step undone when it fails before the commit, and after it when an `on_resized` failed."""
+        if not step.changes:
+            if done is not None:
+                done(())
+            return ()
+        begun = time.monotonic()
+        state = self._state
+        changes = step.changes
+        groups = {c.component: self._groups[c.component] for c in changes if c.component in self._groups}
+        with ExitStack() as paused:
+            for group in groups.values():
+                paused.enter_context(group.pause())
+            if drain:
+                self._drain(groups, deadline)
+            before = (state.plan, state.masters())
+            started: dict[str, ActorHandle] = {}
+            try:
+                self._check_open()
+                if step.reserve:
+                    self._reservation.reserve_step(step.reserve, deadline)
+                state.apply(Change(plan=step.plan))
+                self._rendezvous.renew(
+                    [c.component for c in changes], joining=[w.name for c in changes for w in c.added]
+                )
+                for c in changes:
+                    group = groups.get(c.component)
+                    if group is None or not c.added:
+                        continue  # not launched yet: it launches at its new size
+                    if not group.in_driver:
+                        self._launcher.check_names(c.added)
+                    for w in c.added:
+                        assert group.relaunch is not None
+                        started[w.name] = group.relaunch(w)
+                self._answered(started, deadline)
+                self._check_open()
+            except BaseException as e:
+                self._rendezvous.joined()
+                self._kill(list(started.values()))
+                self._wait_dead(list(started.values()), "workers started by a failed resize")
+                self._reservation.release_bundles(step.reserve)
+                state.apply(Change(plan=before[0], masters=before[1]))
+                if isinstance(e, (PlacementError, PlanError)):
+                    raise
+                raise PlacementError(f"resizing {changes[0].component} failed, nothing changed: {e}") from e
+            self._rendezvous.joined()
+            self._commit(step, groups, started)
+            seconds = time.monotonic() - begun
+            events = [_event(c, cause, node_rank, seconds) for c in changes]
+            events[0] = dataclasses.replace(events[0], also=tuple(events[1:]))
+            told = self._tell(groups, {e.component: e for e in events})  # before any later call
+        state.apply(Change(resizes=tuple(events)))
+        log.info("rlplace job %s: %s", state.name, "; ".join(map(str, events)))
+        if done is not None:
+            done(tuple(events))
+        failures = _awaited(told, deadline)
+        if failures:
+            lead, why = changes[0].component, "; ".join(failures)
+            raise PlacementError(f"{lead} is at its new size ({events[0]}), but on_resized failed: {why}")
+        return tuple(events)
+
+    def _commit(self, step: Resize, groups: dict[str, WorkerGroup], started: dict[str, ActorHandle]) -> None:
+        """Stop the removed workers (their names are free once Ray reports them dead), free their groups, and
+        give each launched component its new members."""
+        for c in step.changes:
+            group = groups.get(c.component)
+            if group is None:
+                continue
+            gone = {w.name for w in c.removed}
+            by_name = {w.name: a for w, a in group.pairs()} | started
+            doomed = [by_name[name] for name in gone if name in by_name]
+            self._kill(doomed)
+            self._wait_dead(doomed, f"removed {c.component} workers")
+            workers = self._state.workers(c.component)
+            group.reshape(workers, [by_name[w.name] for w in workers], sorted(gone))
+        self._reservation.release_bundles(step.release)
+
+    def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
+        """Wait until the calls already sent to the groups' workers are done (an actor runs its calls in order,
+        so a no-op sent now ends after them); new calls wait for the resize (the groups are paused)."""
+        pending = {a.__ray_call__.remote(answer): w.name for g in groups.values() for w, a in g.pairs()}
+        if not pending:
+            return
+        _, late = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
+        if late:
+            names = ", ".join(sorted(pending[r] for r in late))
+            raise PlacementError(
+                f"resize not started: calls made before it still run on {names} at its timeout_s; nothing was changed "
+                "(a call started after resize() sees the new size; the ones before it finish at the old one)"
+            )
+
+    def _answered(self, started: dict[str, ActorHandle], deadline: float) -> None:
+        """Every new worker has run its constructor; else PlacementError naming it (the caller undoes the step)."""
+        refs = {_first_call(h, None): name for name, h in started.items()}
+        ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
+        if late:
+            names = ", ".join(sorted(refs[r] for r in late))
+            raise PlacementError(f"the new workers {names} did not start within timeout_s; nothing was changed")
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as e:
+                raise PlacementError(f"new worker {refs[ref]} did not start: {_first_line(e)}") from e
+
+    def _tell(self, groups: dict[str, WorkerGroup], events: dict[str, ResizeEvent]) -> dict[Any, str]:
+        """Send every worker of a changed component its new rank and rendezvous (the new ones too: where Ray
+        placed the component, they agree on it with the others now), then its `on_resized(event)` (an actor runs
+        its calls in order: before any call made after the resize); ref -> worker name."""
+        refs: dict[Any, str] = {}
+        for c, group in groups.items():
+            for w, actor in group.pairs():
+                payload = None if group.in_driver else self._rendezvous.payload(w)  # new workers too: see renew
+                refs[actor.__ray_call__.remote(apply_resize, payload, events[c])] = w.name
+        return refs
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _kill(self, handles: Iterable[Any]) -> None:
+        for handle in handles:
+            if isinstance(handle, ActorHandle):
+                try:
+                    ray.kill(handle, no_restart=True)
+                except Exception as e:  # already dead
+                    log.debug("kill %s: %s", handle, e)
+
+    def _wait_dead(self, handles: Iterable[Any], what: str) -> None:
+        ids = [_compat.actor_id(h) for h in handles if isinstance(h, ActorHandle)]
+        if wait_dead(ids, DEATH_WAIT_S):
+            log.warning("job %s: %s not reported dead after %.0f s", self._state.name, what, DEATH_WAIT_S)
+
+    def _check_open(self) -> None:
+        if self._state.closed:
+            raise PlacementError(f"job {self._state.name} is shut down")
+
+
+def _awaited(refs: dict[Any, str], deadline: float) -> list[str]:
+    """Wait for the `on_resized` calls (at least a second); what failed or did not finish, by worker name."""
+    if not refs:
+        return []
+    ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=max(1.0, deadline - time.monotonic()))
+    failures = [f"{refs[r]} did not finish on_resized within timeout_s" for r in late]
+    for ref in ready:
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayError as e:
+            failures.append(f"{refs[ref]}: {_first_line(e)}")
+    return failures
+
+
+def _first_call(handle: Any, event: NodeEvent | None) -> Any:
+    """The first call a relaunched worker gets: `on_replaced(event)` if its class defines it (to reload a
+    checkpoint), else a no-op that returns once the worker is up. A new worker of a resize (`event` None) gets
+    the no-op: its `on_resized` comes with everyone's."""
+    if event is not None and hasattr(handle, "on_replaced"):
+        return handle.on_replaced.remote(event)
+    return handle.__ray_call__.remote(answer)
+
+
+def _event(change: SizeChange, cause: str, node_rank: int | None, seconds: float) -> ResizeEvent:
+    return ResizeEvent(
+        change.component,
+        change.old_size,
+        change.new_size,
+        tuple(_rank(w) for w in change.added),
+        tuple(_rank(w) for w in change.removed),
+        dict(change.renumbered),
+        cause,
+        time.time(),
+        seconds,
+        node_rank,
+    )
+
+
+def _rank(w: Worker) -> ResizedRank:
+    return ResizedRank(w.rank, w.name, w.node_rank, w.gpus)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
