@@ -17,14 +17,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
 
 # Every simulated node of every test session on a machine has the same IP, so two sessions running at once
-# (developers sharing a machine) would hand out the same master ports from 29500 up and collide when their
-# workers bind them. Each session takes its own window of the default range (inherited by the embedded
-# clusters the CLI tests start); a test that sets the variable itself still wins.
-_WINDOW = 900
-os.environ.setdefault(
-    "RLPLACE_MASTER_PORT_RANGE",
-    f"{20000 + (os.getpid() % 14) * _WINDOW}-{20000 + (os.getpid() % 14 + 1) * _WINDOW - 1}",
-)
+# (developers sharing a machine, or the two halves of `make test`) would hand out the same master ports and
+# collide when their workers bind them. Each session takes its own window of the default range (inherited by
+# the embedded clusters the CLI tests start): by its pid, or, for the halves `make test` starts side by side
+# (RLPLACE_TEST_HALF=0 and 1, children of one shell), by that shell's pid and the half, so the two never share
+# one. A test that sets the variable itself still wins.
+_WINDOW, _WINDOWS = 900, 14
+_half = os.environ.get("RLPLACE_TEST_HALF")
+_slot = (os.getpid() if _half is None else os.getppid() + int(_half)) % _WINDOWS
+os.environ.setdefault("RLPLACE_MASTER_PORT_RANGE", f"{20000 + _slot * _WINDOW}-{20000 + (_slot + 1) * _WINDOW - 1}")
 
 
 #: How long Ray may take to report a job's actors dead and its groups removed after the test returned.

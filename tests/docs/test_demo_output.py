@@ -32,7 +32,6 @@ def loosen(expected: str) -> str:
 
 
 @pytest.mark.slow  # a full demo: about 30 s on a quiet 2-core machine, up to a minute under load
-@pytest.mark.ray
 def test_the_demo_prints_what_the_guide_shows(tmp_path):
     guide = (ROOT / "docs/guide.md").read_text()
     block = re.search(r"```console\n(\$ rlplace demo\n.*?)```", guide, re.DOTALL)
