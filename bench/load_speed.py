@@ -99,7 +99,10 @@ def bad_inputs():
         big = d / "big.yaml"
         big.write_text("".join(f"key_{i}: {i}\n" for i in range(400_000)))  # ~7 MB of plain keys, no aliases
         listed = d / "listed.yaml"
-        listed.write_text("cluster:\n  train_worker_num: 2\ndataset:\n" + "".join(f"  - {i}\n" for i in range(150_000)))
+        # ~0.9 MB: a 150k-item list beside the cluster section (the case)
+        listed.write_text(
+            "cluster:\n  train_worker_num: 2\ndataset:\n" + "".join(f"  - {i % 10}\n" for i in range(150_000))
+        )
         bomb = d / "bomb.yaml"
         bomb.write_text(
             "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
