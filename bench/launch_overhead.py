@@ -11,7 +11,7 @@ plus one CPU buffer shard per node: 5 workers per node) in two ways:
 With `--runtime-env-baseline` a third runner, `ray+env`, passes the rank info as runtime_env env vars
 instead of constructor arguments (what a launcher that sets RANK/MASTER_ADDR through runtime_env pays).
 "start" runs until every worker has answered its first call; "stop" is the tear-down. A warm-up pair
-is not counted. Prints the median of each, the ratio rlplace/ray (target: within 15%, <= 1.15), per
+is not counted. Prints the median of each, the ratio rlplace/ray (target: within 10%, <= 1.10), per
 worker at the largest cluster the driver-side work (submitting every worker) and the start time, and per
 cluster what handing one worker its record and rendezvous costs the driver: building its constructor
 payload, against the synchronous internal-KV write per worker that rlplace did before.
@@ -27,6 +27,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+
+#: The most rlplace may cost on top of hand-written Ray to a fully started job (issue 17: within 10%).
+TARGET = 1.10
 
 CONFIG = """
 cluster:
@@ -222,9 +225,9 @@ def main() -> int:
         workers, times = measure(nodes, args.rounds, runners)
         ratios.append(report(nodes, workers, times, per_worker=nodes == sizes[-1]))
     worst = max(ratios)
-    verdict = "PASS" if worst <= 1.15 else "FAIL"
-    print(f"\nworst ratio rlplace/ray over {sizes} nodes: {worst:.3f}; target <= 1.15: {verdict}")
-    return 0 if worst <= 1.15 else 1
+    verdict = "PASS" if worst <= TARGET else "FAIL"
+    print(f"\nworst ratio rlplace/ray over {sizes} nodes: {worst:.3f}; target <= {TARGET}: {verdict}")
+    return 0 if worst <= TARGET else 1
 
 
 if __name__ == "__main__":

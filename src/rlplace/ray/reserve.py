@@ -341,10 +341,7 @@ class Reservation:
         for r, demand in pending:
             held = diagnose.holders(str(r.node.node_id), table, actors, exclude=ours)
             lines.append(diagnose.starved(r.node, demand, available.get(str(r.node.node_id), {}), held, waited_s))
-        return (
-            f"placement groups still waiting after {self.timeout_s:g} s (timeout_s), resources busy:\n  "
-            + "\n  ".join(lines)
-        )
+        return "placement groups still waiting when timeout_s ran out, resources busy:\n  " + "\n  ".join(lines)
 
 
 def _state(pg: PlacementGroup) -> tuple[str, str]:
