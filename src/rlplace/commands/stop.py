@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from rlplace.cli_types import positive_seconds
 from rlplace.commands import local_nodes
-from rlplace.commands.arguments import positive_seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
