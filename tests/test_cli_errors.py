@@ -58,9 +58,11 @@ def test_connect_to_nothing_fails_within_seconds_naming_the_address(address, env
     [
         ["status", "--address", "127.0.0.1:6399"],
         ["run", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:6399"],
+        ["run", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:6399", "--", "python", "train.py"],
         ["start", "--address", "127.0.0.1:6399", "--node-rank", "1"],
+        ["plan", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:6399"],
     ],
-    ids=["status", "run", "start"],
+    ids=["status", "run", "run-command", "start", "plan"],
 )
 def test_commands_name_the_address_as_typed_and_fail_fast(argv):
     done, seconds = timed([RLPLACE, *argv], {"RAY_ADDRESS": ""})

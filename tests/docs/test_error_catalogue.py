@@ -515,7 +515,7 @@ def without_gymnasium(request: pytest.FixtureRequest) -> str:
 
 
 def simulated_while_connected(request: pytest.FixtureRequest) -> str:
-    from rlplace.examples.local_cluster import simulated_cluster
+    from rlplace.ray.simulated import simulated_cluster
 
     request.getfixturevalue("ray_cluster")
     return raised(lambda: simulated_cluster(parse_nodes("1x0")).__enter__())
@@ -605,7 +605,7 @@ COMMAND_LINE: dict[str, Provoker] = {
     "--insecure: only a head is started open; a node takes the head's mode": cli(
         "start", "--address", "10.0.0.1:6379", "--insecure", "--accelerator", "A800", "--dry-run"
     ),
-    "$RAY_AUTH_MODE: rlplace start --head requires a token unless --insecure is given": rlplace_as_user(
+    "$RAY_AUTH_MODE=disabled: rlplace start --head requires a token unless --insecure is given": rlplace_as_user(
         "start", "--head", "--accelerator", "A800", "--dry-run", RAY_AUTH_MODE="disabled"
     ),
 }

@@ -14,6 +14,7 @@ import re
 import sys
 from collections import Counter
 
+from rlplace.commands.arguments import nodes_argument
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, load_inventory, parse_nodes
 from rlplace.model import JobSpec
@@ -22,8 +23,6 @@ from rlplace.planner.gc_pause import gc_paused
 
 COMPARED = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
-#: Console width when stdout is not a terminal: wide enough that no line wraps mid-value or is cut with "…".
-UNWRAPPED = 100_000
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 
@@ -37,11 +36,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument(
         "--nodes",
         metavar="SPEC",
+        type=nodes_argument,
         help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order; it says nothing about CPUs, so the "
         "plan's CPUs are not checked (an --inventory file with `cpus`, or the live cluster, checks them)",
     )
     src.add_argument(
         "--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked"
+    )
+    src.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="plan on the live cluster whose head is there (default without --nodes/--inventory: $RAY_ADDRESS, else "
+        "the cluster started on this machine)",
     )
     p.add_argument(
         "--format",
@@ -72,11 +78,11 @@ def _size(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
-    from rlplace.planner import estimate, plan, write_resource_pool
+    from rlplace.planner import capacity, estimate, plan, write_resource_pool
 
     spec = load(pathlib.Path(args.file), overrides=args.overrides)
     inventory = _inventory(args)
-    result = _checked(plan(spec, inventory), inventory)
+    result = capacity.checked(plan(spec, inventory), inventory)
     if args.export:
         write_resource_pool(result, args.export)
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
@@ -94,18 +100,6 @@ def run(args: argparse.Namespace) -> int:
                 doc["compare"] = compared
             _dump(doc, args.format)
     return 0
-
-
-def _checked(result: Plan, inventory: Inventory) -> Plan:
-    """Refuse a plan some node cannot hold (CPUs and custom resources, where the inventory states them), with
-    the words `rlplace run` would stop with; add the warnings run would give about unadvertised hardware."""
-    from rlplace.planner import capacity
-
-    problems = capacity.problems(result, inventory)
-    if problems:
-        raise PlanError(capacity.refusal(problems))
-    more = capacity.warnings(result, inventory)
-    return dataclasses.replace(result, warnings=(*result.warnings, *more)) if more else result
 
 
 def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Namespace) -> None:
@@ -130,10 +124,10 @@ def _inventory(args: argparse.Namespace) -> Inventory:
         return parse_nodes(args.nodes)
     if args.inventory:
         return load_inventory(args.inventory)
-    return _live_inventory()
+    return _live_inventory(args.address)
 
 
-def _live_inventory() -> Inventory:
+def _live_inventory(address: str | None) -> Inventory:
     """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
         import ray
@@ -142,7 +136,7 @@ def _live_inventory() -> Inventory:
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e
-    inventory = live_inventory()
+    inventory = live_inventory(address or "auto")
     address = ray.get_runtime_context().gcs_address
     print(
         f"planning on the live Ray cluster at {address}: {len(inventory)} node(s), {inventory.total_gpus} GPU(s) "
@@ -213,20 +207,14 @@ def _dump(doc: dict, fmt: str) -> None:
     sys.stdout.write(yaml.dump(doc, Dumper=dumper, sort_keys=False))
 
 
-def _console():
-    """The terminal's width; anywhere else (a pipe, a file) wide enough that no line wraps mid-value or is cut."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=UNWRAPPED)
-
-
 def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None, args: argparse.Namespace) -> None:
     from rich.table import Table
 
+    from rlplace.viz.console import console as terminal
     from rlplace.viz.table import render
     from rlplace.viz.text import estimate_line
 
-    console = _console()
+    console = terminal()
     console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
     console.print(estimate_line(result, est))
     if args.export:

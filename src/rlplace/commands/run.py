@@ -1,15 +1,23 @@
-"""`rlplace run CONFIG`: the CartPole PPO pipeline placed by CONFIG, on a cluster, end to end.
+"""`rlplace run CONFIG [OVERRIDE ...] [--simulate NODES | --address A] [-- COMMAND ...]`: run on the plan.
 
-On an existing cluster (`--address`, or one this machine is already part of) or on an embedded simulated
-one (`--simulate 3x2,1x0`); the pipeline itself and its report are the example's
-(`rlplace.examples.cartpole_ppo.command`).
+With `-- COMMAND` (`-- python train.py --lr 3e-4`) your command runs as the job's driver: inside it,
+`rlplace.connect()` with no argument plans this config, on this cluster. Without it, the bundled CartPole PPO
+pipeline runs, for a config that plans its components. Either way on an existing cluster (`--address`, else
+$RAY_ADDRESS, else the one this machine is part of) or on an embedded simulated one (`--simulate 2x8:A800,1x4`),
+and the plan is shown before anything starts.
+
+The command's part is `rlplace.commands.driver`; the pipeline's is the example's,
+`rlplace.examples.cartpole_ppo.command`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shlex
 
 from rlplace.commands.arguments import nodes_argument
+from rlplace.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "run",
-        help="run the CartPole PPO pipeline with a cluster config (embedded simulated cluster or existing one)",
-        description=__doc__.splitlines()[0],
+        help="run your command (-- python train.py) or the bundled CartPole pipeline on a config's plan, on an "
+        "embedded simulated cluster or an existing one",
+        description=__doc__.split("\n\n")[1],
+        usage="rlplace run [-h] CONFIG [OVERRIDE ...] [--simulate NODES | --address HOST:PORT] [options] "
+        "[-- COMMAND ...]",
+        epilog="After `--`: the command to run as the job's driver (-- python train.py --lr 3e-4). It gets "
+        "RAY_ADDRESS, the cluster's token mode, RLPLACE_CONFIG and RLPLACE_OVERRIDES, so that rlplace.connect() "
+        "with no argument plans this config there; its stdin, stdout, stderr and exit status are run's.",
     )
     p.add_argument("config", help="cluster config YAML (either dialect), e.g. one of `rlplace demo --list-configs`")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=2")
@@ -27,14 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--simulate",
         metavar="NODES",
         type=nodes_argument,
-        help="start an embedded cluster of these nodes (COUNTxGPUS groups in node-rank order, e.g. 2x4 or 3x2,1x0)",
+        help="start an embedded cluster of these nodes (COUNTxGPUS[:MODEL] groups in node-rank order, e.g. 2x8,1x4 "
+        "or 2x4:A800,1x0), stopped when the run ends",
     )
     where.add_argument(
         "--address",
         metavar="HOST:PORT",
         help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the cluster started on this machine)",
     )
-    add_pipeline_arguments(p, "the bundled CartPole pipeline")
+    add_pipeline_arguments(p, "the bundled CartPole pipeline (without -- COMMAND)")
     p.set_defaults(func=run)
 
 
@@ -43,5 +58,21 @@ def run(args: argparse.Namespace) -> int:
     from rlplace.examples.cartpole_ppo.command import check_fits, execute
 
     spec = config.load(args.config, overrides=args.overrides)  # errors before any cluster starts
-    check_fits(spec)  # so is a config that cannot run this pipeline
+    command = getattr(args, "command_line", None)
+    if command is not None:
+        from rlplace.commands.driver import run_command
+
+        return run_command(args, spec, command)
+    try:
+        check_fits(spec)  # so is a config that cannot run this pipeline
+    except ConfigError as e:
+        own = shlex.join(["rlplace", "run", args.config, *args.overrides, *_where(args), "--", "python", "train.py"])
+        hint = f"; or run your own script on this plan: `{own}` (docs/guide.md, section 6)"
+        raise ConfigError([dataclasses.replace(p, message=p.message + hint) for p in e.problems]) from None
     return execute(spec, simulate=args.simulate, address=args.address, args=args, picture_stem="topology")
+
+
+def _where(args: argparse.Namespace) -> list[str]:
+    if args.simulate:
+        return ["--simulate", args.simulate]
+    return ["--address", args.address] if args.address else []

@@ -37,6 +37,8 @@ from rlplace.model import JobSpec
 
 POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
 _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
+#: The key of the node-groups dialect's placements, whose entries' lines JobSpec.locations keeps.
+PLACEMENTS = "component_placement"
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -59,15 +61,16 @@ def load(source: object, *, filename: str | None = None, overrides: Sequence[str
 
 
 def _locations(rep: Reporter, data: object) -> dict[str, str]:
-    """`file:line` of the keys the planner names in its messages (JobSpec.locations)."""
+    """`file:line` of the keys the planner and the CLI name in their messages (JobSpec.locations): the cluster
+    section's own keys and each component placement (`component_placement.rollout`), relative to the section."""
     base: Path = ("cluster",) if isinstance(data, Mapping) and "cluster" in data else ()
     out = {}
-    for key in ("num_nodes",):
-        path = (*base, key)
-        if path in rep.lines:
-            line = rep.lines[path]
-            file = rep.files.get(path, rep.file)
-            out[key] = f"{file}:{line}" if line is not None else str(file)
+    for path, line in rep.lines.items():
+        rest = path[len(base) :]
+        if path[: len(base)] != base or not rest or len(rest) > 2 or (len(rest) == 2 and rest[0] != PLACEMENTS):
+            continue
+        file = rep.files.get(path, rep.file)
+        out[".".join(map(str, rest))] = f"{file}:{line}" if line is not None else str(file)
     return out
 
 

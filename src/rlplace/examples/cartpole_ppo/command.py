@@ -71,16 +71,16 @@ def execute(
     """Plan, place, train, report, tear down, for a loaded `spec` the pipeline fits (`check_fits`). Returns 0 once
     the run completed, solved or not (the report says which); failures raise the RlplaceError the CLI turns into
     exit codes 2-4."""
-    from rich.console import Console
+    from rlplace.viz.console import console as terminal
 
     if getattr(args, "elastic", False):
         from rlplace.examples.cartpole_ppo.pipeline import elastic_spec
 
         spec = elastic_spec(spec)
     args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails before any cluster starts, too
-    console = Console()
+    console = terminal()
     if simulate:
-        from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory
+        from rlplace.ray.simulated import simulated_cluster, simulated_inventory
 
         nodes = simulated_inventory(simulate)
         from rlplace.planner import plan

@@ -53,7 +53,7 @@ def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
 
 def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
     """The embedded cluster's spares from --spare / --kill-node (checked before anything starts)."""
-    from rlplace.examples.local_cluster import simulated_spares
+    from rlplace.ray.simulated import simulated_spares
 
     kill = getattr(args, "kill_node", None)
     if kill is not None and not 0 < kill < len(nodes):
