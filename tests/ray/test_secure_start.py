@@ -10,6 +10,7 @@ importing Ray), up to 7 s under load; the module takes about a minute.
 from __future__ import annotations
 
 import pathlib
+import re
 import stat
 import sys
 
@@ -148,6 +149,39 @@ def test_rlplace_run_with_the_token_trains_as_before(secured_head, tmp_path):
     done, _ = real_heads.run(argv, tmp_path, timeout=600, RAY_AUTH_TOKEN_PATH=str(secured_head.token_file))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Where each worker ran" in done.stdout
+
+
+#: The user's own script for `rlplace run ... -- python my_train.py`: connect() with no argument, its own actor class.
+MY_TRAIN = """
+import os, sys, rlplace
+class Learner:
+    def where(self):
+        return f"train {rlplace.worker_placement().rank} on node {rlplace.worker_placement().node_rank}"
+with rlplace.connect() as job:
+    print(*job.launch("train", Learner).call("where"), sep="\\n")
+print("mode", os.environ["RAY_AUTH_MODE"])
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 4])
+def test_rlplace_run_runs_the_users_script_on_the_secured_head(secured_head, tmp_path, code):
+    """`rlplace run CONFIG --address HEAD -- python my_train.py` (the token from the head's file, in
+    $RAY_AUTH_TOKEN_PATH): the script joins with `rlplace.connect()`, launches its own class on the plan and its exit
+    code is run's; its job is gone afterwards. 4 s on a quiet machine."""
+    (tmp_path / "my_train.py").write_text(MY_TRAIN)
+    (tmp_path / "job.yaml").write_text("cluster:\n  num_nodes: 1\n  component_placement: {train: 0-1}\n")
+    where = ["--address", secured_head.address]
+    argv = [RLPLACE, "run", str(tmp_path / "job.yaml"), *where, "--", sys.executable, str(tmp_path / "my_train.py")]
+    argv.append(str(code))
+    token = {"RAY_AUTH_TOKEN_PATH": str(secured_head.token_file)}
+    done, _ = real_heads.run(argv, tmp_path, timeout=300, **token)
+    assert done.returncode == code, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["train 0 on node 0", "train 1 on node 0", "mode token"], done.stderr[-3000:]
+    port = secured_head.address.rsplit(":", 1)[1]  # Ray names the head by this machine's IP, not 127.0.0.1
+    assert re.search(rf"planning on the live Ray cluster at \S+:{port}: 1 node", done.stderr), done.stderr
+    status, _ = real_heads.run([RLPLACE, "status", "--address", secured_head.address], tmp_path, **token)
+    assert "no rlplace workers" in status.stdout, status.stdout + status.stderr
 
 
 @pytest.mark.parametrize("token", ["none", "wrong"])
