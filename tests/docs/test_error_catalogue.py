@@ -190,7 +190,7 @@ CONFIG: dict[str, Provoker] = {
     "unknown hardware type 'Frank'; did you mean 'Franka'? Known types: ...": config(
         NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"
     ),
-    "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'? Valid keys: ...": config(
+    "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'?": config(
         "cluster:\n  eval_worker_nm: 2\n"
     ),
     "must be an integer >= 1, got '2'": config("cluster:\n  train_worker_num: '2'\n"),

@@ -371,7 +371,7 @@ def _groups_exist(labels: tuple[str, ...], known: list[str], path: Path, rep: Re
     for label in missing:
         rep.add(
             path,
-            f"node group '{label}' is not defined{did_you_mean(label, known)} Defined groups: {', '.join(known)}",
+            f"node group '{label}' is not defined{did_you_mean(label, known) or '.'} Defined groups: {', '.join(known)}",
             label,
         )
     return not missing
