@@ -72,7 +72,7 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
         spec,
         in_driver,
         written_buffer,
-        lambda w: buffer.aligned(builder, train, w, buffer_cpus(spec), train_pool),
+        lambda w: buffer.aligned(builder, train, w, buffer_cpus(spec), train_pool, _buffer_path(spec)),
     )
     is_colocated = r.is_colocated
     if is_colocated is None:
@@ -94,6 +94,12 @@ def _placed_counts(builder: PlanBuilder, counts: dict[str, Counted], in_driver: 
             builder.add(InDriver(name, c.count, c.cpus))
         out[name] = dataclasses.replace(c, count=0)
     return out
+
+
+def _buffer_path(spec: JobSpec) -> str:
+    """The key the buffer component's count came from (RLightning's `buffer.storage`), else ""."""
+    c = spec.component("buffer")
+    return c.path if c is not None else ""
 
 
 def _buffer(
