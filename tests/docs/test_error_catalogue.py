@@ -419,7 +419,7 @@ PLAN: dict[str, Provoker] = {
         "    - {label: g, node_ranks: 5-7}\n",
         "4x8",
     ),
-    "actor: placement asks for resource rank 8 in a800, which has ranks 0-7": planned(
+    "cluster.component_placement.actor: placement asks for resource rank 8 in a800, which has ranks 0-7": planned(
         "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a800, placement: 0-8}}\n"
         "  node_groups:\n    - {label: a800, node_ranks: 0}\n",
         "1x8",

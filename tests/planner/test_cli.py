@@ -175,7 +175,7 @@ def test_a_plan_never_uses_nodes_past_num_nodes_and_the_refusal_names_its_line(n
     job.write_text(NUM_NODES_1)
     code, _, err = run(capsys, str(job), "--nodes", nodes)
     assert code == 3
-    assert "actor: placement asks for resource rank 8 in cluster, which has ranks 0-7" in err
+    assert f"{job}:4: cluster.component_placement.actor: placement asks for resource rank 8 in cluster, which" in err
     assert f"num_nodes: 1 at {job}:2 makes the cluster node 0" in err
 
 

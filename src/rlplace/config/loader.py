@@ -22,7 +22,7 @@ from rlplace.config import elastic, node_groups, pools, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID
 from rlplace.config.hydra_compose import compose_with_hydra
-from rlplace.config.problems import Path, Reporter, did_you_mean, show
+from rlplace.config.problems import Path, Reporter, did_you_mean, format_path, show
 from rlplace.config.sections import (
     BOTH_DIALECTS,
     NODE_GROUPS_KEYS,
@@ -70,7 +70,7 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
         if path[: len(base)] != base or not rest or len(rest) > 2 or (len(rest) == 2 and rest[0] != PLACEMENTS):
             continue
         file = rep.files.get(path, rep.file)
-        out[".".join(map(str, rest))] = f"{file}:{line}" if line is not None else str(file)
+        out[format_path(rest)] = f"{file}:{line}" if line is not None else str(file)
     return out
 
 

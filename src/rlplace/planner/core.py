@@ -151,7 +151,7 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
                     Problem(
                         path=f"cluster.{name}_worker_num",
                         value=c.num_workers,
-                        file=spec.source,
+                        file=spec.written_at(f"cluster.{name}_worker_num"),
                         message=f"{c.num_workers} {name} worker(s) asked for, but no resource_pool entry gives "
                         f'{name} a GPU range; add e.g. `{name}: "0-{c.num_workers - 1}"` to a pool',
                     )

@@ -87,7 +87,7 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
                 Problem(
                     path=c.path or f"cluster.component_placement.{c.name}",
                     value=None,
-                    file=spec.source,
+                    file=spec.written_at(c.path or f"cluster.component_placement.{c.name}"),
                     message=f"component {c.name} has no placement; give node_group and placement",
                 )
             )
@@ -236,7 +236,8 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
             bad = next(i for i in idx if i >= total)
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
             raise PlanError(
-                f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
+                f"{spec.written_at(where)}: {where}: placement asks for resource rank {bad} in "
+                f"{'+'.join(r.label for r in res)}, "
                 f"which has ranks 0-{total - 1} ({have}{_num_nodes_limit(spec)})"
             )
         if c.process_shape is not None:
@@ -249,7 +250,7 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
                 Problem(
                     path=where,
                     value=format_ranks(procs),
-                    file=spec.source,
+                    file=spec.written_at(where),
                     message=(
                         f"{n} processes on {m} resources: the process count must be a multiple of the resource count "
                         "(processes share a resource) or divide it (each process owns several)"
@@ -299,7 +300,7 @@ def _shaped(
             Problem(
                 path=where,
                 value=len(flat),
-                file=spec.source,
+                file=spec.written_at(where),
                 message=f"{c.name} has {len(flat)} resource(s), which do not split into processes of {d} device(s) "
                 f"with stride {st}{origin}; the resource count must be a multiple of {d * st}",
             )
@@ -342,7 +343,7 @@ def _gpus_slot(
             Problem(
                 path=where,
                 value=None,
-                file=spec.source,
+                file=spec.written_at(where),
                 message=(
                     f"a {c.name} process would own {len(mine)} resources that are not GPUs of one node; "
                     "several resources per process must be GPUs on the same node"
@@ -366,7 +367,7 @@ def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) 
             Problem(
                 path=where,
                 value=format_ranks(ranks),
-                file=spec.source,
+                file=spec.written_at(where),
                 message=(f"{what}; the processes of {c.name} must be numbered 0-{len(ranks) - 1}, each once"),
             )
         )
