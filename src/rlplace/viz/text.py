@@ -35,16 +35,22 @@ def cpus(n: float) -> str:
 
 
 def settings_parts(plan: Plan) -> list[str]:
-    """The settings actually used, one `key value` part each (a view joins them, and wraps only between them)."""
+    """The settings actually used, one `key value` part each (a view joins them, and wraps only between them), in
+    the words of the config's dialect: a node-groups (RLinf) plan has no strategies and, unless it places a
+    component named buffer, no buffer shards, so neither is shown."""
     s = plan.settings
+    where = "placement groups" if plan.uses_placement_groups else "no placement groups"
+    shared = [f"is_colocated {str(s.is_colocated).lower()}", f"enable_offload {str(s.enable_offload).lower()}"]
+    if s.dialect == "node_groups":
+        buffer = [f"buffer shards {s.buffer_worker_num}"] if s.buffer_worker_num else []
+        return ["node groups (component_placement)", *shared, *buffer, where]
     return [
         f"mode {s.mode}",
         f"strategy {s.strategy}",
         f"env_strategy {s.env_strategy}",
-        f"is_colocated {str(s.is_colocated).lower()}",
-        f"enable_offload {str(s.enable_offload).lower()}",
+        *shared,
         f"buffer shards {s.buffer_worker_num}",
-        "placement groups" if plan.uses_placement_groups else "no placement groups",
+        where,
     ]
 
 
