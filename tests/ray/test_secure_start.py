@@ -20,6 +20,7 @@ import real_heads
 from real_heads import RLPLACE
 from rlplace.commands import local_nodes
 from rlplace.examples.cartpole_ppo import CONFIGS
+from rlplace.ray.labels import LOOPBACK_ENV
 
 pytestmark = pytest.mark.ray
 
@@ -265,3 +266,41 @@ def session_processes(ray_cluster) -> list[tuple[int, str]]:
 
 def alive(pid: int) -> bool:
     return local_nodes.running(pid)
+
+
+def listening(processes: list[tuple[int, str]]) -> dict[str, set[str]]:
+    """The addresses each of `processes` (by name) accepts TCP connections on."""
+    import psutil
+
+    found: dict[str, set[str]] = {}
+    for pid, name in processes:
+        try:
+            sockets = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        found.setdefault(name, set()).update(s.laddr.ip for s in sockets if s.status == psutil.CONN_LISTEN)
+    return found
+
+
+def test_a_head_on_127_0_0_1_listens_there_only_and_says_how_to_stop_it(tmp_path):
+    """`rlplace start --head -- --node-ip-address 127.0.0.1`: Ray 2.60 alone turns 127.0.0.1 into this machine's
+    address and its GCS and raylet listen on every address; rlplace keeps it on loopback (Ray's one-machine mode).
+    Its report, after Ray's own lines, says `rlplace stop`, and Ray's `ray stop` advice is not printed. A client of
+    this machine without Ray's switch is told to set it. 5-10 s."""
+    head = real_heads.start(
+        tmp_path, "--insecure", "--node-rank", "0", cpus=1, gpus=0, ray_args=("--node-ip-address=127.0.0.1",)
+    )
+    try:
+        assert head.returncode == 0, head.output
+        servers = listening(head.processes())
+        assert servers["gcs_server"] and servers["raylet"], servers
+        assert set().union(*servers.values()) <= {"127.0.0.1", "::ffff:127.0.0.1"}, servers
+        assert f"the Ray cluster at {head.address} listens on 127.0.0.1 only" in head.output
+        assert "ray stop\n" not in head.output and "To terminate the Ray runtime" not in head.output
+        assert head.output.index("Ray runtime started") < head.output.index("Stop this node: rlplace stop (not")
+        done, _ = real_heads.run([RLPLACE, "status", "--address", head.address], tmp_path)
+        assert "the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set " in done.stderr, done.stderr
+        done, _ = real_heads.run([RLPLACE, "status", "--address", head.address], tmp_path, **{LOOPBACK_ENV: "0"})
+        assert done.returncode == 0 and "no rlplace workers" in done.stdout, done.stdout + done.stderr
+    finally:
+        real_heads.kill_marked(head)

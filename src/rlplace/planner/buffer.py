@@ -10,7 +10,6 @@ from __future__ import annotations
 from rlplace.inventory import Inventory
 from rlplace.planner.builder import Block, PlanBuilder, gather
 
-
 #: Where a buffer count may come from besides `buffer_worker_num` (RLightning's storage), as config key paths.
 STORAGE_SOURCES = ("buffer.storage.type", "buffer.storage.num_shards")
 
