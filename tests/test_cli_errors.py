@@ -97,7 +97,7 @@ def test_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "(default: 14G)" in out and "(default: table)" in out
+    assert "else 14G, a 7B model in bf16, said to be assumed" in out and "(default: table)" in out
 
 
 def test_plan_without_nodes_and_no_cluster_suggests_planning_offline(tmp_path):

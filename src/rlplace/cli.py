@@ -67,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         from rlplace.commands.driver import split_command
 
         argv, command = split_command(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse takes positionals only before the options: overrides after them are the command's too
+        if getattr(args, "overrides", None) is None or not all(_is_override(w) for w in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
     if argv[:1] == ["run"]:
         if command == []:
             return usage_error("run", "nothing to run after `--`: write the command, e.g. `-- python train.py`")
@@ -101,6 +106,11 @@ def usage_error(command: str, message: str) -> int:
     """A command-line mistake found after parsing, said as argparse says the ones it finds itself."""
     print(f"rlplace {command}: error: {message}", file=sys.stderr)
     return EXIT_CONFIG
+
+
+def _is_override(word: str) -> bool:
+    """A Hydra override (`key=value`, `+key=value`, `~key`), not a mistyped option."""
+    return not word.startswith("-") and ("=" in word or word.startswith(("+", "~")))
 
 
 def _on_command_line(problem: Problem) -> bool:

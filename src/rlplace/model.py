@@ -188,6 +188,8 @@ class JobSpec:
     warnings: tuple[str, ...] = ()
     #: Components that may change size while the job runs (`cluster.elastic`), in written order.
     elastic: tuple[ElasticRange, ...] = ()
+    #: The model's size in bytes where the config says it (`cluster.model_bytes`), for the estimate of weight sync.
+    model_bytes: int | None = None
     #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3",
     #: "component_placement.actor": "job.yaml:5"}`), by key path relative to the cluster section; empty for a dict.
     locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

@@ -150,6 +150,8 @@ class Plan:
     process_shapes: dict[str, ProcessShape] = field(default_factory=dict, hash=False)
     #: Components that may change size while the job runs, with their ranges (`cluster.elastic`).
     elastic: dict[str, SizeRange] = field(default_factory=dict, hash=False)
+    #: The model's size in bytes as the config writes it (`cluster.model_bytes`), for the estimate; None: unsaid.
+    model_bytes: int | None = None
 
     def by_component(self, component: str) -> list[Worker]:
         return sorted((w for w in self.workers if w.component == component), key=lambda w: w.rank)
@@ -219,6 +221,7 @@ class Plan:
             notes=tuple(d.get("notes", ())),
             process_shapes={c: ProcessShape(**p) for c, p in d.get("process_shapes", {}).items()},
             elastic={c: SizeRange(**r) for c, r in d.get("elastic", {}).items()},
+            model_bytes=d.get("model_bytes"),
         )
 
     def to_dict(self) -> dict:
@@ -254,6 +257,7 @@ class Plan:
             "notes": list(self.notes),
             "process_shapes": {c: asdict(p) for c, p in self.process_shapes.items()},
             "elastic": {c: asdict(r) for c, r in self.elastic.items()},
+            "model_bytes": self.model_bytes,
         }
 
 

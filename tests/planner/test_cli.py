@@ -211,3 +211,24 @@ def test_plan_usage_shows_overrides_as_optional(capsys):
         main(["plan"])
     err = capsys.readouterr().err
     assert "file [OVERRIDE ...]" in " ".join(err.split()) and "the following arguments are required: file\n" in err
+
+
+def test_the_model_size_comes_from_the_config_else_every_view_says_it_is_assumed(capsys, tmp_path):
+    """CartPole's plan said "weight sync 14 GB (model 14 GB)" and drew "weights 14 GB": the --model-bytes default,
+    unsaid. Now the config's cluster.model_bytes is read, and without it the text, the picture and JSON say
+    "assumed"."""
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  placement: {strategy: disaggregate}\n")
+    picture = tmp_path / "plan.svg"
+    code, out, _ = run(capsys, str(job), "--nodes", "2x4", "--svg", str(picture))
+    assert code == 0
+    assert "weight sync (train -> eval) 14 GB (model 14 GB, assumed: write cluster.model_bytes or pass" in out
+    assert ">weights 14 GB (assumed)</text>" in picture.read_text()
+    code, out, _ = run(capsys, str(job), "cluster.model_bytes=2.2MiB", "--nodes", "2x4", "--svg", str(picture))
+    assert "weight sync (train -> eval) 2.31 MB (model 2.31 MB from cluster.model_bytes)" in out
+    assert ">weights 2.31 MB</text>" in picture.read_text() and "assumed" not in picture.read_text()
+    code, out, _ = run(capsys, str(job), "cluster.model_bytes=2.2MiB", "--nodes", "2x4", "--format", "json")
+    est = json.loads(out)["estimate"]
+    assert (est["model_bytes"], est["model_bytes_source"]) == (2306867, "cluster.model_bytes")
+    code, out, _ = run(capsys, str(job), "--nodes", "2x4", "--model-bytes", "1G", "--format", "json")
+    assert json.loads(out)["estimate"]["model_bytes_source"] == "--model-bytes"

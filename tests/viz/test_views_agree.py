@@ -27,7 +27,7 @@ from rlplace.planner import estimate, plan
 from rlplace.planner.estimate import WEIGHTS, Estimate, format_bytes
 from rlplace.viz.collapse import node_runs, rows
 from rlplace.viz.picture import html, svg
-from rlplace.viz.text import estimate_line, fraction_label, settings_parts
+from rlplace.viz.text import estimate_line, flow_label, fraction_label, settings_parts
 
 SVG = "{http://www.w3.org/2000/svg}"
 CASES = [(path, nodes, ()) for path, nodes in SPEC] + FRAMEWORKS
@@ -37,14 +37,15 @@ IDS = [f"{p.parent.name}/{p.stem}" for p, _, _ in CASES]
 #: (train, eval, env, buffer, actor, rollout, ...) may be here: those must come from the plan.
 VOCABULARY = frozenset(
     """
-    a across actors all also and any are as asks b buffer_worker_num by bytes components cpu cpus cross
+    a across actors all also and any are as asks assumed b buffer_worker_num by bytes cluster.model_bytes components
+    cpu cpus cross
     cross-node default detail device devices driver each enable_offload env_strategy estimate experience
     failures false flows for from gb gpu gpus group groups held hidden idle in is_colocated it iteration its kb
-    leave left lists mb mode n/a no node node's nodes none not note notes nothing of on one only or other
+    leave left lists mb mode model-bytes n/a no node node's nodes none not note notes nothing of on one only or other
     others own per pinned placement plan pools process processes rank ranks ray ray's remote requested reserve
     reserved reserves rlplace row rows scheduled schedules sees settings several shards share shared shares
     spanning spans strategy stream streams stride sync table tb the them these they to true unknown unused used
-    warning warnings weight weights what whole with worker workers x
+    warning warnings weight weights what whole with worker workers write x pass
     """.split()  # noqa: SIM905 (a word list reads better as words)
 )
 WORD = re.compile(r"[A-Za-z][\w./-]*(?:'[a-z]+)?")
@@ -241,4 +242,4 @@ def test_arrows_are_the_estimates_streams(built):
         assert not any(g.get("data-kind") == WEIGHTS for g in arrows)
     for g in arrows:
         label = "".join(t.text or "" for t in g.iter(f"{SVG}text"))
-        assert label == f"{g.get('data-kind')} {format_bytes(int(g.get('data-bytes')))}"
+        assert label == flow_label(g.get("data-kind"), int(g.get("data-bytes")), est)

@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import re
 import sys
 from collections import Counter
 
@@ -23,7 +22,6 @@ from rlplace.planner.gc_pause import gc_paused
 
 COMPARED = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--detail", action="store_true", help="the table with a row per device (= --format table-full)")
     p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
     p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
-    p.add_argument("--model-bytes", type=_size, default="14G", help="model size for the estimate (14G, 512M, 1GiB)")
+    p.add_argument(
+        "--model-bytes",
+        type=_size,
+        help="model size for the estimate (14G, 512M, 1GiB; default: the config's cluster.model_bytes, else 14G, "
+        "a 7B model in bf16, said to be assumed)",
+    )
     p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
     p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
     p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
@@ -67,13 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _size(text: str) -> int:
-    """``"14G" -> 14e9``, ``"1GiB" -> 2**30``: byte counts for the estimate."""
-    m = _SIZE.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 14G, 512M, 1GiB or 1000000")
-    unit = (m.group(2) or "").lower()
-    base = 1024 if unit.endswith("i") else 1000
-    return int(float(m.group(1)) * base ** ("kmgt".index(unit[0]) + 1 if unit else 0))
+    """An argparse type for byte counts (`rlplace.config.sizes`)."""
+    from rlplace.config.sizes import SIZE_FORM, parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {SIZE_FORM}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
         _write_pictures(result, inventory, est, args)
-    compared = _compare(spec, result, inventory, args) if args.compare else None
+    compared = _compare(spec, result, inventory, est, args) if args.compare else None
     if args.format in ("table", "table-full"):
         _print_table(result, inventory, est, compared, args)
     else:
@@ -146,7 +149,7 @@ def _live_inventory(address: str | None) -> Inventory:
     return inventory
 
 
-def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.Namespace) -> dict[str, dict]:
+def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argparse.Namespace) -> dict[str, dict]:
     """Plan the worker counts of `planned` under each auto strategy; a strategy that does not fit says why."""
     from rlplace.planner import estimate, plan
 
@@ -180,7 +183,7 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.
             "fits": True,
             "env_strategy": p.settings.env_strategy,
             "nodes_used": len({w.node_rank for w in p.workers if w.node_rank is not None}),
-            **estimate(p, args.model_bytes, args.batch_bytes, inventory).to_dict(),
+            **estimate(p, est.model_bytes, args.batch_bytes, inventory, est.model_source).to_dict(),
             "warnings": len(p.warnings),
         }
     return out
@@ -212,7 +215,7 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
 
     from rlplace.viz.console import console as terminal
     from rlplace.viz.table import render
-    from rlplace.viz.text import estimate_line
+    from rlplace.viz.text import estimate_line, model_size
 
     console = terminal()
     console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
@@ -220,10 +223,7 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
     if args.export:
         console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
-        t = Table(
-            title=f"strategies compared (model {_human(args.model_bytes)}, experience "
-            f"{_human(args.batch_bytes)} per iteration)"
-        )
+        t = Table(title=f"strategies compared ({model_size(est)}, experience {_human(args.batch_bytes)} per iteration)")
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
             t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from rlplace.config import elastic, node_groups, pools, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
-from rlplace.config.fields import INVALID
+from rlplace.config.fields import INVALID, written
 from rlplace.config.hydra_compose import compose_with_hydra
 from rlplace.config.problems import Path, Reporter, did_you_mean, format_path, show
 from rlplace.config.sections import (
@@ -186,7 +186,7 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         checked = NODE_GROUPS_SECTION.check(section, base, rep)
         spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
         spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
-        return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
+        return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
     pool_list = checked.get("resource_pool")  # type: ignore[union-attr]
@@ -197,7 +197,14 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
     spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
     spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
-    return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
+    return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
+
+
+def _both_dialects(spec: JobSpec, checked: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
+    """`spec` with the keys either dialect may write: `elastic`, and rlplace's `model_bytes`."""
+    size = written(checked, "model_bytes")
+    spec = dataclasses.replace(spec, model_bytes=size) if isinstance(size, int) else spec
+    return elastic.apply(spec, checked, base, rep)
 
 
 _ABSENT = object()

@@ -22,9 +22,10 @@ from rlplace.planner.settings import Counted, Resolved, auto_counts, buffer_cpus
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
     """Place every worker of `spec` on `inventory`; PlanError names what is missing where. Elastic components
-    carry their ranges (`Plan.elastic`)."""
+    carry their ranges (`Plan.elastic`), and the model's size where the config says it (`Plan.model_bytes`)."""
     with gc_paused():
-        return elastic.attach(spec, _plan(spec, inventory), inventory)
+        placed = elastic.attach(spec, _plan(spec, inventory), inventory)
+    return dataclasses.replace(placed, model_bytes=spec.model_bytes) if spec.model_bytes else placed
 
 
 def _plan(spec: JobSpec, inventory: Inventory) -> Plan:

@@ -66,7 +66,7 @@ from rlplace.viz.scene import (
     entries_of,
 )
 from rlplace.viz.svgkit import Svg, fit, num, text_width
-from rlplace.viz.text import ABSENT, UNKNOWN, estimate_line, flow_name, settings_parts
+from rlplace.viz.text import ABSENT, UNKNOWN, estimate_line, flow_label, flow_name, settings_parts
 
 MAX_NODES = 64
 SMALL, BODY, LEGEND, TITLE = 9.0, 12.0, 11.0, 18.0
@@ -555,7 +555,7 @@ class _Drawing:
             self.out.title(self._flow_title(f))
             path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
             self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind))
-            label = f"{f.kind} {format_bytes(f.bytes)}"
+            label = flow_label(f.kind, f.bytes, self.scene.estimate)
             self.out.text(lx, ly, label, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind])
             self.out.close("g")
         self.out.close("g")

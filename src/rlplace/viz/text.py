@@ -7,7 +7,7 @@ so a share, a byte count or a setting reads the same wherever it is shown. Pure 
 from __future__ import annotations
 
 from rlplace.plan import Plan
-from rlplace.planner.estimate import EXPERIENCE, WEIGHTS, Estimate, format_bytes
+from rlplace.planner.estimate import ASSUMED, EXPERIENCE, MODEL_BYTES_KEY, WEIGHTS, Estimate, format_bytes
 
 #: What the estimate says when the plan leaves the workers' nodes to Ray, and when it lacks the roles.
 UNKNOWN = "unknown (Ray schedules)"
@@ -68,8 +68,22 @@ def estimate_line(plan: Plan, est: Estimate) -> str:
     experience = _named(EXPERIENCE, est, format_bytes(est.experience_bytes, none))
     return (
         f"estimate: {est.gpus_used} GPU(s) used, {idle} idle; per iteration across nodes: {weights} "
-        f"(model {format_bytes(est.model_bytes)}), {experience} (batch {format_bytes(est.batch_bytes)})"
+        f"({model_size(est)}), {experience} (batch {format_bytes(est.batch_bytes)})"
     )
+
+
+def model_size(est: Estimate) -> str:
+    """`model 14 GB, assumed: ...` when nobody said it, else `model 2.2 MB from cluster.model_bytes`."""
+    size = f"model {format_bytes(est.model_bytes)}"
+    if est.model_source == ASSUMED:
+        return f"{size}, assumed: write {MODEL_BYTES_KEY} or pass --model-bytes"
+    return f"{size} from {est.model_source}"
+
+
+def flow_label(kind: str, amount: int, est: Estimate | None) -> str:
+    """An arrow's label: `weights 14 GB`, with `(assumed)` when the model's size is."""
+    assumed = kind == WEIGHTS and est is not None and est.model_source == ASSUMED
+    return f"{kind} {format_bytes(amount)}" + (" (assumed)" if assumed else "")
 
 
 def _named(kind: str, est: Estimate, amount: str) -> str:
