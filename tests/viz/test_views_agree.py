@@ -26,6 +26,7 @@ from rlplace.plan import Plan
 from rlplace.planner import estimate, plan
 from rlplace.planner.estimate import WEIGHTS, Estimate, format_bytes
 from rlplace.viz.collapse import node_runs, rows
+from rlplace.viz.environments import environments
 from rlplace.viz.picture import html, svg
 from rlplace.viz.text import estimate_line, flow_label, fraction_label, settings_parts
 
@@ -39,7 +40,8 @@ VOCABULARY = frozenset(
     """
     a across actors all also and any are as asks assumed b buffer_worker_num by bytes cluster.model_bytes components
     cpu cpus cross
-    cross-node default detail device devices driver each enable_offload env_strategy estimate experience
+    cross-node default detail device devices driver each enable_offload env env_strategy environment environments
+    estimate experience
     failures false flows for from gb gpu gpus group groups held hidden idle in is_colocated it iteration its kb
     leave left lists mb mode model-bytes n/a no node node's nodes none not note notes nothing of on one only or other
     others own per pinned placement plan pools process processes rank ranks ray ray's remote requested reserve
@@ -96,7 +98,8 @@ def page_texts(page: str) -> list[str]:
 def held_sentences(p: Plan, est: Estimate) -> list[str]:
     """Text the plan and estimate hold whole: it must appear as written, and is then set aside."""
     origins = [s.origin for s in p.process_shapes.values() if s.origin]
-    return [*p.warnings, *p.notes, *origins, estimate_line(p, est), *settings_parts(p)]
+    envs = [e.settings() for e in environments(p)]  # env vars and interpreters, as the config writes them
+    return [*p.warnings, *p.notes, *origins, estimate_line(p, est), *settings_parts(p), *envs]
 
 
 def names(p: Plan, inventory: Inventory) -> set[str]:
