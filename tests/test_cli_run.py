@@ -160,6 +160,17 @@ def test_a_command_that_cannot_start_is_refused_before_a_cluster_starts(tmp_path
     assert "starting a simulated cluster" not in out + err
 
 
+def test_runs_output_is_not_wrapped_at_80_columns_when_piped(tmp_path):
+    """One wrapping rule for every command: off a terminal lines are whole (`run` wrapped at 80 columns
+    mid-sentence, `plan` never did); here the plan `run` shows before refusing a command it cannot start."""
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = [RLPLACE, "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4,1x4", "--", "no-such-program-here"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    note = next(line for line in done.stderr.splitlines() if line.startswith("note: strategy disaggregate"))
+    assert note.endswith("(docs/migrating.md)") and len(note) > 200
+
+
 def test_nothing_after_the_dashes_is_a_command_line_error(capsys):
     assert main(["run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--"]) == 2
     assert capsys.readouterr().err.startswith("rlplace run: error: nothing to run after `--`")

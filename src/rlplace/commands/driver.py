@@ -46,7 +46,6 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
     from rlplace.config.driver_env import driver_environment
 
     _check_configured_address(spec, args)
-    _check_runnable(command[0])
     driver_env = driver_environment(args.config, args.overrides)
     say = _say()
     stopper = _Stopper()
@@ -56,6 +55,7 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
 
             nodes = simulated_inventory(args.simulate)
             _show(spec, nodes, say)
+            _check_runnable(command[0])
             say.print(f"rlplace: starting a simulated cluster of {args.simulate} (logical GPUs) ...")
             cluster = None
             try:
@@ -64,9 +64,14 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
                     return _drive(command, env, stopper, say)
             finally:
                 if cluster is not None:
-                    left = f"; had to kill: {', '.join(cluster.killed)}" if cluster.killed else ""
-                    say.print(f"rlplace: simulated cluster stopped, none of its processes left{left}")
+                    left = (
+                        f"; had to kill: {', '.join(cluster.killed)}"
+                        if cluster.killed
+                        else ", none of its processes left"
+                    )
+                    say.print(f"rlplace: simulated cluster stopped{left}")
         address, token_env = _join_live(spec, args.address, say)
+        _check_runnable(command[0])
         return _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env}, stopper, say)
 
 
