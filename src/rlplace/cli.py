@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]
     if argv[:1] == ["run"]:
         if command == []:
-            return usage_error("run", "nothing to run after `--`: write the command, e.g. `-- python train.py`")
+            return usage_error("run", "nothing to run after --: write the command, e.g. -- python train.py")
         args.command_line = command
     try:
         return int(args.func(args) or 0)

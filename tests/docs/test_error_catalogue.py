@@ -20,6 +20,7 @@ import pytest
 
 from rlplace.cli import main
 from rlplace.config import load
+from rlplace.config.driver_env import load_driver_config
 from rlplace.errors import RlplaceError
 from rlplace.inventory import parse_nodes
 from rlplace.planner import plan, resize
@@ -550,6 +551,14 @@ def not_a_gcs(request: pytest.FixtureRequest) -> str:
         return rlplace_as_user("status", "--address", f"127.0.0.1:{port}")(request)
 
 
+def loopback_head_without_the_switch(request: pytest.FixtureRequest) -> str:
+    """A client of a head that listens on 127.0.0.1 only (here a plain socket, as such a head's GCS is)."""
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        return rlplace_as_user("status", "--address", f"127.0.0.1:{head.getsockname()[1]}")(request)
+
+
 def token_of(environ: dict[str, str], token_file: str | None = None) -> Provoker:
     from rlplace.ray import auth
 
@@ -577,6 +586,20 @@ COMMAND_LINE: dict[str, Provoker] = {
     ),
     "cluster.component_placement: the CartPole pipeline needs components train, eval, env, buffer; this config has "
     "actor, rollout and lacks train, eval, env, buffer": run_with(NOT_THE_PIPELINES, "--simulate", "2x4"),
+    "nothing to run after --: write the command, e.g. -- python train.py": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--"
+    ),
+    "cannot run 'pyhton': not found on PATH (the command after -- is started without a shell)": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "pyhton", "train.py"
+    ),
+    "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one": lambda _request: raised(
+        lambda: load_driver_config({})
+    ),
+    "rlplace.connect() in the command would join 10.0.0.1:6379, not the simulated cluster": run_with(
+        "cluster:\n  ray_address: 10.0.0.1:6379\n  train_worker_num: 1\n", "--simulate", "2x4", "--", "python"
+    ),
+    "the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
+    "here": loopback_head_without_the_switch,
     "argument --timeout: must be more than 0 seconds, got 0": cli(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--timeout", "0"
     ),

@@ -135,7 +135,7 @@ def _check_runnable(program: str) -> None:
     found = shutil.which(program)
     if found is None:
         why = "no such file" if os.sep in program else "not found on PATH"
-        raise RlplaceError(f"cannot run {program!r}: {why} (the command after `--` is started without a shell)")
+        raise RlplaceError(f"cannot run {program!r}: {why} (the command after -- is started without a shell)")
 
 
 def _drive(command: Sequence[str], env: Mapping[str, str], stopper: _Stopper, say: Any) -> int:
