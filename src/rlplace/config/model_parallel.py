@@ -80,6 +80,10 @@ def _train(
         )
     if values.at(("cluster", "auto_scheduler")) is True and spec.component("critic") is None:
         return  # RLinf's AUTO mode: its order checks are training.py's
+    engines = sorted(n for n in ranks if n.startswith("rollout_"))
+    if engines:
+        _multi_agent(ranks, engines, rep, keys)
+        return
     if actor == rollout:
         for name in (inference, "critic_inference"):
             if name is not None and name in ranks:
@@ -108,6 +112,28 @@ def _train(
         return
     if inference is not None:
         _inference(values, rep, inference, ranks[inference], actor_tp)
+
+
+def _multi_agent(
+    ranks: dict[str, tuple[int, ...] | None], engines: list[str], rep: Reporter, keys: dict[str, Path]
+) -> None:
+    """Several rollout engines (`rollout_judge` beside `rollout`): RLinf's multi-agent placement
+    (examples/agent/wideseek_r1): actor and reward on the same GPUs, every rollout engine inside the actor's."""
+    actor = ranks["actor"]
+    if ranks["reward"] != actor:
+        rep.add(
+            keys.get("reward", ("cluster", "component_placement")),
+            f"reward ({_show(ranks['reward'])}) must be on actor's GPUs ({_show(actor)}) when several rollout engines "
+            f"are placed ({', '.join(['rollout', *engines])}): RLinf's multi-agent placement requires it",
+        )
+    for name in ("rollout", *engines):
+        r = ranks[name]
+        if actor is not None and (r is None or not set(r) <= set(actor)):
+            rep.add(
+                keys.get(name, ("cluster", "component_placement")),
+                f"{name} ({_show(r)}) must be inside actor's GPUs ({_show(actor)}) when several rollout engines are "
+                "placed: RLinf's multi-agent placement requires it",
+            )
 
 
 def _inference(values: Values, rep: Reporter, name: str, gpus: tuple[int, ...] | None, actor_tp: int | None) -> None:
