@@ -157,9 +157,7 @@ def _expand_all(ranks: object, universe: int | tuple[int, ...] | None, path: Pat
     return tuple(range(universe)) if isinstance(universe, int) else universe
 
 
-def _hardware_type_key(
-    group: Mapping[str, object], path: Path, hardware_type: str | None, rep: Reporter
-) -> str | None:
+def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: str | None, rep: Reporter) -> str | None:
     """RLinf's `hardware_type` without a hardware block: the group's units are found on its nodes, from each
     node's environment (`ROBOT_IP`, ...) when the plan is made, as RLinf enumerates them at start."""
     written_type = written(group, "hardware_type")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from rlplace.config.hardware import kind_of
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec, ProcessShape
@@ -242,9 +243,10 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         if idx and max(idx) >= total:
             bad = next(i for i in idx if i >= total)
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
+            span = f"which has ranks 0-{total - 1}" if total else "which has none"
             raise PlanError(
                 f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
-                f"which has ranks 0-{total - 1} ({have}{_num_nodes_limit(spec)})"
+                f"{span} ({have}{_num_nodes_limit(spec)}){_robots_hint(res, spec)}"
             )
         if c.process_shape is not None:
             picks.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does
@@ -291,6 +293,22 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
     per = gather(info, picks)
     slots, groups, env, python, hardware, seen = ([x[k] for x in per] for k in range(6))  # not zip(*per): 80k iterators
     return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware, seen)
+
+
+def _robots_hint(res: list[Resources], spec: JobSpec) -> str:
+    """Where more robots come from: the config, or the environment of nodes it lists none for (RLinf's)."""
+    kinds = [spec.group(r.label) for r in res if r.kind == "hardware"]
+    for g in kinds:
+        kind = kind_of(g.hardware_type)  # type: ignore[arg-type]
+        bare = sorted(set(g.node_ranks) - {u.node_rank for u in g.hardware})
+        if bare and kind.count_keys:
+            var, n = " and ".join(k.upper() for k in kind.count_keys), bare[0]
+            return (
+                f"; a node the config lists no {kind.name} for has one per comma-separated value of its {var}, set "
+                f"where the node starts ({var.split()[0]}=... rlplace start) or given for an offline plan "
+                f"(--node-env {n}:{var.split()[0]}=..., or env: in an --inventory file)"
+            )
+    return ""
 
 
 def _shaped(
