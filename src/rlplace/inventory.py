@@ -7,7 +7,7 @@ planner as the same `Inventory` object.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rlplace.errors import ConfigError, Problem
 
@@ -28,6 +28,10 @@ class Node:
     #: The Ray resource name of this node's accelerators (`num_gpus` counts them): "GPU" for NVIDIA/AMD/Intel,
     #: "NPU" for Ascend, "HPU", ... Bundles on this node request accelerators under this name.
     accelerator_resource: str = "GPU"
+    #: The environment the node was started with, as far as placement reads it: the variables RLinf's hardware
+    #: types fill robot configs from (`ROBOT_IP`, `CAMERA_SERIALS`, `CAN_INTERFACE`, ...). Offline: the inventory
+    #: file's `env:` or `--node-env`; live: what `rlplace start` published (rlplace.ray.labels).
+    env: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ _NODE_KEYS = {
     "cpus": (int, float),
     "labels": dict,
     "resources": dict,
+    "env": dict,
 }
 
 
@@ -118,9 +123,10 @@ def load_inventory(path: str) -> Inventory:
     """Read an inventory YAML for `rlplace plan --inventory FILE`.
 
     Either ``nodes: "8x8:A800,2x0"`` (the --nodes form) or a list in node-rank order, each entry
-    ``{count: 1, gpus: 0, model: null, accelerator: GPU, cpus: 64, labels: {}, resources: {}}`` (every key
-    optional; `accelerator` is the Ray resource name of the `gpus`: GPU, NPU, HPU, ...; without `cpus` the
-    node's CPUs are not stated, and the plan's CPUs there are not checked).
+    ``{count: 1, gpus: 0, model: null, accelerator: GPU, cpus: 64, labels: {}, resources: {}, env: {}}`` (every
+    key optional; `accelerator` is the Ray resource name of the `gpus`: GPU, NPU, HPU, ...; without `cpus` the
+    node's CPUs are not stated, and the plan's CPUs there are not checked; `env` is the environment the node is
+    started with, `{ROBOT_IP: "10.0.0.1,10.0.0.2"}`, from which robots are enumerated as RLinf does).
     """
     import yaml  # only this entry point needs it
 
@@ -149,6 +155,7 @@ def load_inventory(path: str) -> Inventory:
                     Problem(path=f"{where}[{i}].{key}", value=value, message=f"invalid; valid keys: {valid}")
                 )
         gpus = entry.get("gpus", 0)
+        env = _env_entry(entry.get("env", {}), f"{where}[{i}].env")
         for _ in range(entry.get("count", 1)):
             out.append(
                 Node(
@@ -159,6 +166,54 @@ def load_inventory(path: str) -> Inventory:
                     labels={str(k): str(v) for k, v in entry.get("labels", {}).items()},
                     resources={str(k): float(v) for k, v in entry.get("resources", {}).items()},
                     accelerator_resource=accelerator_resource(entry.get("model"), entry.get("accelerator")),
+                    env=dict(env),
                 )
             )
     return Inventory(tuple(out))
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NODE_SPAN = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+_NODE_ENV_FORM = "RANK[-RANK]:NAME=VALUE (e.g. '1:ROBOT_IP=10.0.0.1,10.0.0.2' or '0-3:CAN_INTERFACE=can0')"
+
+
+def _env_entry(env: dict, where: str) -> dict[str, str]:
+    """An inventory entry's `env:`: variable names to text (numbers are written as text, as the shell has them)."""
+    out = {}
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+            raise ConfigError(Problem(path=where, value=key, message="is not an environment variable name"))
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ConfigError(
+                Problem(path=f"{where}.{key}", value=value, message=f'must be text, as the shell has it: {key}: "..."')
+            )
+        out[key] = str(value)
+    return out
+
+
+def with_node_env(inventory: Inventory, terms: list[str]) -> Inventory:
+    """`--node-env RANKS:NAME=VALUE` (repeatable): the environment nodes are started with, for offline plans.
+
+    A later term for the same node and name wins; the value is everything after the first `=`, commas included
+    (`1:ROBOT_IP=10.0.0.1,10.0.0.2`: two robots on node 1)."""
+    env = [dict(n.env) for n in inventory.nodes]
+    for term in terms:
+        ranks_text, colon, assignment = term.partition(":")
+        name, equals, value = assignment.partition("=")
+        span = _NODE_SPAN.fullmatch(ranks_text)
+        if not colon or not equals or not span or not _ENV_NAME.fullmatch(name.strip()):
+            raise ConfigError(Problem(path="--node-env", value=term, message=f"{term!r} is not {_NODE_ENV_FORM}"))
+        first, last = int(span.group(1)), int(span.group(2) or span.group(1))
+        if last < first:
+            raise ConfigError(Problem(path="--node-env", value=term, message=f"{ranks_text!r} runs backwards"))
+        if last >= len(inventory):
+            raise ConfigError(
+                Problem(
+                    path="--node-env",
+                    value=term,
+                    message=f"node {max(first, len(inventory))} is not in the inventory (nodes 0-{len(inventory) - 1})",
+                )
+            )
+        for r in range(first, last + 1):
+            env[r][name.strip()] = value
+    return Inventory(tuple(replace(n, env=e) for n, e in zip(inventory.nodes, env, strict=True)))

@@ -108,6 +108,14 @@ class Worker:
         return self.actor_name or f"rlplace:{self.component}:{self.rank}"
 
     @property
+    def hardware_units(self) -> list[dict[str, object]]:
+        """The hardware units the worker owns: its record itself for one unit; for several (a process on robots
+        `0-1:0`), the record is `{type, node_rank, units: [...]}` and each of `units` is one unit's record."""
+        if not self.hardware:
+            return []
+        return list(self.hardware.get("units") or [self.hardware])  # type: ignore[call-overload]
+
+    @property
     def num_gpus(self) -> float:
         """What to request from Ray for this worker."""
         if self.gpus:

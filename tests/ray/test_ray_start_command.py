@@ -129,3 +129,23 @@ def test_a_spare_with_a_rank_or_as_head_is_refused(argv, env, where, capsys, mon
         monkeypatch.setenv(k, v)
     assert main(["start", *argv, "--dry-run"]) == 2
     assert f"{where}: " in capsys.readouterr().err
+
+
+def test_the_hardware_environment_of_the_node_is_published_as_labels_and_read_back_by_the_live_inventory(
+    capsys, monkeypatch
+):
+    from rlplace.config.hardware import env_var_names
+    from rlplace.ray.nodes import inventory_from_nodes
+
+    for name in env_var_names():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ROBOT_IP", "10.0.0.1,10.0.0.2")
+    monkeypatch.setenv("CAMERA_SERIALS", "111,112")
+    monkeypatch.setenv("UNRELATED", "x")
+    assert main(["start", "--address", "head:6379", "--node-rank", "1", "--accelerator", "none", "--dry-run"]) == 0
+    flag = next(a for a in capsys.readouterr().out.split() if a.startswith("--labels="))
+    labels = dict(item.split("=", 1) for item in flag.removeprefix("--labels=").split(","))
+    assert not any("UNRELATED" in k for k in labels)
+    record = {"NodeID": "n1", "Alive": True, "NodeManagerAddress": "10.1.0.1", "Resources": {"CPU": 4.0}}
+    (node,) = inventory_from_nodes([{**record, "Labels": {**labels, "rlplace/node-rank": "0"}}]).nodes
+    assert node.env == {"ROBOT_IP": "10.0.0.1,10.0.0.2", "CAMERA_SERIALS": "111,112"}

@@ -27,7 +27,7 @@ FRAMEWORKS: list[tuple[pathlib.Path, str, tuple[str, ...]]] = [
         ("rlinf/config/grpo_disaggregated.yaml", "2x8", ()),
         ("rlinf/config/grpo_dynamic.yaml", "2x8", ()),
         ("rlinf/config/embodied_robots.yaml", "2x8:A800,4x0", ()),  # every robot type
-        ("rlinf/config/generic_hardware.yaml", "1x8,2x0", ()),
+        ("rlinf/config/dual_arm_controller.yaml", "1x8,2x0", ()),  # a process on two robots
         ("rlinf/config/all_nodes.yaml", "4x8", ()),  # node groups, node_ranks: all
         ("rlinf/large/three_groups.yaml", "16x8:A800,16x8:RTX4090,8x0", ()),
         ("rlightning/conf/cluster/1t1e.yaml", "2x2", ()),  # auto

@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
-from rlplace.inventory import Inventory, load_inventory, parse_nodes
+from rlplace.inventory import Inventory, load_inventory, parse_nodes, with_node_env
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
@@ -42,6 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     src.add_argument(
         "--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked"
+    )
+    p.add_argument(
+        "--node-env",
+        action="append",
+        default=[],
+        metavar="RANK[-RANK]:NAME=VALUE",
+        help="the environment a node is started with, from which robots are enumerated as RLinf does "
+        "(e.g. 1:ROBOT_IP=10.0.0.1,10.0.0.2 for two Franka robots on node 1); repeatable, a later value wins",
     )
     p.add_argument(
         "--format",
@@ -127,10 +135,12 @@ def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
 
 def _inventory(args: argparse.Namespace) -> Inventory:
     if args.nodes:
-        return parse_nodes(args.nodes)
-    if args.inventory:
-        return load_inventory(args.inventory)
-    return _live_inventory()
+        inventory = parse_nodes(args.nodes)
+    elif args.inventory:
+        inventory = load_inventory(args.inventory)
+    else:
+        inventory = _live_inventory()
+    return with_node_env(inventory, args.node_env) if args.node_env else inventory
 
 
 def _live_inventory() -> Inventory:

@@ -3,7 +3,9 @@
 The labels are what makes node ranks real: the live inventory numbers nodes by them and placement
 groups select nodes by them. The rank comes from `--node-rank`, else RLPLACE_NODE_RANK, else
 RLINF_NODE_RANK (so RLinf users switch without edits). Exclusive hardware attached to the node (a
-robot) is advertised as a custom resource so no other job can take it. Ray is started with
+robot) is advertised as a custom resource so no other job can take it, and the variables its robots are
+enumerated from (`ROBOT_IP`, `CAMERA_SERIALS`, `CAN_INTERFACE`, ... as RLinf reads them) are published as
+labels for live plans. Ray is started with
 RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 so that workers given no GPU see none. Everything after the
 rlplace options and a `--` goes to `ray start` unchanged (`--labels` and `--resources` are merged).
 """
@@ -24,6 +26,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from rlplace.commands import local_nodes
+from rlplace.config.hardware import env_var_names
 from rlplace.errors import ConfigError, Problem, RlplaceError
 from rlplace.plan import hardware_resource_name
 from rlplace.ray import auth
@@ -35,6 +38,7 @@ from rlplace.ray.labels import (
     SPARE_LABEL,
     is_label_value,
     label_value,
+    node_env_labels,
 )
 
 #: `ray start --head` listens here unless `--port` says otherwise.
@@ -101,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         ray_args=args.ray_args,
         ray=ray,
         spare=args.spare,
+        env_labels=node_env_labels(os.environ, env_var_names()),
     )
     if args.dry_run:
         shown = {**HIDE_GPUS_ENV, **(_planned_head_auth(args) if args.head else {})}
@@ -323,8 +328,10 @@ def ray_start_command(
     ray_args: Sequence[str] = (),
     ray: str = "ray",
     spare: bool = False,
+    env_labels: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The `ray start` command line: role, merged `--labels` and `--resources`, then the user's options."""
+    """The `ray start` command line: role, merged `--labels` and `--resources`, then the user's options.
+    `env_labels` publish the node's hardware environment (`ROBOT_IP`, ...; rlplace.ray.labels.node_env_labels)."""
     rest = [a for a in ray_args if a != "--"]
     user_labels, rest = _take_option(rest, "--labels")
     user_resources, rest = _take_option(rest, "--resources")
@@ -332,6 +339,7 @@ def ray_start_command(
     ours = {NODE_RANK_LABEL: None if node_rank is None else str(node_rank), ACCELERATOR_LABEL: accelerator}
     if spare:
         ours[SPARE_LABEL] = "true"
+    ours.update(env_labels or {})
     for key, value in ours.items():
         if value is None:
             continue

@@ -29,6 +29,7 @@ from rlplace.config.fields import (
 )
 from rlplace.config.hardware import TEXT, HardwareBlock
 from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.profiling import Profiling
 from rlplace.config.ranges import parse_placement, parse_ranks
 from rlplace.model import POOL_COMPONENTS
 
@@ -267,7 +268,12 @@ NODE_GROUPS_SECTION = Section(
             "component name (or 'a,b' for several) -> placement, or {node_group, placement, num_cpus}",
             True,
         ),
-        **{k: Field(Anything(), f"RLinf's {k} settings, kept for the application") for k in RLINF_SETTINGS},
+        **{
+            k: Field(Anything(), f"RLinf's {k} settings, kept for the application")
+            for k in RLINF_SETTINGS
+            if k != "profiling"
+        },
+        "profiling": Field(Maybe(Profiling()), "RLinf's profiler (backend nsight or rocprof_sys), checked as RLinf"),
         **{k: Field(Maybe(Flag()), f"RLinf's {k} switch, kept for the application") for k in RLINF_SWITCHES},
         **{k: Field(Maybe(_AS_WRITTEN_NUMBER), f"RLinf's auto scheduler {k}, kept as written") for k in RLINF_NUMBERS},
         "num_gpus_per_node": Field(

@@ -252,6 +252,11 @@ def unit_fields(hardware: Mapping[str, object]) -> tuple[tuple[str, object], ...
     return tuple((k, _frozen(v)) for k, v in sorted(hardware.items()) if k not in ("index", "node_rank"))
 
 
+def _unit_at(w: Worker, key: tuple) -> Mapping[str, object]:
+    """The record of the unit `key` (type, index) among the units `w` owns."""
+    return next((u for u in w.hardware_units if (str(u.get("type", "hardware")), u.get("index", 0)) == key), {})
+
+
 def _frozen(value: object) -> object:
     if isinstance(value, list | tuple):
         return tuple(_frozen(v) for v in value)
@@ -281,9 +286,8 @@ def _slot_runs(ws: list[Worker], gpus: int, detail: bool) -> list[SlotRun]:
             for key in ((GPU, (g,)) for g in w.gpus) if detail else ((GPU, w.gpus),):
                 slots.setdefault(key, []).append(w)
         elif w.hardware:
-            slots.setdefault(
-                (HARDWARE, (str(w.hardware.get("type", "hardware")), w.hardware.get("index", 0))), []
-            ).append(w)
+            for u in w.hardware_units:
+                slots.setdefault((HARDWARE, (str(u.get("type", "hardware")), u.get("index", 0))), []).append(w)
         else:
             slots.setdefault((CPU, ()), []).append(w)
     used = held.keys() | spanning.keys()
@@ -346,7 +350,7 @@ def _slot(kind: str, key: tuple, ws: list[Worker], shares: _Shares, detail: bool
         if detail:
             rest = max(0.0, rest - sum(r.share or 0.0 for r in residents if r.spans))
         rest_to = tuple(dict.fromkeys(w.component for w in shares.spanning.get(key[0], ()))) if not detail else ()
-    unit = unit_fields(ws[0].hardware or {}) if kind == HARDWARE else ()
+    unit = unit_fields(_unit_at(ws[0], key)) if kind == HARDWARE else ()
     return SlotRun(kind, (key,), tuple(residents), round(rest, 9), rest_to, unit)
 
 

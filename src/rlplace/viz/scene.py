@@ -267,14 +267,20 @@ def _hardware_label(s: SlotRun) -> str:
 
 
 def _hardware_detail(s: SlotRun) -> str:
+    """`key: value` of each key of the unit, with where a value read from the node's environment came from."""
+
     def show(v: object) -> str:
         return ", ".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
 
-    return "; ".join(f"{k}: {show(v)}" for k, v in sorted(_unit_info(s).items()))
+    fields = dict(s.unit)
+    sources = dict(fields.pop("from", None) or ())  # type: ignore[arg-type]
+    return "; ".join(
+        f"{k}: {show(v)}" + (f" (from {sources[k]})" if k in sources else "") for k, v in sorted(fields.items())
+    )
 
 
 def _unit_info(s: SlotRun) -> dict[str, object]:
-    return {k: ", ".join(map(str, v)) if isinstance(v, tuple) else v for k, v in s.unit}
+    return {k: ", ".join(map(str, v)) if isinstance(v, tuple) else v for k, v in s.unit if k != "from"}
 
 
 def _box_flows(est: Estimate, runs: tuple[NodeRun, ...]) -> tuple[BoxFlow, ...]:
