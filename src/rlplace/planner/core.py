@@ -58,7 +58,7 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
             notes.default_buffer(builder, written_buffer, counts, inventory, n)
             return builder.finish(_settings(spec, r, False, n, builder.warnings), uses_placement_groups=False)
         if r.strategy == "disaggregate":
-            pools = auto.disaggregate(placed, r.env_strategy, inventory, builder.warnings)
+            pools = auto.disaggregate(placed, r.env_strategy, inventory, builder.warnings, builder.topology)
         else:
             pools = auto.colocate(placed, r.env_strategy, inventory)
     else:

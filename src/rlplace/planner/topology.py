@@ -42,7 +42,7 @@ def read_topology(
                 at = f" ({level.path} at {level.file}:{level.line})" if level.line is not None else ""
                 out.append(
                     f"topology: no node carries the label {' or '.join(level.labels)} of level {level.name}{at}, so "
-                    f"the plan is topology-blind at that level; label the nodes (docs/guide.md, \"Topology\")"
+                    f'the plan is topology-blind at that level; label the nodes (docs/guide.md, "Topology")'
                 )
             continue
         bad = next((v for v in carried if not isinstance(v, str)), None)
