@@ -37,14 +37,15 @@ IDS = [f"{p.parent.name}/{p.stem}" for p, _, _ in CASES]
 #: (train, eval, env, buffer, actor, rollout, ...) may be here: those must come from the plan.
 VOCABULARY = frozenset(
     """
-    a across actors all also and any are as asks b buffer_worker_num by bytes components cpu cpus cross
-    cross-node default detail device devices driver each enable_offload env_strategy estimate experience
-    failures false flows for from gb gpu gpus group groups held hidden idle in is_colocated it iteration its kb
-    leave left lists mb mode n/a no node node's nodes none not note notes nothing of on one only or other
-    others own per pinned placement plan pools process processes rank ranks ray ray's remote requested reserve
-    reserved reserves rlplace row rows scheduled schedules sees settings several shards share shared shares
-    spanning spans strategy stream streams stride sync table tb the them these they to true unknown unused used
-    warning warnings weight weights what whole with worker workers x
+    a across actors all also and any are as asks b bound buffer_worker_num by bytes components cpu cpus cross
+    cross-node default detail device devices domain domains driver each enable_offload env_strategy estimate
+    experience failures false flows for from gb gpu gpus group groups held hidden idle in interaction
+    is_colocated it iteration its kb leave left lists lower mb mode n/a no node node's nodes none not note notes
+    nothing nvlink of on one only or other others own per pinned placement plan pools process processes rack
+    racks rank ranks ray ray's remote requested reserve reserved reserves rlplace row rows sampling scheduled
+    schedules sees settings several shards share shared shares spanning spans step strategy stream streams
+    stride sync table tb the them these they to true unknown unused used warning warnings weight weights what
+    whole with worker workers x zone zones
     """.split()  # noqa: SIM905 (a word list reads better as words)
 )
 WORD = re.compile(r"[A-Za-z][\w./-]*(?:'[a-z]+)?")

@@ -26,6 +26,8 @@ from rlplace.planner.estimate import (
     ENV_ROLES,
     EVAL_ROLES,
     EXPERIENCE,
+    INTERACTION,
+    SAMPLING,
     TRAIN_ROLES,
     WEIGHTS,
     Estimate,
@@ -91,7 +93,7 @@ ROLE_COLOUR = {
     **dict.fromkeys(BUFFER_ROLES, 3),
 }
 GROUP_COLOURS = ("#1f4e79", "#8e24aa", "#2e7d32", "#c62828", "#8d6e00", "#00838f", "#5d4037", "#ad1457")
-FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100"}
+FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100", INTERACTION: "#6a1b9a", SAMPLING: "#00695c"}
 #: Node states after a failure: (box fill, box stroke, dash, header word). Lost and failed nodes are red and
 #: dashed (nothing runs there), a rank served by a spare is green: told apart at a glance, also in grey.
 STATE_STYLE = {
