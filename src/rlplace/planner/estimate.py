@@ -170,7 +170,7 @@ def estimate(
     interaction = _interaction_flows(by, batch_bytes, roles)
     sampling = _sampling_flows(by, batch_bytes, roles)
     step = [*(experience or ()), *(interaction or ()), *(sampling or ())]
-    crossing = None if weights is None else _crossing(weights, topology)
+    crossing = None if weights is None else crossing_of(weights, topology)
     return Estimate(
         used,
         idle,
@@ -184,7 +184,7 @@ def estimate(
         _total(sampling),
         crossing,
         None if weights is None else _lower_bound(by, model_bytes, topology, inventory),
-        _crossing(step, topology),
+        crossing_of(step, topology),
     )
 
 
@@ -300,8 +300,9 @@ def _interaction_flows(by: dict[str, list[Worker]], batch_bytes: int, roles: dic
     ]
 
 
-def _crossing(flows: list[Flow], topology: PlanTopology) -> dict[str, int]:
-    """Bytes of `flows` crossing nodes, then each topology level: a flow's bytes to a node of another unit."""
+def crossing_of(flows: list[Flow], topology: PlanTopology) -> dict[str, int]:
+    """Bytes of `flows` crossing nodes, then each topology level: a flow's bytes to a node of another unit (the
+    estimate's totals, and each arrow of the picture, are counted by this one function)."""
     out = {NODE: sum(f.bytes for f in flows)}
     for level in topology.levels:
         unit = topology.unit
