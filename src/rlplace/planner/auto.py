@@ -6,6 +6,8 @@ Nodes are used in rank order, GPU nodes only, as few as possible (docs/planner.m
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import NVLINK_DOMAIN, RACK, ZONE
@@ -95,12 +97,11 @@ def _unit_level(topology: PlanTopology | None) -> str | None:
     return next((lv for lv in _SPREAD_LEVELS if topology is not None and lv in topology.units), None)
 
 
-def _units(nodes: list[tuple[int, int]], topology: PlanTopology, level: str) -> dict[object, list[tuple[int, int]]]:
-    """`nodes` (rank, GPUs) by their unit at `level`, units in the order of their first node."""
-    out: dict[object, list[tuple[int, int]]] = {}
-    for node in nodes:
-        out.setdefault(topology.unit(level, node[0]), []).append(node)
-    return out
+def _units(nodes: list[tuple[int, int]], topology: PlanTopology, level: str) -> list[list[tuple[int, int]]]:
+    """`nodes` (rank, GPUs) in runs of consecutive nodes of one unit at `level` (a unit whose nodes are not
+    consecutive gives several runs: each is filled in proportion on its own)."""
+    values = topology.units[level]
+    return [list(run) for _, run in groupby(nodes, key=lambda node: values[node[0]] or node[0])]
 
 
 def _by_unit(
@@ -114,7 +115,7 @@ def _by_unit(
     train: list[tuple[int, int]] = []
     other: list[tuple[int, int]] = []
     have = so_far = 0
-    for members in _units(nodes, topology, level).values():
+    for members in _units(nodes, topology, level):
         so_far += sum(g for _, g in members)
         target = -(-t * so_far // total)
         for node in members:
@@ -129,9 +130,9 @@ def _by_unit(
 
 
 def _unit_sizes(nodes: list[tuple[int, int]], topology: PlanTopology | None, level: str) -> list[int]:
-    """GPUs of each unit of `nodes` at `level`, in pool order (the nodes of a unit are consecutive in the pool)."""
+    """GPUs of each run of one unit's nodes at `level`, in pool order: consecutive pool GPU indices each."""
     assert topology is not None
-    return [sum(g for _, g in members) for members in _units(nodes, topology, level).values()]
+    return [sum(g for _, g in members) for members in _units(nodes, topology, level)]
 
 
 def _split_chunks(counts: dict[str, Counted], env_strategy: str, chunks: list[int] | None) -> list[int] | None:

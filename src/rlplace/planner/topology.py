@@ -36,8 +36,8 @@ def read_topology(
     units: dict[str, tuple[str | None, ...]] = {}
     for level in levels:
         values = _values(level, nodes)
-        carried = [v for v in values if v is not None]
-        if not carried:
+        missing = values.count(None)
+        if missing == len(values):
             if level.written:
                 at = f" ({level.path} at {level.file}:{level.line})" if level.line is not None else ""
                 out.append(
@@ -45,19 +45,18 @@ def read_topology(
                     f'the plan is topology-blind at that level; label the nodes (docs/guide.md, "Topology")'
                 )
             continue
-        bad = next((v for v in carried if not isinstance(v, str)), None)
-        if bad is not None:
-            node = next(n for n, v in zip(nodes, values, strict=True) if v is bad)
+        if not set(map(type, values)) <= {str, type(None)}:
+            node, bad = next((n, v) for n, v in zip(nodes, values, strict=True) if not isinstance(v, str | None))
             raise PlanError(
                 f"node {node.rank}: the label {level.labels[0]}={bad!r} is not text; node labels are strings "
                 f'(write "{bad}")'
             )
         labels[level.name], units[level.name] = level.labels, tuple(values)
-        missing = [i for i, v in enumerate(values) if v is None]
         if missing and level.name != NVLINK_DOMAIN:
+            unlabelled = [i for i, v in enumerate(values) if v is None]
             out.append(
-                f"topology: {_nodes_text(missing)} carry no {level.name} label ({' or '.join(level.labels)}): each "
-                f"is taken as a {level.name} of its own, so its traffic counts as crossing {level.name}s"
+                f"topology: {_nodes_text(unlabelled)} carry no {level.name} label ({' or '.join(level.labels)}): "
+                f"each is taken as a {level.name} of its own, so its traffic counts as crossing {level.name}s"
             )
     topology = PlanTopology(labels, units)
     if NVLINK_DOMAIN in units:
@@ -66,17 +65,23 @@ def read_topology(
 
 
 def _values(level: TopologyLevel, nodes: Sequence[Node]) -> list:
-    if len(level.labels) == 1:
-        key = level.labels[0]
-        return [n.labels.get(key) for n in nodes]
-    return [next((n.labels[k] for k in level.labels if k in n.labels), None) for n in nodes]
+    """Each node's value of the level's first label key it carries (None: none), one C-speed column per key."""
+    out: list = []
+    for key in level.labels:
+        column = [n.labels.get(key) for n in nodes]
+        if not out:
+            out = column
+        elif column.count(None) < len(column):  # a second key some node carries: fills the first's gaps
+            out = [a if a is not None else b for a, b in zip(out, column, strict=True)]
+    return out
 
 
 def _mixed_models(topology: PlanTopology, nodes: Sequence[Node]) -> list[str]:
+    pairs = set(zip(topology.units[NVLINK_DOMAIN], (n.gpu_model if n.num_gpus else None for n in nodes), strict=True))
     models: dict[str, set[str]] = {}
-    for n, value in zip(nodes, topology.units[NVLINK_DOMAIN], strict=True):
-        if value is not None and n.num_gpus:
-            models.setdefault(value, set()).add(n.gpu_model or "unknown model")
+    for domain, model in pairs:  # one pair per domain and model: a few, whatever the cluster's size
+        if domain is not None and model is not None:
+            models.setdefault(domain, set()).add(model)
     return [
         f"topology: NVLink domain {domain} holds nodes of different GPU models ({', '.join(sorted(m))}); one NVLink "
         "domain is one kind of GPU: check the nodes' nvlink-domain labels"
