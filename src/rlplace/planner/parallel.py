@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from rlplace.inventory import Inventory
 from rlplace.model import ComponentSpec
 from rlplace.plan import MixedGroup, PlanTopology
-from rlplace.planner.ranges import format_ranks
+from rlplace.planner.ranges import format_ranks, ranks_brief
 from rlplace.planner.topology import domain_name, domains
 
 _SHOWN = 3  # split groups a warning names before "and N more"
@@ -146,7 +146,7 @@ def _split_warning(
     named = []
     for start, spanned in bad[:_SHOWN]:
         where = " and ".join(
-            f"{domain_name(d)} (node{'s' if len(on) > 1 else ''} {format_ranks(on)})"
+            domain_name(d) if isinstance(d, int) else f"{d} (node{'s' if len(on) > 1 else ''} {format_ranks(on)})"
             for d in spanned
             for on in [sorted({nodes[r] for r in range(start, start + size) if of_rank[r] == d})]
         )
@@ -156,7 +156,7 @@ def _split_warning(
     return (
         f"{c.name}: {len(bad)} of its {total} {kind} groups ({size} consecutive ranks each: {origin}) span NVLink "
         f"domains: {'; '.join(named)}{more}. Kept as written; resource ranks that keep every group in one domain: "
-        f"{format_ranks(fix)}"
+        f"{ranks_brief(fix)}"
     )
 
 

@@ -25,7 +25,7 @@ from operator import attrgetter, sub
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan, PlanTopology, Worker
 from rlplace.planner.gc_pause import gc_paused
-from rlplace.planner.ranges import format_ranks
+from rlplace.planner.ranges import format_ranks, ranks_brief
 from rlplace.viz.text import counted, cpus, fraction_label
 from rlplace.viz.units import group_level, where
 
@@ -606,19 +606,6 @@ def per_phrase(s: SlotRun, nodes: int = 1) -> str:
     if not s.residents or slots == 1 or any(r.per_slot != 1 for r in s.residents):
         return ""
     return f"one per {unit(s)}" if len(s.residents) == 1 else f"one of each per {unit(s)}"
-
-
-def ranks_brief(ranks: tuple[int, ...] | list[int]) -> str:
-    """As `ranks_text`, but a run of equal ranges equally apart (the same nodes or ranks in alike racks) reads
-    `0-15, 18-33, …, 1008-1023`: its first two ranges and its last."""
-    text = ranks_text(ranks)
-    parts = text.split(", ")
-    if len(parts) <= 3:
-        return text
-    bounds = [tuple(int(x) for x in part.split("-")) for part in parts]
-    sizes = {b[-1] - b[0] for b in bounds}
-    steps = {b[0] - a[0] for a, b in pairwise(bounds)}
-    return f"{', '.join(parts[:2])}, …, {parts[-1]}" if len(sizes) == 1 and len(steps) == 1 else text
 
 
 def ranks_text(ranks: tuple[int, ...] | list[int]) -> str:
