@@ -142,9 +142,15 @@ def _by_unit(runs: list[NodeRun], topology: PlanTopology, level: str, detail: bo
     """The runs (which never cross a unit of `level`) with their place, alike consecutive units merged: the j-th run
     of each unit of a repeated pattern (the same runs, nodes and ranks shifted alike from unit to unit) is one run,
     so a cluster of racks that each hold train and rollout nodes reads as two rows, not two per rack."""
+    if detail:  # a row per node: each says where it is
+        unit = topology.unit
+        return tuple(
+            dataclasses.replace(r, where=where(topology, level, r.ranks), units=(unit(level, r.ranks[0]),))
+            for r in runs
+        )
     blocks: list[list[NodeRun]] = []
     for r in runs:
-        if not detail and blocks and topology.unit(level, blocks[-1][0].ranks[0]) == topology.unit(level, r.ranks[0]):
+        if blocks and topology.unit(level, blocks[-1][0].ranks[0]) == topology.unit(level, r.ranks[0]):
             blocks[-1].append(r)
         else:
             blocks.append([r])
