@@ -258,3 +258,14 @@ def test_a_lost_node_takes_a_spare_of_its_rack_and_a_rack_keeps_its_only_spare()
     order = [s.node_id for s in spare_order(lost, spares)]
     assert order[0] == "rack-mate"
     assert order.index("crowd") < order.index("alone") and order[-1] == "far"  # r1's only spare stays for r1
+
+
+def test_a_saved_plan_keeps_its_topology_and_split_groups():
+    spec = tp(dataclasses.replace(load(RLINF / "grpo_collocated.yaml"), num_nodes=6), 8)
+    p = plan(spec, parse_nodes("6x4/nvlink_domain=3"))
+    doc = p.to_dict()
+    assert doc["topology"]["levels"] == [{"name": "nvlink_domain", "labels": ["nvlink-domain", "ray.io/gpu-domain"]}]
+    assert doc["topology"]["nodes"]["nvlink_domain"] == ["nvl-0"] * 3 + ["nvl-1"] * 3
+    assert Plan.from_dict(doc) == p and Plan.from_dict(doc).split_groups == p.split_groups
+    est = estimate(p).to_dict()
+    assert {"crossing", "crossing_lower_bound", "crossing_per_step", "interaction_bytes", "sampling_bytes"} <= set(est)
