@@ -150,8 +150,10 @@ class PlanTopology:
         return tuple(self.units)
 
     def unit(self, level: str, node: int) -> str | int:
-        """The node's unit at `level`: its label value, or its rank when it carries none (a unit of its own)."""
-        value = self.units[level][node]
+        """The node's unit at `level`: its label value, or its rank when it carries none (a unit of its own), or
+        is not one this topology was read from."""
+        values = self.units[level]
+        value = values[node] if node < len(values) else None
         return node if value is None else value
 
     def to_dict(self) -> dict:

@@ -237,6 +237,8 @@ def test_growth_takes_a_node_in_the_rack_of_the_workers_it_joins_first():
     assert {w.node_rank for w in p.by_component("eval")} == {1}
     step = grow(spec, p, live, "eval", 2)
     assert {w.node_rank for w in step.change("eval").added} == {3}
+    assert step.plan.topology.units["rack"] == tuple(racks)  # the grown plan knows the nodes it joined
+    assert estimate(step.plan, GB).crossing["rack"] == 2 * GB  # nodes 1 and 3 (r1) pull from node 0 (r0)
     assert grow(blind(spec), p, live, "eval", 2).change("eval").added[0].node_rank == 2  # blind: rank order
     assert nearest(read_topology(spec.topology, live), {1}, [0, 2, 3]) == [3, 0, 2]
 

@@ -119,13 +119,13 @@ def node_runs(
         facts = _NodeFacts(plan, inventory, by_node)
         health = health or {}
         level = group_level(plan.topology)
-        units = plan.topology.units[level] if level is not None else None
+        units = plan.topology.units.get(level) if level is not None else None
         runs: list[NodeRun] = []
         run: _Open | None = None
         for node in facts.ranks:
             ws = by_node.get(node, [])
             keys, ranks = list(map(_KEY, ws)), list(map(_RANK, ws))
-            head = (facts.head[node], health.get(node), None if units is None else units[node] or node)
+            head = (facts.head[node], health.get(node), None if units is None else plan.topology.unit(level, node))
             if not detail and run is not None and run.takes(head, keys, ranks):
                 continue
             if run is not None:
