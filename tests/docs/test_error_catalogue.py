@@ -595,7 +595,7 @@ COMMAND_LINE: dict[str, Provoker] = {
         head_port_of_running_ray
     ),
     "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
-    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE] (e.g. '2x8', ...)": cli(
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', ...)": cli(
         "run", "job.yaml", "--simulate", "2x"
     ),
     "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "

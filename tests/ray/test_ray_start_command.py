@@ -149,3 +149,18 @@ def test_the_hardware_environment_of_the_node_is_published_as_labels_and_read_ba
     record = {"NodeID": "n1", "Alive": True, "NodeManagerAddress": "10.1.0.1", "Resources": {"CPU": 4.0}}
     (node,) = inventory_from_nodes([{**record, "Labels": {**labels, "rlplace/node-rank": "0"}}]).nodes
     assert node.env == {"ROBOT_IP": "10.0.0.1,10.0.0.2", "CAMERA_SERIALS": "111,112"}
+
+
+def test_a_node_is_labelled_with_its_rack_and_nvlink_domain_and_its_zone_goes_through_ray_nodes_zone(capsys):
+    from rlplace.commands.start import topology_labels, zone_environment
+
+    cmd = _cmd(node_rank=2, topology=topology_labels("r7", "nvl-7"), ray_args=["--labels", "team=rl"])
+    assert "--labels=team=rl,rlplace/node-rank=2,rack=r7,nvlink-domain=nvl-7" in cmd
+    assert zone_environment("us-east-1a") == {"RAY_NODE_ZONE": "us-east-1a"} and zone_environment(None) == {}
+    with pytest.raises(ConfigError, match="--rack"):
+        topology_labels("rack 7", None)
+    with pytest.raises(ConfigError, match="rack is set by rlplace start"):
+        _cmd(topology=topology_labels("r7", None), ray_args=["--labels=rack=r8"])
+    code = main(["start", "--head", "--insecure", "--dry-run", "--accelerator", "H100", "--rack", "r1", "--zone", "z1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "RAY_NODE_ZONE=z1" in out and "rack=r1" in out

@@ -37,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument(
         "--nodes",
         metavar="SPEC",
-        help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order; it says nothing about CPUs, so the "
-        "plan's CPUs are not checked (an --inventory file with `cpus`, or the live cluster, checks them)",
+        help="declared inventory, COUNTxGPUS[:MODEL][/LEVEL=N...],... in node-rank order (`/rack=18`: every 18 nodes "
+        "a rack); it says nothing about CPUs, so the plan's CPUs are not checked (an --inventory file with `cpus`, "
+        "or the live cluster, checks them)",
     )
     src.add_argument(
         "--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked"

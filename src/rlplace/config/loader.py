@@ -18,7 +18,7 @@ import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-from rlplace.config import elastic, names, node_groups, pools, training
+from rlplace.config import elastic, names, node_groups, pools, topology, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID
 from rlplace.config.hydra_compose import compose_with_hydra
@@ -186,6 +186,7 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
         spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
         names.warn_near_misses(spec, data, base, rep)
+        spec = topology.apply(spec, checked, base, rep)  # type: ignore[arg-type]
         return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
@@ -197,6 +198,7 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
     spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
     spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+    spec = topology.apply(spec, checked, base, rep)  # type: ignore[arg-type]
     return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
 
 

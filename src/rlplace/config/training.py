@@ -29,7 +29,7 @@ from rlplace.config.model_parallel import size
 from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.ranges import format_ranks
 from rlplace.config.values import Values
-from rlplace.model import ComponentSpec, JobSpec, Placement, ProcessShape, Segment
+from rlplace.model import ComponentSpec, JobSpec, ModelParallel, Placement, ProcessShape, Segment
 
 #: The keys RLightning's MainConfig requires beside `cluster`: their presence makes a whole training config.
 RLIGHTNING_KEYS = ("env", "buffer", "policy", "train")
@@ -243,6 +243,7 @@ def _rlinf_reasoning(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
     if None in (actor_tp, rollout_tp, rollout_pp):
         return spec
     spec = _auto_scheduled(spec, values, rollout_tp, rep)  # type: ignore[arg-type]
+    spec = _model_parallel(spec, values, rep)
     actor, rollout = spec.component("actor"), spec.component("rollout")
     task = model_parallel.task_type(values)
     shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, task, rep)  # type: ignore[arg-type]
@@ -277,6 +278,52 @@ def _rollout_fits(tp: int, gpus: tuple[int, ...] | None, rep: Reporter) -> bool:
     return True
 
 
+#: Components of one process a GPU whose Megatron model-parallel sizes RLinf reads from `<role>.model`, and the
+#: role whose sizes they default to (RLinf's inference takes the actor's when it has no section of its own).
+_MEGATRON_ROLES = {"actor": "actor", "critic": "critic", "inference": "actor", "actor_inference": "actor"}
+
+
+def _model_parallel(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
+    """Each Megatron component's groups of consecutive ranks (RLinf's rank order is tp-cp-ep-dp-pp: a
+    tensor x context-parallel group is tp * cp consecutive ranks, an expert-parallel group etp * ep), which the
+    planner keeps inside one NVLink domain (docs/planner.md, "Topology")."""
+    out = []
+    for c in spec.components:
+        if c.name not in _MEGATRON_ROLES:
+            out.append(c)
+            continue
+        own = isinstance(values.certain((c.name, "model")), Mapping)
+        groups = _megatron_groups(c.name if own else _MEGATRON_ROLES[c.name], values, rep)
+        out.append(dataclasses.replace(c, model_parallel=ModelParallel(groups)) if groups else c)
+    return dataclasses.replace(spec, components=tuple(out))
+
+
+def _megatron_groups(role: str, values: Values, rep: Reporter) -> tuple[tuple[str, int, str], ...]:
+    base = (role, "model")
+    sizes = {}
+    for key in ("tensor_model_parallel_size", "context_parallel_size", "expert_model_parallel_size"):
+        raw = values.certain((*base, key))
+        size = 1 if raw is None else checked(Integer(1), raw, (*base, key), rep)
+        if size is INVALID:
+            return ()
+        sizes[key] = size
+    tp, cp, ep = sizes.values()
+    raw = values.certain((*base, "expert_tensor_parallel_size"))
+    etp = tp if raw is None else checked(Integer(1), raw, (*base, "expert_tensor_parallel_size"), rep)
+    if etp is INVALID:
+        return ()
+    where = f"{role}.model."
+    groups = []
+    if tp * cp > 1:
+        kind = "tensor-parallel" if cp == 1 else "tensor/context-parallel"
+        origin = f"{where}tensor_model_parallel_size: {tp}" + (f", context_parallel_size: {cp}" if cp > 1 else "")
+        groups.append((kind, tp * cp, origin))
+    if ep > 1:
+        origin = f"{where}expert_model_parallel_size: {ep}, expert_tensor_parallel_size: {etp}"
+        groups.append(("expert-parallel", etp * ep, origin))  # type: ignore[operator]
+    return tuple(groups)
+
+
 def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporter) -> JobSpec:
     """RLinf's AUTO mode: with `cluster.auto_scheduler: true` and no critic, the dynamic scheduler's actor group
     spans every GPU of the cluster and, with `use_pre_process_policy: true`, rollout also starts on the actor's
@@ -309,7 +356,7 @@ def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporte
         )
         return spec
     (label,) = groups
-    widened = {"actor": Placement(label, (Segment(None),))}
+    widened = {"actor": Placement(label, (Segment(None),))}  # rlplace's choice: it may leave GPUs idle (topology)
     moved = f"actor placed on every GPU (written: {format_ranks(actor_gpus)})"
     if pre_process:
         widened["rollout"] = Placement(label, (Segment(tuple(range(rollout_gpus[-1] + 1))),))
@@ -320,7 +367,8 @@ def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporte
         "as written",
     )
     components = tuple(
-        dataclasses.replace(c, placement=widened[c.name]) if c.name in widened else c for c in spec.components
+        dataclasses.replace(c, placement=widened[c.name], chosen=c.name == "actor") if c.name in widened else c
+        for c in spec.components
     )
     return dataclasses.replace(spec, components=components)
 

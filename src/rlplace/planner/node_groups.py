@@ -24,6 +24,7 @@ from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec, ProcessShape
 from rlplace.plan import GroupSummary, hardware_resource_name
+from rlplace.planner import parallel
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, gather, gpu_columns
 from rlplace.planner.ranges import format_ranks
 from rlplace.planner.robots import Robots, indexed
@@ -278,7 +279,17 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         picks = _shaped(c, c.process_shape, picks, where, spec)
         ranks = list(range(len(picks)))
         several = c.process_shape.devices_per_process > 1
+    if c.model_parallel is not None and c.chosen and not several:  # rlplace's choice: whole groups per domain
+        picks = parallel.choose(c, picks, [_node_at(locate, k) for k in picks], builder.topology, builder.warnings)
+        ranks = list(range(len(picks)))
     _check_ranks(c, ranks, where, spec)
+    if c.model_parallel is not None and not several:
+        by_rank = sorted(zip(ranks, picks, strict=True))
+        nodes = [_node_at(locate, k) for _, k in by_rank]
+        capacity = parallel.domain_gpus(builder.topology, envs.inventory)
+        parallel.check(
+            c, nodes, [k for _, k in by_rank], builder.topology, capacity, builder.warnings, builder.split_groups
+        )
     if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
         r = res[0]
         r.place(list(dict.fromkeys(picks)), builder)
@@ -309,6 +320,11 @@ def _robots_hint(res: list[Resources], spec: JobSpec) -> str:
                 f"(--node-env {n}:{var.split()[0]}=..., or env: in an --inventory file)"
             )
     return ""
+
+
+def _node_at(locate: Callable[[int], tuple[Resources, int]], k: int) -> int:
+    r, i = locate(k)
+    return r.node[i]
 
 
 def _shaped(
