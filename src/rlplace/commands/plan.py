@@ -15,7 +15,7 @@ from collections import Counter
 
 from rlplace.commands.arguments import nodes_argument
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
-from rlplace.inventory import Inventory, load_inventory, parse_nodes
+from rlplace.inventory import Inventory, load_inventory, parse_nodes, with_node_env
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
@@ -35,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--nodes",
         metavar="SPEC",
         type=nodes_argument,
-        help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order; it says nothing about CPUs, so the "
-        "plan's CPUs are not checked (an --inventory file with `cpus`, or the live cluster, checks them)",
+        help="declared inventory, COUNTxGPUS[:MODEL][/LEVEL=N...],... in node-rank order (`/rack=18`: every 18 nodes "
+        "a rack); it says nothing about CPUs, so the plan's CPUs are not checked (an --inventory file with `cpus`, "
+        "or the live cluster, checks them)",
     )
     src.add_argument(
         "--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked"
@@ -46,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="HOST:PORT",
         help="plan on the live cluster whose head is there (default without --nodes/--inventory: $RAY_ADDRESS, else "
         "the cluster started on this machine)",
+    )
+    p.add_argument(
+        "--node-env",
+        action="append",
+        default=[],
+        metavar="RANK[-RANK]:NAME=VALUE",
+        help="the environment a node is started with, from which robots are enumerated as RLinf does "
+        "(e.g. 1:ROBOT_IP=10.0.0.1,10.0.0.2 for two Franka robots on node 1); repeatable, a later value wins",
     )
     p.add_argument(
         "--format",
@@ -124,10 +133,12 @@ def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
 
 def _inventory(args: argparse.Namespace) -> Inventory:
     if args.nodes:
-        return parse_nodes(args.nodes)
-    if args.inventory:
-        return load_inventory(args.inventory)
-    return _live_inventory(args.address)
+        inventory = parse_nodes(args.nodes)
+    elif args.inventory:
+        inventory = load_inventory(args.inventory)
+    else:
+        inventory = _live_inventory(args.address)
+    return with_node_env(inventory, args.node_env) if args.node_env else inventory
 
 
 def _live_inventory(address: str | None) -> Inventory:

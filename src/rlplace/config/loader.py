@@ -18,7 +18,7 @@ import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-from rlplace.config import elastic, node_groups, pools, training
+from rlplace.config import elastic, names, node_groups, pools, topology, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID, written
 from rlplace.config.hydra_compose import compose_with_hydra
@@ -62,7 +62,8 @@ def load(source: object, *, filename: str | None = None, overrides: Sequence[str
 
 def _locations(rep: Reporter, data: object) -> dict[str, str]:
     """`file:line` of the keys the planner and the CLI name in their messages (JobSpec.locations): the cluster
-    section's own keys and each component placement (`component_placement.rollout`), relative to the section."""
+    section's own keys and each component placement (`component_placement.rollout`), relative to the section, and
+    each node group's hardware (`cluster.node_groups[0].hardware`, as the robots' refusals name it)."""
     base: Path = ("cluster",) if isinstance(data, Mapping) and "cluster" in data else ()
     out = {}
     for path, line in rep.lines.items():
@@ -71,6 +72,14 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
             continue
         file = rep.files.get(path, rep.file)
         out[format_path(rest)] = f"{file}:{line}" if line is not None else str(file)
+    section = data.get("cluster") if base else data  # type: ignore[union-attr]
+    groups = section.get("node_groups") if isinstance(section, Mapping) else None
+    hardware = [(*base, "node_groups", i, "hardware") for i in range(len(groups) if isinstance(groups, list) else 0)]
+    for path in hardware:  # named with the section's key, as the robots' refusals name them
+        if path in rep.lines:
+            line = rep.lines[path]
+            file = rep.files.get(path, rep.file)
+            out[format_path(path)] = f"{file}:{line}" if line is not None else str(file)
     return out
 
 
@@ -186,6 +195,7 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         checked = NODE_GROUPS_SECTION.check(section, base, rep)
         spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
         spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+        names.warn_near_misses(spec, data, base, rep)
         return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
@@ -201,9 +211,10 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
 
 
 def _both_dialects(spec: JobSpec, checked: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
-    """`spec` with the keys either dialect may write: `elastic`, and rlplace's `model_bytes`."""
+    """`spec` with the keys either dialect may write: `topology`, `elastic`, and rlplace's `model_bytes`."""
     size = written(checked, "model_bytes")
     spec = dataclasses.replace(spec, model_bytes=size) if isinstance(size, int) else spec
+    spec = topology.apply(spec, checked, base, rep)
     return elastic.apply(spec, checked, base, rep)
 
 
