@@ -78,6 +78,8 @@ def test_run_refuses_a_config_the_pipeline_cannot_run_before_starting_a_cluster(
     assert main(["run", str(config), "--simulate", "2x4"]) == 2
     captured = capsys.readouterr()
     assert "lacks train, eval, env, buffer" in captured.err
+    own = f"or run your own script on this plan: `rlplace run {config} --simulate 2x4 -- python train.py`"
+    assert own in captured.err  # the pipeline is refused, and the way to run one's own said
     assert "Starting an embedded Ray cluster" not in captured.out and not list(tmp_path.glob("topology.*"))
 
 
