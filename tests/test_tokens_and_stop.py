@@ -74,7 +74,7 @@ def test_a_head_creates_its_token_for_its_owner_only_and_then_reuses_it(home):
     assert not created and again.value == token.value
     chosen, created = auth.token_for_head({}, home / "secrets" / "rl.token")
     assert created and chosen.value != token.value and chosen.source == f"--token-file {home}/secrets/rl.token"
-    from_env, created = auth.token_for_head({"RAY_AUTH_TOKEN": "abc"})
+    from_env, created = auth.token_for_head({"RAY_AUTH_TOKEN": "abc" * 11})
     assert not created and from_env.path is None and from_env.source == "$RAY_AUTH_TOKEN"
     named = {"RAY_AUTH_TOKEN_PATH": str(home / "secrets" / "rl.token")}
     from_path, created = auth.token_for_head(named)  # an existing $RAY_AUTH_TOKEN_PATH is used as it is

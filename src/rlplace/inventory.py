@@ -2,14 +2,21 @@
 
 This module imports no Ray. A live inventory is built by `rlplace.ray.cluster` and handed to the
 planner as the same `Inventory` object.
+
+Declared inventories are untrusted input like configs: an inventory file is read by the config's hardened
+reader (`rlplace.config.files`: size, aliases, depth; a missing file is one line), and the node counts of
+`--nodes` and of an inventory file are checked against `model.MAX_NODES` and `model.MAX_DEVICES_PER_NODE`
+before a single node is built (`check_counts`), the same caps as the config's node counts.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from rlplace.errors import ConfigError, Problem
+from rlplace.model import MAX_DEVICES_PER_NODE, MAX_NODES
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ def parse_nodes(spec: str, num_cpus: float | None = None) -> Inventory:
     ``"2x8:Ascend910B@NPU"`` is 2 nodes of 8 Ascend NPUs, which Ray reports as resource "NPU" (the `@NPU`
     may be left out for Ascend and Gaudi models, see MODEL_RESOURCES); GPUS counts any accelerator.
     """
+    check_counts(spec)
     nodes: list[Node] = []
     for i, term in enumerate(spec.split(",")):
         m = _NODES_TERM.match(term)
@@ -103,6 +111,32 @@ def parse_nodes(spec: str, num_cpus: float | None = None) -> Inventory:
     return Inventory(tuple(nodes))
 
 
+#: COUNTxGPUS in a --nodes text, whatever else a term says (a model, a resource, a topology).
+_COUNTS = re.compile(r"(?<![\w.])(\d+)\s*x\s*(\d+)")
+_DIGITS = len(str(MAX_NODES * MAX_DEVICES_PER_NODE))
+
+
+def check_counts(spec: str, where: str = "--nodes") -> None:
+    """Refuse a `--nodes` text whose nodes are more than MAX_NODES in all, or whose nodes have more than
+    MAX_DEVICES_PER_NODE accelerators, before any node is built: `1000000000x8` would take minutes and all memory."""
+    total = 0
+    for i, term in enumerate(spec.split(",")):
+        for count, gpus in _COUNTS.findall(term):
+            if len(gpus) > _DIGITS or int(gpus) > MAX_DEVICES_PER_NODE:
+                raise ConfigError(Problem(path=f"{where}[{i}]", value=term, message=_too_many_devices(gpus)))
+            total += int(count) if len(count) <= _DIGITS else MAX_NODES + 1
+            if total > MAX_NODES:
+                raise ConfigError(Problem(path=f"{where}[{i}]", value=term, message=_too_many_nodes()))
+
+
+def _too_many_nodes() -> str:
+    return f"that is more than {MAX_NODES} nodes in all, the most rlplace plans for"
+
+
+def _too_many_devices(gpus: object) -> str:
+    return f"{gpus} accelerators on a node is more than the {MAX_DEVICES_PER_NODE} rlplace plans for"
+
+
 _NODE_KEYS = {
     "count": int,
     "gpus": int,
@@ -122,21 +156,19 @@ def load_inventory(path: str) -> Inventory:
     optional; `accelerator` is the Ray resource name of the `gpus`: GPU, NPU, HPU, ...; without `cpus` the
     node's CPUs are not stated, and the plan's CPUs there are not checked).
     """
-    import yaml  # only this entry point needs it
+    from rlplace.config.files import load_yaml_file  # the config's hardened reader (only this entry point needs it)
 
+    data = load_yaml_file(path, kind="inventory")
     where = f"{path}: nodes"
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(Problem(path="--inventory", value=path, message=f"cannot read the inventory: {e}")) from e
     nodes = data.get("nodes") if isinstance(data, dict) else None
     if isinstance(nodes, str):
+        check_counts(nodes, where)
         return parse_nodes(nodes)
     if not isinstance(nodes, list) or not nodes:
         raise ConfigError(
             Problem(path=where, value=nodes, message="expected `nodes:` with a COUNTxGPUS string or a list of nodes")
         )
+    check_entries(nodes, where)
     out: list[Node] = []
     for i, entry in enumerate(nodes):
         if not isinstance(entry, dict):
@@ -162,3 +194,45 @@ def load_inventory(path: str) -> Inventory:
                 )
             )
     return Inventory(tuple(out))
+
+
+def check_entries(nodes: list, where: str) -> None:
+    """Refuse counts and amounts no node can have, before any node is built: a count below 1, more than MAX_NODES
+    nodes in all, more than MAX_DEVICES_PER_NODE accelerators or fewer than none, CPUs or a resource that is not a
+    finite number >= 0. (Values of the wrong type are the loop's to report, with the valid keys.)"""
+    total = 0
+    for i, entry in enumerate(nodes):
+        if not isinstance(entry, dict):
+            continue
+        count, gpus, cpus = entry.get("count", 1), entry.get("gpus", 0), entry.get("cpus", 0)
+        if _whole(count) and count < 1:
+            raise ConfigError(Problem(path=f"{where}[{i}].count", value=count, message="must be at least 1"))
+        if _whole(count):
+            total += count
+            if total > MAX_NODES:
+                raise ConfigError(Problem(path=f"{where}[{i}].count", value=count, message=_too_many_nodes()))
+        if _whole(gpus) and not 0 <= gpus <= MAX_DEVICES_PER_NODE:
+            message = _too_many_devices(gpus) if gpus > 0 else "must be 0 or more"
+            raise ConfigError(Problem(path=f"{where}[{i}].gpus", value=gpus, message=message))
+        amounts = {"cpus": cpus, **{f"resources.{k}": v for k, v in _items(entry.get("resources"))}}
+        for key, value in amounts.items():
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value >= 0)
+            ):
+                raise ConfigError(
+                    Problem(path=f"{where}[{i}].{key}", value=value, message="must be a number of 0 or more")
+                )
+
+
+def _amount(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _items(value: object) -> list[tuple[object, object]]:
+    return list(value.items()) if isinstance(value, dict) else []

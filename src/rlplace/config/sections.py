@@ -143,6 +143,8 @@ class EnvVars(Kind):
         if isinstance(val, bool):
             rep.add((*path, key), f'{key}: {val} is a boolean; quote it: {key}: "{str(val).lower()}"', val)
             return None
+        if val is INVALID:
+            return None  # already reported (an interpolation that did not resolve)
         if not isinstance(val, str | int | float):
             rep.add((*path, key), f'the value of {key} must be text, got {show(val)}; write {key}: "..."', val)
             return None
