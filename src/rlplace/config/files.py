@@ -31,7 +31,7 @@ def read_text(path: str | os.PathLike[str], *, kind: str = "config", limit: int 
         raise Unreadable("no such file") from None
     except OSError as e:
         raise Unreadable(f"cannot read the file: {e.strerror or e}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         mode = os.fstat(fd)
         if stat.S_ISDIR(mode.st_mode):
             raise Unreadable(
@@ -41,7 +41,9 @@ def read_text(path: str | os.PathLike[str], *, kind: str = "config", limit: int 
             raise Unreadable(f"is not a regular file but {_special(mode.st_mode)}: rlplace reads a {kind} from a file")
         if mode.st_size > limit:
             raise Unreadable(too_large(mode.st_size))
-        data = f.read(limit + 1)
+        data = read_at_most(fd, limit + 1)
+    finally:
+        os.close(fd)
     if len(data) > limit:  # it grew meanwhile
         raise Unreadable(too_large(len(data)))
     try:
@@ -49,6 +51,18 @@ def read_text(path: str | os.PathLike[str], *, kind: str = "config", limit: int 
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise Unreadable(f"line {line}: byte 0x{data[e.start]:02x} is not UTF-8: rlplace reads UTF-8 text") from None
+
+
+def read_at_most(fd: int, size: int) -> bytes:
+    """Up to `size` bytes of the open file `fd` (fewer at its end)."""
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_config_text(path: str | os.PathLike[str], name: str | None = None) -> str:

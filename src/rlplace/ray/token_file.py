@@ -46,10 +46,12 @@ def read_file(path: Path, source: str) -> tuple[str, tuple[str, ...]]:
     except OSError as e:
         why = f"cannot read the token file ({e.strerror or type(e).__name__})"
         raise _refused(source, why, "fix the path (Ray itself aborts on a token path it cannot read)") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         st = os.fstat(fd)
         _check_file(path, st, source, shown)
-        data = f.read(MAX_FILE_BYTES + 1)
+        data = os.read(fd, MAX_FILE_BYTES + 1)  # a regular file: one read returns what it holds, up to the size
+    finally:
+        os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         why = f"the token file {shown} holds more than {MAX_FILE_BYTES // 1024} KiB"
         raise _refused(source, why, "a token file is one line")
