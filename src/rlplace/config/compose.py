@@ -28,6 +28,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from rlplace.config.defaults import SELF, Default, GrammarError, parse_entry
 from rlplace.config.files import Unreadable, read_text
@@ -101,9 +102,9 @@ def compose_file(
     composer = _Composer(rep, search_path(path, searchpath_entries(data, rep)), budget or Budget(configs=1), choices)
     try:
         result = composer.compose(path, data, text)
-    except _LimitExceeded:
-        if composer.budget.exceeded not in rep.problems:
-            rep.problems.append(composer.budget.exceeded)  # type: ignore[arg-type]
+    except _Stopped:
+        if composer.budget.refusal not in rep.problems:
+            rep.problems.append(composer.budget.refusal)  # type: ignore[arg-type]
         return Composition(None)
     warn_skipped(rep, composer.search, composer.gaps)
     return Composition(result, tuple(composer.gaps), composer.stamps)
@@ -167,8 +168,9 @@ class _Override:
     command_line: bool = False  # a command-line choice that no entry matches is a value for hydra-core, not ours
 
 
-class _LimitExceeded(Exception):
-    """A limit of the config's Budget was gone over (its `exceeded` holds the problem): the composition stops."""
+class _Stopped(Exception):
+    """The composition stops: a limit of the config's Budget was gone over, or an entry is refused (the Budget's
+    `refusal` holds the problem)."""
 
 
 class _Composer:
@@ -341,10 +343,7 @@ class _Composer:
             return []
         over = self.budget.take_config()
         if over is not None:
-            self.budget.exceeded = Problem(
-                "defaults", over, file=parent.file, line=parent.lines.get(("defaults", d.index))
-            )
-            raise _LimitExceeded
+            self._stop(Problem("defaults", over, file=parent.file, line=parent.lines.get(("defaults", d.index))))
         self.budget.files.add(os.path.realpath(file))
         sub = Reporter(file)
         try:
@@ -357,9 +356,9 @@ class _Composer:
             self._problem(parent, ("defaults", d.index), f"its package is nested more than {MAX_DEPTH} levels deep")
             return []
         data = read_yaml(text, sub, self.budget) if text is not None else None
-        if self.budget.exceeded is not None:
+        if self.budget.refusal is not None:
             self.rep.problems.extend(sub.problems)
-            raise _LimitExceeded
+            raise _Stopped
         shape = not_a_config(data)
         if shape is not None:
             sub.add((), shape)
@@ -433,15 +432,13 @@ class _Composer:
             return []
         group, name = d.group_path(), d.name() or ""
         options = self.search.options(group)
-        if self.search.skipped and climbs_out(d.config_path()):
-            self._problem(
-                parent,
-                ("defaults", d.index),
+        if self.search.skipped and climbs_out(d.config_path()):  # a stand-in for it would be written outside
+            message = (
                 f"'{d.text()}' is not found, and it climbs out of the search path's folders (../ above their top), "
                 "so no skipped search path entry could supply it from inside its folder: rlplace does not leave it "
-                "out; fix the entry",
+                "out; fix the entry"
             )
-            return []
+            self._stop(Problem("defaults", message, file=parent.file, line=parent.lines.get(("defaults", d.index))))
         if self.search.skipped and not near_miss(name, options):
             line = parent.lines.get(("defaults", d.index))
             return [
@@ -453,6 +450,11 @@ class _Composer:
         skipped = "".join(f"; the search path {e.text!r} is skipped ({e.reason})" for e in self.search.skipped)
         self._problem(parent, ("defaults", d.index), f"{what} ({where}){_options_hint(name, options, group)}{skipped}")
         return []
+
+    def _stop(self, problem: Problem) -> NoReturn:
+        """End the composition with `problem` (whoever composes: hydra_compose's preflight raises it too)."""
+        self.budget.refusal = problem
+        raise _Stopped
 
     def _problem(self, config: _Config, path: Path, message: str) -> None:
         line = config.lines.get(path, config.lines.get(path[:1]))

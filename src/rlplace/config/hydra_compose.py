@@ -89,7 +89,7 @@ def compose_with_hydra(
     search = search_path(str(path), entries)
     user_searchpath = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == _SEARCHPATH_KEY]
     _refuse_packages(user_searchpath)
-    preflight = _preflight(path, data, overrides, budget)
+    preflight = _preflight(path, data, overrides, budget, rep)
     with tempfile.TemporaryDirectory(prefix="rlplace-standins-") as standins:
         extra = [] if user_searchpath or not entries else [_searchpath_override(search, standins)]
         if extra:  # the configs missing without overrides: stood in for at once, not one retry each
@@ -109,15 +109,19 @@ def compose_with_hydra(
     return composition
 
 
-def _preflight(path: pathlib.Path, data: object, overrides: Sequence[str], budget: Budget) -> Composition:
-    """The tree composed by rlplace with the overrides' group choices, for its gaps; a limit it goes over is the
-    ConfigError, before hydra-core reads a file (its other problems are hydra-core's to find, with the
-    overrides)."""
+def _preflight(
+    path: pathlib.Path, data: object, overrides: Sequence[str], budget: Budget, rep: Reporter
+) -> Composition:
+    """The tree composed by rlplace with the overrides' group choices, for its gaps; a limit it goes over (or an
+    entry it refuses) is the ConfigError, before hydra-core reads a file (its other problems are hydra-core's to
+    find, with the overrides)."""
     if not has_defaults(data):
         return Composition(data)
-    composed = compose_file(str(path), Reporter(str(path)), data, budget=budget, choices=overrides)
-    if budget.exceeded is not None:
-        raise ConfigError(budget.exceeded)
+    scratch = Reporter(rep.file)  # its problems are not the user's (the overrides may fix them); its lines are
+    scratch.lines, scratch.raw_text = dict(rep.lines), dict(rep.raw_text)
+    composed = compose_file(str(path), scratch, data, budget=budget, choices=overrides)
+    if budget.refusal is not None:
+        raise ConfigError(budget.refusal)
     return composed
 
 
@@ -166,10 +170,10 @@ def _compose(
                 return cfg, defaults, reading
             except MissingConfigException as e:
                 if _refused(e, reading, path, user) or search is None or not _stand_in(e, search, standins):
-                    raise _hydra_error(path, user, e) from None
+                    raise _hydra_error(path, user, e, overrides) from None
             except Exception as e:  # Hydra's own errors: a bad override, a grammar error, an unset variable
                 _refused(e, reading, path, user)
-                raise _hydra_error(path, user, e) from None
+                raise _hydra_error(path, user, e, overrides) from None
     raise ConfigError(Problem("", f"more than {_MAX_STANDINS} configs are missing", file=str(path)))
 
 
@@ -271,10 +275,11 @@ def _locate_override(override: str, choices: Mapping[str, object], rep: Reporter
 # --- hydra-core's errors -------------------------------------------------------------------------------
 
 
-def _hydra_error(path: pathlib.Path, overrides: Sequence[str], e: Exception) -> ConfigError:
-    """One problem with the root cause of a hydra-core failure, at the override it is about (else the file)."""
+def _hydra_error(path: pathlib.Path, overrides: Sequence[str], e: Exception, given: Sequence[str]) -> ConfigError:
+    """One problem with the root cause of a hydra-core failure, at the override it is about (else the file);
+    `overrides` are the user's, `given` all that hydra-core was given (rlplace's search path too)."""
     culprit = _culprit(overrides, e)
-    message = _missing_config(e) or _unknown_key(path, overrides, culprit, e) or _root_cause(e)
+    message = _missing_config(e) or _unknown_key(path, given, culprit, e) or _root_cause(e)
     where = OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
     return ConfigError(Problem("", f"Hydra could not compose the config: {message}", file=where))
 

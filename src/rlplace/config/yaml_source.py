@@ -81,8 +81,9 @@ class Budget:
     bytes: int = 0
     alias_values: int = 0
     configs: int = 0
-    #: The problem of the first limit gone over (the composition stops there: the rest would only be slow).
-    exceeded: Problem | None = None
+    #: The problem that stopped the composition: the first limit gone over (the rest would only be slow), or an
+    #: entry refused (one rlplace would have to write a stand-in outside its folder for).
+    refusal: Problem | None = None
     #: The files counted (real paths): hydra-core reading a file again after rlplace's preflight counts nothing.
     files: set[str] = dataclasses.field(default_factory=set)
 
@@ -194,7 +195,7 @@ def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
 
     Syntax errors, the limits and the oddities above are added to `rep` as problems; the data is None when
     the text could not be parsed at all. `budget` is shared by the files of one composed config (default: this
-    text alone); a limit this text goes over is also recorded there (`Budget.exceeded`), so that a composer
+    text alone); a limit this text goes over is also recorded there (`Budget.refusal`), so that a composer
     stops at once.
     """
     if type(text) is not str:
@@ -203,7 +204,7 @@ def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
 
     def over_limit(path: Path, message: str, line: int | None = None) -> None:
         rep.add(path, message, line=line)
-        budget.exceeded = rep.problems[-1]
+        budget.refusal = rep.problems[-1]
 
     size = len(text.encode("utf-8")) if len(text) > MAX_BYTES // 4 else len(text)
     over = budget.take_bytes(size)
