@@ -92,9 +92,9 @@ def head_check(token: str, source: str) -> None:
     """A head requires a token long enough not to be guessed."""
     if len(token) < MIN_HEAD_CHARS:
         raise ClusterAccessError(
-            f"{source}: the token is {len(token)} characters long; a head requires at least {MIN_HEAD_CHARS} (Ray "
-            "checks none; `rlplace start --head` creates 64 random hex digits): write a longer one, or name a file "
-            "that does not exist yet and rlplace creates it"
+            f"{source}: the token is {len(token)} character{'s' if len(token) != 1 else ''} long; a head requires at "
+            f"least {MIN_HEAD_CHARS} (Ray checks none; `rlplace start --head` creates 64 random hex digits): write a "
+            "longer one, or name a file that does not exist yet and rlplace creates it"
         )
 
 
