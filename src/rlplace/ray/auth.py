@@ -208,14 +208,14 @@ def _read_named(path: Path, source: str) -> Token:
 def _file_state(path: Path) -> str:
     """What is at `path`, for `looked_at` (never reading a FIFO or a device, which could hang or never end)."""
     try:
-        st = path.stat()
+        if not stat.S_ISREG(path.stat().st_mode):
+            return "not a regular file"
+        with path.open("rb") as f:
+            return "present" if f.read(token_file_module.MAX_FILE_BYTES).strip() else "empty"
     except FileNotFoundError:
         return "no such file"
     except OSError as e:
         return e.strerror or type(e).__name__
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    return "present" if st.st_size and path.read_bytes()[: token_file_module.MAX_FILE_BYTES].strip() else "empty"
 
 
 # -- asking the cluster ------------------------------------------------------------------------------------------
