@@ -12,13 +12,17 @@ Times are the best of --repeat runs, wall clock and process CPU (the CPU figure 
 machine cannot inflate). Peak memory is tracemalloc's, in a separate run. `naive` is a deliberately
 simple planner written below (for every worker, scan the GPUs from the start for the first with room),
 run in the same process on the colocate workload to show what a quadratic scan costs; it is run only
-up to --naive-max nodes, since it grows with the square of the cluster. Last, the wall time of the
-command a user runs for the largest colocate cluster: `rlplace plan FILE --nodes Nx8 --format json`.
+up to --naive-max nodes, since it grows with the square of the cluster. Then, for the largest cluster in racks
+of 16 nodes over 2 zones (`--nodes Nx8/rack=16/zone=N/2`), the colocate and disaggregate workloads planned with
+topology on (the default `cluster.topology`) and made topology-blind (every level null), alternately in the same
+process, and their ratio (issue 23: at most 1.2). Last, the wall time of the command a user runs for the largest
+colocate cluster: `rlplace plan FILE --nodes Nx8 --format json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import pathlib
 import subprocess
@@ -142,8 +146,28 @@ def main() -> None:
                 flush=True,
             )
     n = max(s for s in SIZES if s <= args.max_nodes)
+    print(f"\n| {n}x8 in racks of 16, 2 zones | topology on ms | topology-blind ms | on / blind |")
+    print("|---|---:|---:|---:|")
+    for name, on, blind in topology_rows(n, args.repeat):
+        print(f"| {name} | {on * 1e3:.1f} | {blind * 1e3:.1f} | {on / blind:.2f} |", flush=True)
     seconds, size = cli_seconds(n)
     print(f"\n`rlplace plan` colocate {n}x8 --format json: {seconds:.2f} s wall, {size / 2**20:.0f} MiB of JSON")
+
+
+def topology_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
+    """(workload, best CPU seconds with topology on, topology-blind) on n x 8 GPUs in racks of 16 over 2 zones;
+    the two are timed in turns, so that a change in the machine's load hits both."""
+    racks = parse_nodes(f"{n}x8/rack=16/zone={max(16, n // 2)}") if n % 16 == 0 else parse_nodes(f"{n}x8")
+    out = []
+    for name in ("colocate", "disaggregate"):
+        spec = workloads(n)[name]
+        blind = dataclasses.replace(spec, topology=())
+        on = off = float("inf")
+        for _ in range(max(repeat, 3)):
+            on = min(on, best(lambda spec=spec: plan(spec, racks), 1)[1])
+            off = min(off, best(lambda blind=blind: plan(blind, racks), 1)[1])
+        out.append((name, on, off))
+    return out
 
 
 def cli_seconds(n: int) -> tuple[float, int]:

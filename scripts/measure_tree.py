@@ -50,6 +50,9 @@ class Case:
     load_error: str = ""
     warnings: int = 0
     plans: dict[str, str] = dataclasses.field(default_factory=dict)  # nodes -> "ok" or the refusal
+    #: nodes -> every worker's placement (`--placements`): component, rank, node, GPUs, robot, share, env vars,
+    #: interpreter, visible GPUs; two runs' files diff worker for worker (a change must keep written ranges).
+    placements: dict[str, list[list]] = dataclasses.field(default_factory=dict)
 
     @property
     def planned(self) -> bool:
@@ -85,7 +88,9 @@ def group_cases(root: pathlib.Path) -> list[tuple[pathlib.Path, list[str]]]:
     return out
 
 
-def measure(path: pathlib.Path, root: pathlib.Path, overrides: list[str], sizes: list[int], gpus: int) -> Case:
+def measure(
+    path: pathlib.Path, root: pathlib.Path, overrides: list[str], sizes: list[int], gpus: int, placements: bool = False
+) -> Case:
     """One case, loaded by the path relative to the checkout root (run from there, so messages read as a
     user's do)."""
     case = Case(str(path.relative_to(root)), overrides)
@@ -100,11 +105,19 @@ def measure(path: pathlib.Path, root: pathlib.Path, overrides: list[str], sizes:
     for n in [spec.num_nodes] if spec.num_nodes else sizes:
         nodes = f"{n}x{gpus}"
         try:
-            plan(spec, parse_nodes(nodes))
+            planned = plan(spec, parse_nodes(nodes))
             case.plans[nodes] = "ok"
+            if placements:
+                case.placements[nodes] = [_placement(w) for w in planned.workers]
         except RlplaceError as e:
             case.plans[nodes] = _first_problem(e)
     return case
+
+
+def _placement(w) -> list:
+    robot = None if not w.hardware else [w.hardware.get("type"), w.hardware.get("index")]
+    visible = None if w.visible_gpus is None else list(w.visible_gpus)
+    return [w.component, w.rank, w.node_rank, list(w.gpus), robot, w.gpu_fraction, w.env_vars, w.python, visible]
 
 
 def _first_problem(e: RlplaceError) -> str:
@@ -147,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: 8)")
     p.add_argument("--depth", type=int, default=2, help="folder depth of the per-folder counts (default: 2)")
     p.add_argument("--json", type=pathlib.Path, help="write every case (file, overrides, outcome) here")
+    p.add_argument("--placements", action="store_true", help="with --json: every worker's placement too")
     args = p.parse_args(argv)
     root = args.root.resolve()
     os.chdir(root)
@@ -155,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cluster_groups or args.only_groups:
         todo += group_cases(root)
     start = time.perf_counter()
-    cases = [measure(f, root, o, sizes, args.gpus) for f, o in todo]
+    cases = [measure(f, root, o, sizes, args.gpus, args.placements) for f, o in todo]
     report(cases, args.depth)
     print(f"{len(cases)} case(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if args.json:

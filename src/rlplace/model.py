@@ -10,6 +10,8 @@ All objects are frozen: a spec is data, shared by the planner, the CLI and the R
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -115,6 +117,11 @@ class ComponentSpec:
     #: Devices per process taken from a whole training config (RLinf's model-parallel placement); None: as
     #: the placement or worker counts say.
     process_shape: ProcessShape | None = None
+    #: Groups of consecutive ranks that must share an NVLink domain (RLinf's model-parallel sizes); None: none.
+    model_parallel: ModelParallel | None = None
+    #: The placement is rlplace's choice, not the user's (RLinf's AUTO mode widens the actor to every GPU): the
+    #: planner may then leave GPUs idle to keep model-parallel groups inside NVLink domains.
+    chosen: bool = False
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,50 @@ class ElasticRange:
 
 
 @dataclass(frozen=True)
+class TopologyLevel:
+    """One level of the cluster's topology (`cluster.topology`, DESIGN.md "Topology"): its name and the node label
+    keys that name a node's unit at that level, the first one a node carries winning. `written` says the config
+    named the level, so a level no node carries is worth a warning (the plan is topology-blind there)."""
+
+    name: str
+    labels: tuple[str, ...]
+    written: bool = False
+    path: str = ""
+    file: str | None = field(default=None, compare=False)
+    line: int | None = field(default=None, compare=False)
+
+
+#: The levels, innermost first, and their default label keys. Ray refuses custom `--labels` keys under `ray.io/`,
+#: so the domain's own key is `nvlink-domain`; `ray.io/gpu-domain` is read too, where a platform sets it. Ray sets
+#: `ray.io/availability-zone` itself (from RAY_NODE_ZONE). A node without a domain label is its own domain.
+NVLINK_DOMAIN, RACK, ZONE = "nvlink_domain", "rack", "zone"
+DEFAULT_TOPOLOGY = (
+    TopologyLevel(NVLINK_DOMAIN, ("nvlink-domain", "ray.io/gpu-domain")),
+    TopologyLevel(RACK, ("rack",)),
+    TopologyLevel(ZONE, ("ray.io/availability-zone",)),
+)
+TOPOLOGY_LEVELS = tuple(level.name for level in DEFAULT_TOPOLOGY)
+#: A node label key as Ray takes it: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters,
+#: alphanumeric at both ends with `-_.` inside (Kubernetes' rule, which `ray start --labels` enforces).
+LABEL_KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class ModelParallel:
+    """Groups of consecutive ranks of a component that talk over NVLink every step (RLinf's Megatron
+    tensor/context-parallel and expert-parallel groups): rank r is in group r // size of each kind. The planner
+    keeps each group inside one NVLink domain where it chooses the GPUs and warns where the ranks are written."""
+
+    #: (kind, ranks per group, the keys it was read from), e.g. ("tensor-parallel", 4, "actor.model....: 4").
+    groups: tuple[tuple[str, int, str], ...]
+
+    @property
+    def size(self) -> int:
+        """Consecutive ranks a layout must keep together so that every group of every kind stays in one domain."""
+        return math.lcm(*(size for _, size, _ in self.groups)) if self.groups else 1
+
+
+@dataclass(frozen=True)
 class EnvValue:
     """A config value that came from the environment (`${oc.env:VAR}`): outputs show it as written, not its value,
     unless the user asks (`--show-env`), since such variables often hold secrets (an API key in `env_vars`)."""
@@ -210,6 +261,8 @@ class JobSpec:
     #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3"}`), by key path
     #: relative to the cluster section; empty for a dict source.
     locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: The topology levels, innermost first, and the node labels naming them (`cluster.topology`).
+    topology: tuple[TopologyLevel, ...] = DEFAULT_TOPOLOGY
     #: The values that came from the environment, for outputs to show as written (`rlplace.config.from_env`).
     from_env: tuple[EnvValue, ...] = field(default=(), compare=False)
 

@@ -108,6 +108,14 @@ class Worker:
         return self.actor_name or f"rlplace:{self.component}:{self.rank}"
 
     @property
+    def hardware_units(self) -> list[dict[str, object]]:
+        """The hardware units the worker owns: its record itself for one unit; for several (a process on robots
+        `0-1:0`), the record is `{type, node_rank, units: [...]}` and each of `units` is one unit's record."""
+        if not self.hardware:
+            return []
+        return list(self.hardware.get("units") or [self.hardware])  # type: ignore[call-overload]
+
+    @property
     def num_gpus(self) -> float:
         """What to request from Ray for this worker."""
         if self.gpus:
@@ -136,6 +144,52 @@ class SizeRange:
 
 
 @dataclass(frozen=True)
+class PlanTopology:
+    """The topology the plan was made with (DESIGN.md, "Topology"): for each level some node carries, innermost
+    first, the label keys read and every node's unit, by node rank: the label value, or None for a node carrying
+    none (a unit of its own: a node without an NVLink-domain label is its own domain). The Ray layer checks the
+    live nodes' labels against these; the estimate counts the bytes crossing each level with them."""
+
+    labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    units: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return tuple(self.units)
+
+    def unit(self, level: str, node: int) -> str | int:
+        """The node's unit at `level`: its label value, or its rank when it carries none (a unit of its own), or
+        is not one this topology was read from."""
+        values = self.units[level]
+        value = values[node] if node < len(values) else None
+        return node if value is None else value
+
+    def to_dict(self) -> dict:
+        return {
+            "levels": [{"name": name, "labels": list(keys)} for name, keys in self.labels.items()],
+            "nodes": {name: list(values) for name, values in self.units.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PlanTopology:
+        return cls(
+            {lv["name"]: tuple(lv["labels"]) for lv in d.get("levels", ())},
+            {name: tuple(values) for name, values in d.get("nodes", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class MixedGroup:
+    """A model-parallel group the plan places across NVLink domains (a written range that splits it, or a group
+    larger than every domain): `component` ranks `ranks` of kind `kind` span the domains `domains`."""
+
+    component: str
+    kind: str
+    ranks: tuple[int, ...]
+    domains: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     workers: tuple[Worker, ...]
     bundles: tuple[Bundle, ...]
@@ -150,6 +204,10 @@ class Plan:
     process_shapes: dict[str, ProcessShape] = field(default_factory=dict, hash=False)
     #: Components that may change size while the job runs, with their ranges (`cluster.elastic`).
     elastic: dict[str, SizeRange] = field(default_factory=dict, hash=False)
+    #: The levels of the cluster's topology and each node's unit at each (empty: topology-blind).
+    topology: PlanTopology = field(default_factory=PlanTopology, hash=False)
+    #: Model-parallel groups whose ranks span several NVLink domains (each named in a warning too).
+    split_groups: tuple[MixedGroup, ...] = ()
 
     def by_component(self, component: str) -> list[Worker]:
         return sorted((w for w in self.workers if w.component == component), key=lambda w: w.rank)
@@ -219,6 +277,11 @@ class Plan:
             notes=tuple(d.get("notes", ())),
             process_shapes={c: ProcessShape(**p) for c, p in d.get("process_shapes", {}).items()},
             elastic={c: SizeRange(**r) for c, r in d.get("elastic", {}).items()},
+            topology=PlanTopology.from_dict(d.get("topology", {})),
+            split_groups=tuple(
+                MixedGroup(g["component"], g["kind"], tuple(g["ranks"]), tuple(g["domains"]))
+                for g in d.get("split_groups", ())
+            ),
         )
 
     def to_dict(self) -> dict:
@@ -254,6 +317,8 @@ class Plan:
             "notes": list(self.notes),
             "process_shapes": {c: asdict(p) for c, p in self.process_shapes.items()},
             "elastic": {c: asdict(r) for c, r in self.elastic.items()},
+            "topology": self.topology.to_dict(),
+            "split_groups": [asdict(g) for g in self.split_groups],
         }
 
 

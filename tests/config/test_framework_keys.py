@@ -286,7 +286,7 @@ def test_rlinf_top_level_keys_are_kept_for_the_application():
         cluster:
           num_nodes: 1
           component_placement: {actor: 0}
-          profiling: {enable: true, steps: [3, 5]}
+          profiling: {backend: nsight, enabled: true, steps: [3, 5]}
           tracer: null
           net_emulation: {delay_ms: 10}
           auto_scheduler: false
@@ -296,7 +296,7 @@ def test_rlinf_top_level_keys_are_kept_for_the_application():
         """
     )
     assert spec.extras == {
-        "profiling": {"enable": True, "steps": [3, 5]},
+        "profiling": {"backend": "nsight", "enabled": True, "steps": [3, 5]},
         "tracer": None,
         "net_emulation": {"delay_ms": 10},
         "auto_scheduler": False,
@@ -379,12 +379,13 @@ def test_hardware_of_every_type_is_listed_with_rlinfs_env_fallbacks():
     }
 
 
-def test_generic_hardware_keeps_keys_and_warns_with_the_known_types():
-    spec = load(robot_config("Conveyor", "{node_rank: 1, speed: 3, belts: [a, b]}"))
-    (unit,) = spec.group("hw").hardware
-    assert unit.type == "Conveyor" and unit.config == {"speed": 3, "belts": ("a", "b")}
-    (warning,) = spec.warnings
-    assert "hardware type 'Conveyor' is not one rlplace knows (ADB, DOSW1, DualFranka, Franka" in warning
+def test_a_hardware_type_rlinf_does_not_register_is_refused_with_the_known_types():
+    with pytest.raises(ConfigError) as e:
+        load(robot_config("Conveyor", "{node_rank: 1, speed: 3}"))
+    (problem,) = e.value.problems
+    assert problem.path == "cluster.node_groups[0].hardware.type"
+    assert "unknown hardware type 'Conveyor': RLinf refuses" in problem.message
+    assert "Known types: ADB, DOSW1, DualFranka, Franka, GimArm, SO101, Turtle2, YAM" in problem.message
 
 
 def test_an_invalid_robot_entry_gets_one_error_not_a_second_misleading_one():
@@ -416,11 +417,9 @@ def test_dosw1_takes_numeric_serials_as_written_with_a_warning():
     assert len(spec.warnings) == 2 and "quote it" in spec.warnings[0]
 
 
-def test_hardware_type_without_hardware_block_is_kept_with_a_warning():
+def test_hardware_type_without_hardware_block_is_a_robot_group_whose_units_come_from_the_nodes():
     spec = spec_of(
         "cluster:\n  num_nodes: 1\n  component_placement: {env: {node_group: g, placement: 0}}\n"
         "  node_groups:\n    - {label: g, node_ranks: 0, hardware_type: Franka}\n"
     )
-    (warning,) = spec.warnings
-    assert "hardware_type: Franka without a hardware block" in warning
-    assert spec.group("g").hardware_type is None
+    assert spec.warnings == () and spec.group("g").hardware_type == "Franka" and spec.group("g").hardware == ()

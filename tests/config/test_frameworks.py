@@ -73,13 +73,7 @@ CASES = [
         [],
         False,
     ),
-    (
-        "rlinf/config/generic_hardware.yaml",
-        "1x8,2x0",
-        {"actor": 8, "env": 3},
-        ["hardware type 'SoftGripper' is not one rlplace knows (ADB, DOSW1, DualFranka, Franka, GimArm, SO101"],
-        True,
-    ),
+    ("rlinf/config/dual_arm_controller.yaml", "1x8,2x0", {"actor": 8, "controller": 2, "env": 4}, [], True),
     ("rlinf/config/all_nodes.yaml", "4x8", {"actor": 32, "agent": 4}, [], True),
     ("rlinf/embodiment/config/maniskill_ppo_openvla.yaml", "1x8", {"actor": 8, "env": 4, "rollout": 4}, [], True),
     ("rlinf/embodiment/config/realworld_sac_forms.yaml", "2x8", {"actor": 8, "rollout": 8, "env": 1}, [], True),
@@ -196,12 +190,11 @@ def test_the_json_schema_accepts_the_framework_configs_and_flags_their_typos(cap
     validator = jsonschema.Draft202012Validator(config_schema())
     for config in (
         "rlinf/config/embodied_robots.yaml",
-        "rlinf/config/generic_hardware.yaml",
+        "rlinf/config/dual_arm_controller.yaml",
         *(f"rlightning/conf/{name}.yaml" for name in ("train_inline", "train_async")),
     ):
         errors = list(validator.iter_errors(yaml.safe_load((CORPUS / config).read_text())))
         assert not errors, f"{config}: {errors[0].message}"
-    # (`type: Frank` passes the schema: any type is generic hardware there; the near miss is the loader's)
     for typo in ("typos_beside_real_keys.yaml", "pools_typos.yaml", "remote_storge.yaml"):
         document = yaml.safe_load((CORPUS / "typos" / typo).read_text())
         assert list(validator.iter_errors(document if "cluster" in document else {"cluster": document})), typo

@@ -10,7 +10,6 @@ deletions, values, malformed ones. Anything but ConfigError escaping fails the t
 
 from __future__ import annotations
 
-import os
 import pathlib
 import tempfile
 import time
@@ -30,9 +29,8 @@ TREES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCh
 #: A composition that takes longer is a hang in the making (each finishes in milliseconds to a second).
 SLOW_S = 10.0
 LIMITS = ("too large", "nested more than", "load more than")
-BOMB = (
-    "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
-    + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 7))
+BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 7)
 )
 GROUPS = ("g0", "g1")
 UNSET = "RLPLACE_FUZZ_UNSET"  # a search path's variable no test sets

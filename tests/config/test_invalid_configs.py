@@ -610,10 +610,10 @@ CASES += [
         ["needs 'device_id'"],
     ),
     (
-        "generic-hardware-needs-node-rank",
-        FRANKA.replace("type: Franka", "type: Gripper3000").replace("            node_rank: 2\n", ""),
-        "cluster.node_groups[1].hardware.configs[0].node_rank",
-        ["needs 'node_rank'"],
+        "unregistered-hardware-type",
+        FRANKA.replace("type: Franka", "type: Gripper3000"),
+        "cluster.node_groups[1].hardware.type",
+        ["unknown hardware type 'Gripper3000': RLinf refuses a type it does not register", "Known types: ADB, DOSW1"],
     ),
     # --- RLinf's AUTO mode (auto_scheduler: true): the order RLinf checks before it starts ---
     (

@@ -21,7 +21,7 @@ import pytest
 from rlplace.cli import main
 from rlplace.config import load
 from rlplace.errors import RlplaceError
-from rlplace.inventory import parse_nodes
+from rlplace.inventory import parse_nodes, with_node_env
 from rlplace.planner import plan, resize
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -147,7 +147,32 @@ RLINF_REASONING = (
 )
 HYDRA_TREE = {"main.yaml": "defaults:\n  - cluster: 1t1e\n", "cluster/1t1e.yaml": "train_worker_num: 1\n"}
 
+TWO_ROBOTS_ON_NODE_1 = (
+    "cluster:\n  num_nodes: 2\n  component_placement: {env: {node_group: a, placement: 0-1}}\n  node_groups:\n"
+    "    - label: a\n      node_ranks: 1\n      hardware: {type: Franka, configs: [{node_rank: 1, camera_serials: [a]},"
+    " {node_rank: 1, camera_serials: [b]}]}\n"
+)
+REASONING = (
+    "runner: {task_type: reasoning}\nalgorithm: {recompute_logprobs: %s}\nrollout: {}\ncluster:\n  num_nodes: 1\n"
+)
+PROFILED = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0}\n  profiling: %s\n"
+
 CONFIG: dict[str, Provoker] = {
+    "this robot config is the same as configs[0] (RLinf refuses equal configs)": config(
+        NG + ROBOT % "{node_rank: 0}, {node_rank: 0}"
+    ),
+    "runner.task_type: reasoning runs RLinf's model-parallel placement, which needs reward placed": config(
+        REASONING % "true" + "  component_placement: {actor,rollout: 0-7}\n"
+    ),
+    "... share some GPUs: RLinf's model-parallel placement ... takes either actor and rollout on the same GPUs "
+    "(collocated) or every component on GPUs of its own": config(
+        REASONING % "true" + "  component_placement: {actor: 0-5, rollout: 4-7, reward: 0-7}\n"
+    ),
+    "inference is placed (...), but RLinf runs it only with algorithm.recompute_logprobs: true": config(
+        REASONING % "false" + "  component_placement: {actor: 0-3, rollout: 4-5, inference: 6, reward: 7}\n"
+    ),
+    "cluster.profiling.backend: needs 'backend'": config(PROFILED % "{enabled: true}"),
+    "... is both a flag and an option": config(PROFILED % "{backend: nsight, flags: [t], options: {t: cuda}}"),
     "Franka hardware of node 3 is already configured by node group 'arm'": config(TWO_ARMS),
     "Hydra overrides (...) need hydra-core": without_module(
         "hydra", config_tree(HYDRA_TREE, "main.yaml", overrides=["cluster=1t1e"])
@@ -187,9 +212,8 @@ CONFIG: dict[str, Provoker] = {
         "cluster:\n  num_nodes: 1\n  auto_scheduler: true\n"
         "  component_placement: {actor: 0-3, rollout: 2-5, inference: 6-7}\nrollout: {tensor_parallel_size: 1}\n"
     ),
-    "unknown hardware type 'Frank'; did you mean 'Franka'? Known types: ...": config(
-        NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"
-    ),
+    "unknown hardware type 'Frank'; did you mean 'Franka'? RLinf refuses a type it does not register (...). Known "
+    "types: ...": config(NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"),
     "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'? Valid keys: ...": config(
         "cluster:\n  eval_worker_nm: 2\n"
     ),
@@ -428,6 +452,9 @@ def planned_on_file(config_path: str, inventory: str) -> Provoker:
 
 
 PLAN: dict[str, Provoker] = {
+    "node 1's ROBOT_IP='10.0.0.1' holds 1 comma-separated value(s) for its 2 Franka robots": lambda _request: raised(
+        lambda: plan(load(TWO_ROBOTS_ON_NODE_1), with_node_env(parse_nodes("1x8,1x0"), ["1:ROBOT_IP=10.0.0.1"]))
+    ),
     "eval: 3 of 3 more worker(s) do not fit (1 GPU and 1 CPU(s) each) in its range 0 in pool rollout_pool "
     "(nodes 1), ...: node 1: no free GPU (2 held by the job), ...": resized("eval", 4),
     "eval: 7 worker(s) asked for, but its elastic range is 1-6 (cluster.elastic.eval); it has 1": resized("eval", 7),
@@ -614,7 +641,7 @@ COMMAND_LINE: dict[str, Provoker] = {
         head_port_of_running_ray
     ),
     "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
-    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE] (e.g. '2x8', ...)": cli(
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', ...)": cli(
         "run", "job.yaml", "--simulate", "2x"
     ),
     "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "

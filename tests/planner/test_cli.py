@@ -52,9 +52,8 @@ def test_config_errors_exit_2(capsys, tmp_path):
     code, _, err = run(capsys, str(bad), "--nodes", "2x4")
     assert code == 2 and "is_colocated" in err and "contradicts placement.strategy: disaggregate" in err
     code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--nodes", "2y4")
-    assert code == 2 and err.splitlines()[-1] == (
-        "rlplace plan: error: argument --nodes: '2y4' is not COUNTxGPUS[:MODEL][@RESOURCE] (e.g. '2x8', '8x8:A800', "
-        "'2x8:Ascend910B@NPU', '2x0')"
+    assert code == 2 and err.splitlines()[-1].startswith(
+        "rlplace plan: error: argument --nodes: '2y4' is not COUNTxGPUS[:MODEL][@RESOURCE]"
     )
 
 

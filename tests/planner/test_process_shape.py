@@ -87,7 +87,7 @@ def test_a_shape_that_does_not_divide_the_resources_names_where_it_came_from():
 
 def test_a_process_cannot_span_two_nodes():
     spec = shaped(groups_spec({"rollout": (("cluster",), [(r(3, 10), None)])}), "rollout", ProcessShape(4, 1, "TP 4"))
-    with pytest.raises(ConfigError, match="GPUs on the same node"):
+    with pytest.raises(ConfigError, match="must be GPUs of one node"):
         plan(spec, parse_nodes("2x6"))
 
 

@@ -129,3 +129,38 @@ def test_a_spare_with_a_rank_or_as_head_is_refused(argv, env, where, capsys, mon
         monkeypatch.setenv(k, v)
     assert main(["start", *argv, "--dry-run"]) == 2
     assert f"{where}: " in capsys.readouterr().err
+
+
+def test_the_hardware_environment_of_the_node_is_published_as_labels_and_read_back_by_the_live_inventory(
+    capsys, monkeypatch
+):
+    from rlplace.config.hardware import env_var_names
+    from rlplace.ray.nodes import inventory_from_nodes
+
+    for name in env_var_names():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ROBOT_IP", "10.0.0.1,10.0.0.2")
+    monkeypatch.setenv("CAMERA_SERIALS", "111,112")
+    monkeypatch.setenv("UNRELATED", "x")
+    assert main(["start", "--address", "head:6379", "--node-rank", "1", "--accelerator", "none", "--dry-run"]) == 0
+    flag = next(a for a in capsys.readouterr().out.split() if a.startswith("--labels="))
+    labels = dict(item.split("=", 1) for item in flag.removeprefix("--labels=").split(","))
+    assert not any("UNRELATED" in k for k in labels)
+    record = {"NodeID": "n1", "Alive": True, "NodeManagerAddress": "10.1.0.1", "Resources": {"CPU": 4.0}}
+    (node,) = inventory_from_nodes([{**record, "Labels": {**labels, "rlplace/node-rank": "0"}}]).nodes
+    assert node.env == {"ROBOT_IP": "10.0.0.1,10.0.0.2", "CAMERA_SERIALS": "111,112"}
+
+
+def test_a_node_is_labelled_with_its_rack_and_nvlink_domain_and_its_zone_goes_through_ray_nodes_zone(capsys):
+    from rlplace.commands.start import topology_labels, zone_environment
+
+    cmd = _cmd(node_rank=2, topology=topology_labels("r7", "nvl-7"), ray_args=["--labels", "team=rl"])
+    assert "--labels=team=rl,rlplace/node-rank=2,rack=r7,nvlink-domain=nvl-7" in cmd
+    assert zone_environment("us-east-1a") == {"RAY_NODE_ZONE": "us-east-1a"} and zone_environment(None) == {}
+    with pytest.raises(ConfigError, match="--rack"):
+        topology_labels("rack 7", None)
+    with pytest.raises(ConfigError, match="rack is set by rlplace start"):
+        _cmd(topology=topology_labels("r7", None), ray_args=["--labels=rack=r8"])
+    code = main(["start", "--head", "--insecure", "--dry-run", "--accelerator", "H100", "--rack", "r1", "--zone", "z1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "RAY_NODE_ZONE=z1" in out and "rack=r1" in out

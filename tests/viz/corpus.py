@@ -27,7 +27,7 @@ FRAMEWORKS: list[tuple[pathlib.Path, str, tuple[str, ...]]] = [
         ("rlinf/config/grpo_disaggregated.yaml", "2x8", ()),
         ("rlinf/config/grpo_dynamic.yaml", "2x8", ()),
         ("rlinf/config/embodied_robots.yaml", "2x8:A800,4x0", ()),  # every robot type
-        ("rlinf/config/generic_hardware.yaml", "1x8,2x0", ()),
+        ("rlinf/config/dual_arm_controller.yaml", "1x8,2x0", ()),  # a process on two robots
         ("rlinf/config/all_nodes.yaml", "4x8", ()),  # node groups, node_ranks: all
         ("rlinf/large/three_groups.yaml", "16x8:A800,16x8:RTX4090,8x0", ()),
         ("rlightning/conf/cluster/1t1e.yaml", "2x2", ()),  # auto
@@ -38,5 +38,8 @@ FRAMEWORKS: list[tuple[pathlib.Path, str, tuple[str, ...]]] = [
         ("rlightning/conf/cluster/2t2e_pool_group.yaml", "2x4", ()),
         ("rlightning/conf/cluster/remote_debug.yaml", "1x5", ()),  # components in the driver
         ("rlightning/conf/train_ppo.yaml", "1x8", ()),  # a Hydra primary config
+        # topology: racks in zones, train and rollout in every rack; NVLink domains of several nodes
+        ("rlightning/conf/cluster/1t1e.yaml", "8x2:H100/rack=2/zone=4", ("train_worker_num=4", "eval_worker_num=4")),
+        ("rlinf/config/grpo_collocated.yaml", "2x8/nvlink_domain=2", ()),
     )
 ]

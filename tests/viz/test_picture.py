@@ -160,12 +160,19 @@ def test_cross_node_flows_are_the_estimates_streams_labelled_with_their_bytes():
 def test_weights_go_from_the_actor_nodes_to_the_rollout_nodes_named_as_in_the_config():
     plan, inventory = hetero()
     root = parse(svg(plan, inventory))
-    assert flows_of(root) == {("weights", "0", "8", str(8 * 14 * GB))}
-    (arrow,) = groups(root, "flow")
-    assert title_of(arrow) == (
+    # the robots' env workers step with rollout 0 (node 8) and rollout 32 (node 12): half the batch each way
+    interaction = {("interaction", "16", "8", str(128 * MB)), ("interaction", "17", "8", str(128 * MB))}
+    assert flows_of(root) == {("weights", "0", "8", str(8 * 14 * GB)), *interaction}
+    weights, *steps = groups(root, "flow")
+    assert title_of(weights) == (
         "weight sync (actor -> rollout): 112 GB per iteration, node 0 -> nodes 8-15, 64 rollout workers"
     )
-    assert [text_of(g) for g in groups(root, "legend-flow")] == ["weight sync (actor -> rollout)"]
+    assert [title_of(g) for g in steps] == [
+        "interaction (env -> rollout): 128 MB per iteration, node 16 -> node 8, 1 env worker",
+        "interaction (env -> rollout): 128 MB per iteration, node 17 -> node 12, 1 env worker",
+    ]
+    legend = [text_of(g) for g in groups(root, "legend-flow")]
+    assert legend == ["interaction (env -> rollout)", "weight sync (actor -> rollout)"]
 
 
 def test_node_local_streams_draw_no_arrow_and_the_legend_says_why():

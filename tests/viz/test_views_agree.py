@@ -37,14 +37,15 @@ IDS = [f"{p.parent.name}/{p.stem}" for p, _, _ in CASES]
 #: (train, eval, env, buffer, actor, rollout, ...) may be here: those must come from the plan.
 VOCABULARY = frozenset(
     """
-    a across actors all also and any are as asks b buffer_worker_num by bytes components cpu cpus cross
-    cross-node default detail device devices driver each enable_offload env_strategy estimate experience
-    failures false flows for from gb gpu gpus group groups held hidden idle in is_colocated it iteration its kb
-    leave left lists mb mode n/a no node node's nodes none not note notes nothing of on one only or other
-    others own per pinned placement plan pools process processes rank ranks ray ray's remote requested reserve
-    reserved reserves rlplace row rows scheduled schedules sees settings several shards share shared shares
-    spanning spans strategy stream streams stride sync table tb the them these they to true unknown unused used
-    warning warnings weight weights what whole with worker workers x
+    a across actors alike all also and any are as asks b bound buffer_worker_num by bytes components cpu cpus
+    cross cross-node crosses dashed default detail device devices domain domains driver each enable_offload
+    env_strategy estimate experience failures false flows for from gb gpu gpus group groups held hidden idle in
+    interaction is_colocated it iteration its kb leave left lists lower mb mode n/a no node node's nodes none
+    not note notes nothing nvlink of on one only or other others own per pinned placement plan pools process
+    processes rack racks rank ranks ray ray's remote requested reserve reserved reserves rlplace row rows
+    sampling scheduled schedules sees settings several shards share shared shares spanning spans step strategy
+    stream streams stride sync table tb the them these they to true unknown unused used warning warnings weight
+    weights what whole wide with worker workers x zone zones
     """.split()  # noqa: SIM905 (a word list reads better as words)
 )
 WORD = re.compile(r"[A-Za-z][\w./-]*(?:'[a-z]+)?")
@@ -104,6 +105,7 @@ def names(p: Plan, inventory: Inventory) -> set[str]:
     s = p.settings
     out |= {s.mode, s.strategy, s.env_strategy, s.dialect}
     out |= {n.gpu_model for n in inventory.nodes if n.gpu_model} | {n.accelerator_resource for n in inventory.nodes}
+    out |= {v for values in p.topology.units.values() for v in values if v is not None}  # rack-0, nvl-3, ...
     for w in p.workers:
         out |= {word for f in _fields(w.hardware or {}) for word in [f, *WORD.findall(f)]}
     return {x.lower() for x in out}
@@ -140,10 +142,18 @@ def numbers(p: Plan, inventory: Inventory, est: Estimate, picture: str) -> set[s
     amounts = [est.weight_sync_bytes, est.experience_bytes, est.model_bytes, est.batch_bytes]
     amounts += [f.bytes for f in est.flows] + [f.each for f in est.flows]
     amounts += [int(g.get("data-bytes")) for g in ET.fromstring(picture).iter(f"{SVG}g") if g.get("data-bytes")]
+    for across in (est.crossing, est.crossing_lower_bound, est.crossing_per_step):
+        amounts += list((across or {}).values())
+    amounts += [int(x.split(":")[1]) for g in ET.fromstring(picture).iter(f"{SVG}g") for x in _across(g)]
     out |= {format_bytes(a) for a in amounts if a is not None}
     for w in p.workers:  # robot fields: addresses, camera serials, device paths
         out |= {n for f in _fields(w.hardware or {}) for n in re.findall(r"\d+(?:\.\d+)?", f)}
     return out
+
+
+def _across(g: ET.Element) -> list[str]:
+    """An arrow's `data-across` (`rack:14000000000 zone:...`): its bytes crossing racks and zones."""
+    return (g.get("data-across") or "").split()
 
 
 def shares(p: Plan) -> set[str]:
@@ -239,6 +249,13 @@ def test_arrows_are_the_estimates_streams(built):
     assert all(int(g.get("data-bytes")) > 0 for g in arrows), "no arrow for a stream of 0 bytes"
     if not est.weight_sync_bytes:
         assert not any(g.get("data-kind") == WEIGHTS for g in arrows)
+    names = {"rack": "racks", "zone": "zones"}
+    for level in set(names) & set(est.levels):  # every byte crossing a rack or zone is on an arrow that says so
+        drawn_across = sum(int(x) for g in arrows for lv, x in (a.split(":") for a in _across(g)) if lv == level)
+        assert drawn_across == (est.crossing or {}).get(level, 0) + est.crossing_per_step[level]
     for g in arrows:
         label = "".join(t.text or "" for t in g.iter(f"{SVG}text"))
-        assert label == f"{g.get('data-kind')} {format_bytes(int(g.get('data-bytes')))}"
+        across = "".join(
+            f" · {format_bytes(int(x))} across {names[level]}" for level, x in (a.split(":") for a in _across(g))
+        )
+        assert label == f"{g.get('data-kind')} {format_bytes(int(g.get('data-bytes')))}{across}"

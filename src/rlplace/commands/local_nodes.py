@@ -128,7 +128,7 @@ def _record(path: Path) -> NodeRecord:
     unsafe = _unsafe(os.lstat(path), "file")
     if unsafe is not None:
         raise ValueError(unsafe)
-    data = load_yaml_file(path, kind="node record", limit=_MAX_RECORD_BYTES)
+    data, _ = load_yaml_file(path, kind="node record", limit=_MAX_RECORD_BYTES)
     names = {f.name for f in fields(NodeRecord)}
     if not isinstance(data, dict) or not {"id", "host", "role", "address", "started_at"} <= data.keys() <= names:
         raise ValueError(f"it is not a node record (keys {', '.join(sorted(names))})")

@@ -17,7 +17,7 @@ from collections import Counter
 from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file
 from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
-from rlplace.inventory import Inventory
+from rlplace.inventory import Inventory, with_node_env
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
@@ -40,14 +40,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--nodes",
         metavar="SPEC",
         type=declared_nodes,
-        help="declared inventory, COUNTxGPUS[:MODEL],... in node-rank order; it says nothing about CPUs, so the "
-        "plan's CPUs are not checked (an --inventory file with `cpus`, or the live cluster, checks them)",
+        help="declared inventory, COUNTxGPUS[:MODEL][/LEVEL=N...],... in node-rank order (`/rack=18`: every 18 nodes "
+        "a rack); it says nothing about CPUs, so the plan's CPUs are not checked (an --inventory file with `cpus`, "
+        "or the live cluster, checks them)",
     )
     src.add_argument(
         "--inventory",
         metavar="FILE",
         type=inventory_file,
         help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked",
+    )
+    p.add_argument(
+        "--node-env",
+        action="append",
+        default=[],
+        metavar="RANK[-RANK]:NAME=VALUE",
+        help="the environment a node is started with, from which robots are enumerated as RLinf does "
+        "(e.g. 1:ROBOT_IP=10.0.0.1,10.0.0.2 for two Franka robots on node 1); repeatable, a later value wins",
     )
     p.add_argument(
         "--format",
@@ -145,7 +154,8 @@ def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
 
 def _inventory(args: argparse.Namespace) -> Inventory:
     """--nodes and --inventory were read when the command line was (commands/arguments.py)."""
-    return args.nodes or args.inventory or _live_inventory()
+    inventory = args.nodes or args.inventory or _live_inventory()
+    return with_node_env(inventory, args.node_env) if args.node_env else inventory
 
 
 def _live_inventory() -> Inventory:

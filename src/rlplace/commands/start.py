@@ -3,7 +3,9 @@
 The labels are what makes node ranks real: the live inventory numbers nodes by them and placement
 groups select nodes by them. The rank comes from `--node-rank`, else RLPLACE_NODE_RANK, else
 RLINF_NODE_RANK (so RLinf users switch without edits). Exclusive hardware attached to the node (a
-robot) is advertised as a custom resource so no other job can take it. Ray is started with
+robot) is advertised as a custom resource so no other job can take it, and the variables its robots are
+enumerated from (`ROBOT_IP`, `CAMERA_SERIALS`, `CAN_INTERFACE`, ... as RLinf reads them) are published as
+labels for live plans. Ray is started with
 RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 so that workers given no GPU see none. Everything after the
 rlplace options and a `--` goes to `ray start` unchanged (`--labels` and `--resources` are merged).
 """
@@ -24,7 +26,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from rlplace.commands import local_nodes
+from rlplace.config.hardware import env_var_names
 from rlplace.errors import ConfigError, Problem, RlplaceError
+from rlplace.model import DEFAULT_TOPOLOGY, NVLINK_DOMAIN, RACK
 from rlplace.plan import hardware_resource_name
 from rlplace.ray import auth, token_file
 from rlplace.ray.labels import (
@@ -35,6 +39,7 @@ from rlplace.ray.labels import (
     SPARE_LABEL,
     is_label_value,
     label_value,
+    node_env_labels,
 )
 
 #: `ray start --head` listens here unless `--port` says otherwise.
@@ -58,6 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="TYPE:INDEX",
         help="exclusive hardware attached here, as ranked in its node group (e.g. franka:0); repeatable",
+    )
+    # -- topology (issue 23): the labels the planner reads a node's NVLink domain, rack and zone from --
+    p.add_argument("--rack", help=f'this node\'s rack: the label {RACK_LABEL}=RACK (docs/guide.md, "Topology")')
+    p.add_argument(
+        "--nvlink-domain", metavar="DOMAIN", help=f"this node's NVLink domain: the label {DOMAIN_LABEL}=DOMAIN"
+    )
+    p.add_argument(
+        "--zone", help=f"this node's zone: Ray's own label {ZONE_LABEL}, set through {ZONE_ENV} for ray start"
     )
     # -- hot spares (issue 11) --
     p.add_argument(
@@ -101,9 +114,12 @@ def run(args: argparse.Namespace) -> int:
         ray_args=args.ray_args,
         ray=ray,
         spare=args.spare,
+        env_labels=node_env_labels(os.environ, env_var_names()),
+        topology=topology_labels(args.rack, args.nvlink_domain),
     )
+    zone = zone_environment(args.zone)
     if args.dry_run:
-        shown = {**HIDE_GPUS_ENV, **(_planned_head_auth(args) if args.head else {})}
+        shown = {**HIDE_GPUS_ENV, **zone, **(_planned_head_auth(args) if args.head else {})}
         print(" ".join(f"{k}={v}" for k, v in shown.items() if v is not None), shlex.join(cmd))
         return 0
     if not os.path.exists(ray):
@@ -120,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     role = "head" if args.head else "spare" if args.spare else "node"
     token_path = access.token.path if access.token else None
     record = local_nodes.new_record(role, address, str(token_path) if token_path else None)
-    added = {**auth.ray_start_environment(access.token), local_nodes.MARKER_ENV: record.id}
+    added = {**auth.ray_start_environment(access.token), **zone, local_nodes.MARKER_ENV: record.id}
     report = head_report(access, created) if args.head else node_report(access)
     block = "--block" in args.ray_args
     if block:  # `ray start --block` returns only when the node ends: say how to join it now
@@ -326,15 +342,21 @@ def ray_start_command(
     ray_args: Sequence[str] = (),
     ray: str = "ray",
     spare: bool = False,
+    env_labels: Mapping[str, str] | None = None,
+    topology: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The `ray start` command line: role, merged `--labels` and `--resources`, then the user's options."""
+    """The `ray start` command line: role, merged `--labels` and `--resources`, then the user's options.
+    `env_labels` publish the node's hardware environment (`ROBOT_IP`, ...; rlplace.ray.labels.node_env_labels);
+    `topology`: the node's rack and NVLink-domain labels (`topology_labels`)."""
     rest = [a for a in ray_args if a != "--"]
     user_labels, rest = _take_option(rest, "--labels")
     user_resources, rest = _take_option(rest, "--resources")
     labels = _parse_labels(user_labels)
     ours = {NODE_RANK_LABEL: None if node_rank is None else str(node_rank), ACCELERATOR_LABEL: accelerator}
+    ours.update(topology or {})
     if spare:
         ours[SPARE_LABEL] = "true"
+    ours.update(env_labels or {})
     for key, value in ours.items():
         if value is None:
             continue
@@ -353,6 +375,41 @@ def ray_start_command(
     if resources:
         cmd.append("--resources=" + json.dumps(resources, separators=(",", ":")))
     return cmd + rest
+
+
+#: The label keys `--rack` and `--nvlink-domain` set: the planner's default keys of those levels (cluster.topology).
+RACK_LABEL = next(level.labels[0] for level in DEFAULT_TOPOLOGY if level.name == RACK)
+DOMAIN_LABEL = next(level.labels[0] for level in DEFAULT_TOPOLOGY if level.name == NVLINK_DOMAIN)
+#: Ray labels a node `ray.io/availability-zone` from this variable of `ray start`'s environment (it refuses `--labels`
+#: keys under `ray.io/`), so `--zone` sets it there.
+ZONE_LABEL, ZONE_ENV = "ray.io/availability-zone", "RAY_NODE_ZONE"
+
+
+def topology_labels(rack: str | None, domain: str | None) -> dict[str, str]:
+    """`{rack: RACK, nvlink-domain: DOMAIN}` for those given; a value Ray would refuse is a ConfigError."""
+    out = {}
+    for flag, key, value in (("--rack", RACK_LABEL, rack), ("--nvlink-domain", DOMAIN_LABEL, domain)):
+        if value is None:
+            continue
+        if not is_label_value(value):
+            raise ConfigError(
+                Problem(
+                    path=flag,
+                    value=value,
+                    message="not a Ray label value: at most 63 letters, digits and -_. , alphanumeric at both ends",
+                )
+            )
+        out[key] = value
+    return out
+
+
+def zone_environment(zone: str | None) -> dict[str, str]:
+    """`{RAY_NODE_ZONE: ZONE}` for `ray start` when `--zone` is given (checked as a label value)."""
+    if zone is None:
+        return {}
+    if not is_label_value(zone):
+        raise ConfigError(Problem(path="--zone", value=zone, message="not a Ray label value (letters, digits, -_.)"))
+    return {ZONE_ENV: zone}
 
 
 def start_environment(environ: Mapping[str, str], added: Mapping[str, str | None] | None = None) -> dict[str, str]:

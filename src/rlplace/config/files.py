@@ -73,9 +73,9 @@ def read_config_text(path: str | os.PathLike[str], name: str | None = None) -> s
         raise ConfigError(Problem("", str(e), file=name or os.fspath(path))) from None
 
 
-def load_yaml_file(path: str | os.PathLike[str], *, kind: str, limit: int = MAX_BYTES) -> object:
-    """The plain data of a YAML (or JSON) file that is no config: an inventory, a record. One ConfigError with
-    every problem, each naming the file and line."""
+def load_yaml_file(path: str | os.PathLike[str], *, kind: str, limit: int = MAX_BYTES) -> tuple[object, str]:
+    """(the plain data, the text) of a YAML (or JSON) file that is no config: an inventory, a record. One
+    ConfigError with every problem, each naming the file and line."""
     name = os.fspath(path)
     try:
         text = read_text(path, kind=kind, limit=limit)
@@ -85,7 +85,7 @@ def load_yaml_file(path: str | os.PathLike[str], *, kind: str, limit: int = MAX_
     data = read_yaml(text, rep, Budget())
     if rep.problems:
         raise ConfigError(rep.sorted_problems())
-    return data
+    return data, text
 
 
 def _special(mode: int) -> str:

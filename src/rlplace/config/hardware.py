@@ -3,14 +3,17 @@
 A hardware type is one small class: its `name` (the YAML `type`, case-sensitive as in RLinf), a `config`
 Section declaring the keys of one entry of `configs` (every type has `node_rank`, the node the unit is
 attached to), the `noun` used in messages, `identity` (what makes two entries the same physical unit:
-one config per unit) and `env_fallbacks` (keys RLinf fills from the node's environment when they are left
-out, e.g. a Franka's `robot_ip` from `ROBOT_IP`). Register it with `@hardware_type`; the loader, the JSON
-Schema and the docs pick it up.
+one config per unit), `count_keys` (the keys whose comma-separated values in a node's environment make that
+many units when the config lists none for the node: `ROBOT_IP` for Franka) and `env_fallbacks` (keys a worker
+reads from its node's environment when the plan could not: a live node started without `rlplace start`).
+Register it with `@hardware_type`; the loader, the JSON Schema and the docs pick it up.
 
-The types and their keys, defaults and checks follow RLinf's registered hardware (rlinf/scheduler/hardware).
-A `type` that is a near miss of a registered one is an error (`Frank`: did you mean Franka?); any other
-type is *generic* hardware: one unit per `configs` entry on its `node_rank`, the other keys handed to the
-worker as written, with a warning listing the known types.
+The types and their keys, defaults and checks follow RLinf's registered hardware (rlinf/scheduler/hardware), and
+so does reading a node's environment (RLinf's RobotAutoConfig): every key but the node ranks is the variable of
+its upper-cased name (`camera_serials` is `CAMERA_SERIALS`); a config listed in the file takes the variables of
+its keys whose default is unset (declared `Maybe`), one comma-separated value per robot of its type on the node,
+or the whole value for a single robot; units made from the environment take every variable set. A `type` RLinf
+does not register is an error, a near miss of one with did-you-mean (RLinf refuses both).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from rlplace.config.fields import (
     Parsed,
     Section,
 )
-from rlplace.config.problems import Path, Reporter, did_you_mean, near_miss, show
+from rlplace.config.problems import Path, Reporter, did_you_mean, show
 
 
 class HardwareType:
@@ -48,6 +51,18 @@ class HardwareType:
     env_fallbacks: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: keys whose values together identify one physical unit (None values are skipped).
     identity_keys: ClassVar[tuple[str, ...]] = ()
+    #: keys whose variables count the units of a node that the config lists none for (RLinf's count_fields).
+    count_keys: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def env_keys(cls, created: bool) -> tuple[tuple[str, str, Kind], ...]:
+        """(key, variable, kind) of the keys RLinf reads from a node's environment: of a unit it made from the
+        environment every key, of a listed one those whose default is unset; never a node rank."""
+        return tuple(
+            (key, key.upper(), f.kind)
+            for key, f in cls.config.fields.items()
+            if key != "node_rank" and not key.endswith("_node_rank") and (created or isinstance(f.kind, Maybe))
+        )
 
     @classmethod
     def identity(cls, config: Mapping[str, object]) -> object | None:
@@ -78,11 +93,13 @@ def hardware_type(cls: type[HardwareType]) -> type[HardwareType]:
 
 
 def kind_of(name: str) -> type[HardwareType]:
-    """The registered type `name`, or a generic one (one unit per config entry, keys kept as written)."""
-    known = REGISTRY.get(name)
-    if known is not None:
-        return known
-    return type(f"Generic_{name}", (HardwareType,), {"name": name, "config": _GENERIC})
+    """The registered type `name` (the loader refuses any other)."""
+    return REGISTRY[name]
+
+
+def env_var_names() -> tuple[str, ...]:
+    """Every variable of a node's environment that some registered type reads (what `rlplace start` publishes)."""
+    return tuple(sorted({var for cls in REGISTRY.values() for _, var, _ in cls.env_keys(created=True)}))
 
 
 def _ip_address(value: object) -> str:
@@ -157,6 +174,7 @@ class Franka(HardwareType):
     noun = "robot"
     env_fallbacks = (("robot_ip", "ROBOT_IP"),)
     identity_keys = ("robot_ip",)
+    count_keys = ("robot_ip",)
     config = _section(
         "Franka",
         {
@@ -189,6 +207,7 @@ class DualFranka(HardwareType):
     noun = "robot"
     env_fallbacks = tuple((f"{a}_robot_ip", f"{a.upper()}_ROBOT_IP") for a in _ARM)
     identity_keys = ("left_robot_ip", "right_robot_ip")
+    count_keys = ("left_robot_ip", "right_robot_ip")
     config = _section(
         "DualFranka",
         {
@@ -209,8 +228,8 @@ class DOSW1(HardwareType):
 
     name = "DOSW1"
     noun = "robot"
-    env_fallbacks = (("robot_url", "ROBOT_URL"),)
     identity_keys = ("robot_url", "left_arm_port", "right_arm_port")
+    count_keys = ("robot_url",)
     _PORT = Integer(1, 65535)
     config = _section(
         "DOSW1",
@@ -232,6 +251,7 @@ class GimArm(HardwareType):
     name = "GimArm"
     noun = "robot"
     identity_keys = ("node_rank", "can_interface")
+    count_keys = ("can_interface",)
     config = _section(
         "GimArm",
         {
@@ -313,49 +333,31 @@ class ADB(HardwareType):
     )
 
 
-class GenericConfig(Kind):
-    """One entry of an unknown hardware type: `node_rank` is checked, every other key is kept as written."""
-
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
-        if not isinstance(value, Mapping):
-            rep.add(path, f"must be a mapping with node_rank, got {show(value)}", value)
-            return INVALID
-        if "node_rank" not in value:
-            rep.add((*path, "node_rank"), f"a hardware config needs 'node_rank': {NODE_RANK.doc}")
-            return INVALID
-        node = NODE_RANK.kind.check(value["node_rank"], (*path, "node_rank"), rep)
-        return INVALID if node is INVALID else {**{str(k): v for k, v in value.items()}, "node_rank": node}
-
-    def schema(self) -> JsonSchema:
-        return {"type": "object", "properties": {"node_rank": NODE_RANK.kind.schema()}, "required": ["node_rank"]}
-
-    def describe(self) -> str:
-        return "a mapping with node_rank"
-
-
-_GENERIC = Section("a hardware config", {"node_rank": NODE_RANK})  # for messages; entries go through GenericConfig
-
-
 class HardwareBlock(Kind):
-    """`hardware: {type, configs}`: the configs are checked against the section of their type."""
+    """`hardware: {type, configs}`: the configs are checked against the section of their type. `configs: []`
+    lists no unit: each node of the group gets its units from its environment (RLinf's RobotAutoConfig)."""
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         outer = Section(
             "hardware",
             {
                 "type": Field(TEXT, "the hardware type", True),
-                "configs": Field(ListOf(Anything()), "one entry per unit, each with its node_rank", True),
+                "configs": Field(
+                    ListOf(Anything(), min_items=0),
+                    "one entry per unit, each with its node_rank ([]: the units come from each node's environment)",
+                    True,
+                ),
             },
         )
         checked = outer.check(value, path, rep)
         if checked is INVALID:
             return INVALID
         name, configs = checked.get("type", INVALID), checked.get("configs", INVALID)  # type: ignore[union-attr]
-        if name is not INVALID and _known_type(name, (*path, "type"), rep) is INVALID:  # type: ignore[arg-type]
+        if name is not INVALID and known_type(name, (*path, "type"), rep) is INVALID:  # type: ignore[arg-type]
             checked["type"] = name = INVALID  # type: ignore[index]
         if name is not INVALID and configs is not INVALID:
-            item = REGISTRY[name].config if name in REGISTRY else GenericConfig()  # type: ignore[index]
-            checked["configs"] = ListOf(item).check(configs, (*path, "configs"), rep)  # type: ignore[index]
+            item = REGISTRY[name].config  # type: ignore[index]
+            checked["configs"] = ListOf(item, min_items=0).check(configs, (*path, "configs"), rep)  # type: ignore[index]
         return checked
 
     def schema(self) -> JsonSchema:
@@ -363,42 +365,29 @@ class HardwareBlock(Kind):
             {
                 "type": "object",
                 "description": cls.__doc__ or cls.name,
-                "properties": {"type": {"const": name}, "configs": ListOf(cls.config).schema()},
+                "properties": {"type": {"const": name}, "configs": ListOf(cls.config, min_items=0).schema()},
                 "required": ["type", "configs"],
                 "additionalProperties": False,
             }
             for name, cls in sorted(REGISTRY.items())
         ]
-        variants.append(
-            {
-                "type": "object",
-                "description": "generic hardware of a type rlplace does not know: one unit per configs entry",
-                "properties": {
-                    "type": {"type": "string", "not": {"enum": sorted(REGISTRY)}},
-                    "configs": ListOf(GenericConfig()).schema(),
-                },
-                "required": ["type", "configs"],
-                "additionalProperties": False,
-            }
-        )
         return {"oneOf": variants}
 
     def describe(self) -> str:
         return "a mapping with 'type' and 'configs'"
 
 
-def _known_type(name: str, path: Path, rep: Reporter) -> object:
-    """A registered type as is; a near miss is an error; any other type is generic, with a warning."""
+def known_type(name: str, path: Path, rep: Reporter) -> object:
+    """A registered type as is; any other is an error (RLinf refuses types it does not register), naming the
+    near miss when there is one and the known types."""
     if name in REGISTRY:
         return name
     known = ", ".join(sorted(REGISTRY))
-    if near_miss(name, REGISTRY) is not None:
-        rep.add(path, f"unknown hardware type '{name}'{did_you_mean(name, REGISTRY)} Known types: {known}", name)
-        return INVALID
-    rep.warn(
+    hint = did_you_mean(name, REGISTRY)
+    rep.add(
         path,
-        f"hardware type '{name}' is not one rlplace knows ({known}): treated as generic hardware, one unit per "
-        "configs entry on its node_rank, the other keys handed to the worker as written",
+        f"unknown hardware type '{name}'{hint or ':'} RLinf refuses a type it does not register (types are "
+        f"case-sensitive). Known types: {known}",
         name,
     )
-    return name
+    return INVALID

@@ -22,13 +22,13 @@ import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-from rlplace.config import elastic, node_groups, pools, training
+from rlplace.config import elastic, names, node_groups, pools, topology, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID
 from rlplace.config.files import read_config_text
 from rlplace.config.from_env import hide
 from rlplace.config.hydra_compose import compose_with_hydra
-from rlplace.config.problems import Path, Reporter, did_you_mean, show
+from rlplace.config.problems import Path, Reporter, did_you_mean, format_path, show
 from rlplace.config.sections import (
     BOTH_DIALECTS,
     NODE_GROUPS_KEYS,
@@ -91,8 +91,10 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
     """`file:line` of the keys the planner names in its messages (JobSpec.locations)."""
     base: Path = ("cluster",) if isinstance(data, Mapping) and "cluster" in data else ()
     out = {}
-    for key in ("num_nodes",):
-        path = (*base, key)
+    section = data.get("cluster") if base else data  # type: ignore[union-attr]
+    groups = section.get("node_groups") if isinstance(section, Mapping) else None
+    hardware = [(*base, "node_groups", i, "hardware") for i in range(len(groups) if isinstance(groups, list) else 0)]
+    for key, path in [("num_nodes", (*base, "num_nodes")), *((format_path(p), p) for p in hardware)]:
         if path in rep.lines:
             line = rep.lines[path]
             file = rep.files.get(path, rep.file)
@@ -199,6 +201,8 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         checked = NODE_GROUPS_SECTION.check(section, base, rep)
         spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
         spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+        names.warn_near_misses(spec, data, base, rep)
+        spec = topology.apply(spec, checked, base, rep)  # type: ignore[arg-type]
         return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
@@ -210,6 +214,7 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
     spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
     spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+    spec = topology.apply(spec, checked, base, rep)  # type: ignore[arg-type]
     return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
 
 

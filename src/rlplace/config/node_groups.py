@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from rlplace.config.fields import INVALID, written
-from rlplace.config.hardware import kind_of
+from rlplace.config.hardware import kind_of, known_type
 from rlplace.config.problems import Path, Reporter, did_you_mean, format_path
 from rlplace.config.ranges import format_ranks
 from rlplace.config.sections import ALL_RANKS, RLINF_EXTRAS
@@ -107,7 +107,7 @@ def _group(
     hardware_type, units = _hardware(group, path, ranks, num_nodes, rep)  # type: ignore[arg-type]
     if isinstance(label, str):
         _one_group_per_unit(label, units, owners, rep)
-    _hardware_type_key(group, path, hardware_type, rep)
+    hardware_type = _hardware_type_key(group, path, hardware_type, rep)
     ignore = written(group, "ignore_hardware") is True
     if ignore and hardware_type is not None:
         rep.add(
@@ -157,10 +157,12 @@ def _expand_all(ranks: object, universe: int | tuple[int, ...] | None, path: Pat
     return tuple(range(universe)) if isinstance(universe, int) else universe
 
 
-def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: str | None, rep: Reporter) -> None:
+def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: str | None, rep: Reporter) -> str | None:
+    """RLinf's `hardware_type` without a hardware block: the group's units are found on its nodes, from each
+    node's environment (`ROBOT_IP`, ...) when the plan is made, as RLinf enumerates them at start."""
     written_type = written(group, "hardware_type")
     if written_type is None:
-        return
+        return hardware_type
     if group.get("hardware") is not None:
         rep.add(
             (*path, "hardware_type"),
@@ -168,14 +170,8 @@ def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: s
             "remove hardware_type",
             written_type,
         )
-    elif hardware_type is None:
-        rep.warn(
-            (*path, "hardware_type"),
-            f"hardware_type: {written_type} without a hardware block: RLinf finds those units on the nodes at run "
-            "time, rlplace cannot count them beforehand, so this group's resources are its accelerators (or its "
-            f"nodes); list the units under hardware: {{type: {written_type}, configs: [...]}} to place through them",
-            written_type,
-        )
+        return hardware_type
+    return written_type if known_type(written_type, (*path, "hardware_type"), rep) is not INVALID else None  # type: ignore[arg-type]
 
 
 def _in_cluster(ranks: Sequence[int], num_nodes: int | None, path: Path, value: object, rep: Reporter) -> None:
@@ -245,6 +241,7 @@ def _hardware(
     kind = kind_of(kind_name)  # type: ignore[arg-type]
     units: list[tuple[HardwareUnit, Path]] = []
     seen: dict[object, int] = {}
+    same: dict[str, int] = {}  # each config as written -> its index (RLinf refuses two equal configs)
     for k, config in enumerate(written(block, "configs") or ()):  # type: ignore[arg-type]
         cpath = (*path, "hardware", "configs", k)
         node = written(config, "node_rank")
@@ -267,6 +264,14 @@ def _hardware(
                 _show_identity(identity),
             )
         seen.setdefault(identity, k)
+        text = repr(sorted(config.items(), key=lambda kv: kv[0]))
+        if identity is None and text in same:
+            rep.add(
+                cpath,
+                f"this {kind.noun} config is the same as configs[{same[text]}] (RLinf refuses equal configs); write "
+                f"one config per {kind.noun}, each with its own values",
+            )
+        same.setdefault(text, k)
         if node is None or any(v is INVALID for v in config.values()):
             continue
         fields = {key: tuple(v) if isinstance(v, list) else v for key, v in config.items() if key != "node_rank"}
@@ -385,7 +390,11 @@ def _group_size(label: str, groups: dict[str, NodeGroupSpec], num_nodes: int | N
     if group is None or label == CLUSTER_GROUP:
         return None
     if group.hardware_type is not None:
-        return len(group.hardware), f"{kind_of(group.hardware_type).noun}s ({group.hardware_type})"
+        kind = kind_of(group.hardware_type)
+        listed = {u.node_rank for u in group.hardware}
+        if kind.count_keys and any(n not in listed for n in group.node_ranks):
+            return None  # a node listing none gets its units from its environment: counted by the planner
+        return len(group.hardware), f"{kind.noun}s ({group.hardware_type})"
     if group.ignore_hardware:
         return len(group.node_ranks), "nodes (ignore_hardware)"
     return None  # accelerators: counted from the inventory by the planner

@@ -29,8 +29,9 @@ from rlplace.config.fields import (
 )
 from rlplace.config.hardware import TEXT, HardwareBlock
 from rlplace.config.problems import Path, Reporter, show
+from rlplace.config.profiling import Profiling
 from rlplace.config.ranges import parse_placement, parse_ranks
-from rlplace.model import MAX_DEVICES_PER_NODE, MAX_NODES, POOL_COMPONENTS
+from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES_PER_NODE, MAX_NODES, POOL_COMPONENTS
 
 _RANK_TERM = r"\s*[0-9]+\s*(-\s*[0-9]+\s*)?"
 RANKS = Parsed(
@@ -183,11 +184,49 @@ ELASTIC_RANGE = Section(
     },
 )
 #: Keys of both dialects: they do not tell the dialect.
-BOTH_DIALECTS = ("elastic",)
+BOTH_DIALECTS = ("elastic", "topology")
 #: `cluster.elastic`: component -> {min, max}; the rules relating it to the components are in `elastic.py`.
 ELASTIC = Field(
     Maybe(MapOf(Maybe(ELASTIC_RANGE), "component names to elastic ranges {min: N, max: M}")),
     "components that may change size while the job runs: component -> {min, max} (null: defaults)",
+)
+
+
+def _label_keys(value: object) -> tuple[str, ...]:
+    """`rack: rack`, or a list of keys of which the first a node carries names its unit."""
+    keys = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) and value else None
+    if keys is None:
+        raise ValueError(f"must be a node label key like rack or a list of them, got {show(value)}")
+    for key in keys:
+        if not isinstance(key, str) or not LABEL_KEY.match(key):
+            raise ValueError(
+                f"{show(key)} is not a node label key (like rack, nvlink-domain or example.com/rack: letters, digits "
+                "and -_. , at most 63 characters after an optional prefix/)"
+            )
+    return tuple(keys)
+
+
+LABEL_KEYS = Parsed(
+    _label_keys,
+    {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+    "a node label key or a list of them",
+)
+TOPOLOGY_SECTION = Section(
+    "the topology",
+    {
+        level.name: Field(
+            Maybe(LABEL_KEYS),
+            f"node label(s) naming a node's {level.name.replace('_', ' ')} (default {', '.join(level.labels)}; "
+            "null: topology-blind at this level)",
+        )
+        for level in DEFAULT_TOPOLOGY
+    },
+    doc="The cluster's topology levels, innermost first, and the node labels that name them (docs/config.md).",
+)
+#: `cluster.topology`: level -> label key(s); the rules relating it to the inventory are in `planner.topology`.
+TOPOLOGY = Field(
+    Maybe(TOPOLOGY_SECTION),
+    "topology levels (nvlink_domain, rack, zone) -> the node label key(s) naming them (null or left out: defaults)",
 )
 
 # --- dialect "node_groups" (spec/heterogeneous-cluster.*) -------------------------------------------
@@ -269,7 +308,12 @@ NODE_GROUPS_SECTION = Section(
             "component name (or 'a,b' for several) -> placement, or {node_group, placement, num_cpus}",
             True,
         ),
-        **{k: Field(Anything(), f"RLinf's {k} settings, kept for the application") for k in RLINF_SETTINGS},
+        **{
+            k: Field(Anything(), f"RLinf's {k} settings, kept for the application")
+            for k in RLINF_SETTINGS
+            if k != "profiling"
+        },
+        "profiling": Field(Maybe(Profiling()), "RLinf's profiler (backend nsight or rocprof_sys), checked as RLinf"),
         **{k: Field(Maybe(Flag()), f"RLinf's {k} switch, kept for the application") for k in RLINF_SWITCHES},
         **{k: Field(Maybe(_AS_WRITTEN_NUMBER), f"RLinf's auto scheduler {k}, kept as written") for k in RLINF_NUMBERS},
         "num_gpus_per_node": Field(
@@ -277,6 +321,7 @@ NODE_GROUPS_SECTION = Section(
             "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)",
         ),
         "elastic": ELASTIC,
+        "topology": TOPOLOGY,
     },
     doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
     lenient=True,
@@ -374,6 +419,7 @@ POOLS_SECTION = Section(
             Maybe(Choice(("batched", "streaming"))), "RLightning: how rollout meets env, kept for the application"
         ),
         "elastic": ELASTIC,
+        "topology": TOPOLOGY,
     },
     doc="Placement strategy: worker counts, placement mode/strategy, resource pools (spec/placement-strategy).",
     lenient=True,

@@ -23,11 +23,13 @@ import dataclasses
 import itertools
 from collections.abc import Mapping
 
+from rlplace.config import model_parallel
 from rlplace.config.fields import INVALID, Choice, Integer, Kind, Number, checked, written
+from rlplace.config.model_parallel import size
 from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.ranges import format_ranks
 from rlplace.config.values import Values
-from rlplace.model import ComponentSpec, JobSpec, Placement, ProcessShape, Segment
+from rlplace.model import ComponentSpec, JobSpec, ModelParallel, Placement, ProcessShape, Segment
 
 #: The keys RLightning's MainConfig requires beside `cluster`: their presence makes a whole training config.
 RLIGHTNING_KEYS = ("env", "buffer", "policy", "train")
@@ -47,8 +49,10 @@ def apply(
         return spec
     if spec.dialect == "pools" and all(values.present((k,)) for k in RLIGHTNING_KEYS):
         return _rlightning(spec, cluster, values, rep)
-    if spec.dialect == "node_groups" and values.present(("rollout",)) and isinstance(top.get("rollout"), Mapping):
-        return _rlinf_reasoning(spec, values, rep)
+    if spec.dialect == "node_groups":
+        model_parallel.check(spec, values, rep)
+        if values.present(("rollout",)) and isinstance(top.get("rollout"), Mapping):
+            return _rlinf_reasoning(spec, values, rep)
     return spec
 
 
@@ -227,22 +231,97 @@ def _buffer_cpus(cluster: Mapping[str, object]) -> float:
 
 def _rlinf_reasoning(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
     actor, rollout = spec.component("actor"), spec.component("rollout")
+    if model_parallel.task_type(values) in model_parallel.EVAL_TASKS:
+        return _eval_shape(spec, values, rep)
     if actor is None or rollout is None or spec.component("env") is not None:
         return spec  # not a model-parallel (reasoning) placement: embodied configs place as written
     if actor.placement is None or rollout.placement is None:
         return spec
-    actor_tp = _size(values, ("actor", "model", "tensor_model_parallel_size"), rep)
-    rollout_tp = _size(values, ("rollout", "tensor_parallel_size"), rep)
-    rollout_pp = _size(values, ("rollout", "pipeline_parallel_size"), rep)
+    actor_tp = size(values, ("actor", "model", "tensor_model_parallel_size"), rep)
+    rollout_tp = size(values, ("rollout", "tensor_parallel_size"), rep)
+    rollout_pp = size(values, ("rollout", "pipeline_parallel_size"), rep)
     if None in (actor_tp, rollout_tp, rollout_pp):
         return spec
     spec = _auto_scheduled(spec, values, rollout_tp, rep)  # type: ignore[arg-type]
+    spec = _model_parallel(spec, values, rep)
     actor, rollout = spec.component("actor"), spec.component("rollout")
-    shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, rep)  # type: ignore[arg-type]
+    task = model_parallel.task_type(values)
+    shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, task, rep)  # type: ignore[arg-type]
     if shape is None or (shape.devices_per_process == 1 and shape.stride == 1):
         return spec
     shaped = tuple(dataclasses.replace(c, process_shape=shape) if c.name == "rollout" else c for c in spec.components)
     return dataclasses.replace(spec, components=shaped)
+
+
+def _eval_shape(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
+    """RLinf's model-parallel eval placement: rollout packed, `rollout.tensor_parallel_size` GPUs a process."""
+    rollout = spec.component("rollout")
+    tp = size(values, ("rollout", "tensor_parallel_size"), rep)
+    if rollout is None or rollout.placement is None or tp is None or tp == 1:
+        return spec
+    if not _rollout_fits(tp, _gpus(rollout), rep):
+        return spec
+    shape = ProcessShape(tp, 1, f"rollout.tensor_parallel_size: {tp}, model-parallel eval -> {tp} GPU(s) per process")
+    shaped = tuple(dataclasses.replace(c, process_shape=shape) if c.name == "rollout" else c for c in spec.components)
+    return dataclasses.replace(spec, components=shaped)
+
+
+def _rollout_fits(tp: int, gpus: tuple[int, ...] | None, rep: Reporter) -> bool:
+    """RLinf: rollout's tensor-parallel size at most its GPUs."""
+    if gpus is not None and tp > len(gpus):
+        rep.add(
+            ("rollout", "tensor_parallel_size"),
+            f"rollout.tensor_parallel_size {tp} is larger than rollout's {len(gpus)} GPU(s)",
+            tp,
+        )
+        return False
+    return True
+
+
+#: Components of one process a GPU whose Megatron model-parallel sizes RLinf reads from `<role>.model`, and the
+#: role whose sizes they default to (RLinf's inference takes the actor's when it has no section of its own).
+_MEGATRON_ROLES = {"actor": "actor", "critic": "critic", "inference": "actor", "actor_inference": "actor"}
+
+
+def _model_parallel(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
+    """Each Megatron component's groups of consecutive ranks (RLinf's rank order is tp-cp-ep-dp-pp: a
+    tensor x context-parallel group is tp * cp consecutive ranks, an expert-parallel group etp * ep), which the
+    planner keeps inside one NVLink domain (docs/planner.md, "Topology")."""
+    out = []
+    for c in spec.components:
+        if c.name not in _MEGATRON_ROLES:
+            out.append(c)
+            continue
+        own = isinstance(values.certain((c.name, "model")), Mapping)
+        groups = _megatron_groups(c.name if own else _MEGATRON_ROLES[c.name], values, rep)
+        out.append(dataclasses.replace(c, model_parallel=ModelParallel(groups)) if groups else c)
+    return dataclasses.replace(spec, components=tuple(out))
+
+
+def _megatron_groups(role: str, values: Values, rep: Reporter) -> tuple[tuple[str, int, str], ...]:
+    base = (role, "model")
+    sizes = {}
+    for key in ("tensor_model_parallel_size", "context_parallel_size", "expert_model_parallel_size"):
+        raw = values.certain((*base, key))
+        size = 1 if raw is None else checked(Integer(1), raw, (*base, key), rep)
+        if size is INVALID:
+            return ()
+        sizes[key] = size
+    tp, cp, ep = sizes.values()
+    raw = values.certain((*base, "expert_tensor_parallel_size"))
+    etp = tp if raw is None else checked(Integer(1), raw, (*base, "expert_tensor_parallel_size"), rep)
+    if etp is INVALID:
+        return ()
+    where = f"{role}.model."
+    groups = []
+    if tp * cp > 1:
+        kind = "tensor-parallel" if cp == 1 else "tensor/context-parallel"
+        origin = f"{where}tensor_model_parallel_size: {tp}" + (f", context_parallel_size: {cp}" if cp > 1 else "")
+        groups.append((kind, tp * cp, origin))
+    if ep > 1:
+        origin = f"{where}expert_model_parallel_size: {ep}, expert_tensor_parallel_size: {etp}"
+        groups.append(("expert-parallel", etp * ep, origin))  # type: ignore[operator]
+    return tuple(groups)
 
 
 def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporter) -> JobSpec:
@@ -277,7 +356,7 @@ def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporte
         )
         return spec
     (label,) = groups
-    widened = {"actor": Placement(label, (Segment(None),))}
+    widened = {"actor": Placement(label, (Segment(None),))}  # rlplace's choice: it may leave GPUs idle (topology)
     moved = f"actor placed on every GPU (written: {format_ranks(actor_gpus)})"
     if pre_process:
         widened["rollout"] = Placement(label, (Segment(tuple(range(rollout_gpus[-1] + 1))),))
@@ -288,7 +367,8 @@ def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporte
         "as written",
     )
     components = tuple(
-        dataclasses.replace(c, placement=widened[c.name]) if c.name in widened else c for c in spec.components
+        dataclasses.replace(c, placement=widened[c.name], chosen=c.name == "actor") if c.name in widened else c
+        for c in spec.components
     )
     return dataclasses.replace(spec, components=components)
 
@@ -301,14 +381,6 @@ def _auto_refusal(order: list[ComponentSpec], how: str) -> str:
     )
 
 
-def _size(values: Values, path: Path, rep: Reporter) -> int | None:
-    raw = values.at(path)
-    if raw is None:
-        return 1
-    size = checked(Integer(1), raw, path, rep)
-    return None if size is INVALID else size  # type: ignore[return-value]
-
-
 def _rollout_shape(
     spec: JobSpec,
     actor: ComponentSpec,
@@ -316,13 +388,13 @@ def _rollout_shape(
     actor_tp: int,
     rollout_tp: int,
     rollout_pp: int,
+    task: str | None,
     rep: Reporter,
 ) -> ProcessShape | None:
     tp_path = ("rollout", "tensor_parallel_size")
     a, r = _gpus(actor), _gpus(rollout)
     n = None if r is None else len(r)
-    if n is not None and rollout_tp > n:
-        rep.add(tp_path, f"rollout.tensor_parallel_size {rollout_tp} is larger than rollout's {n} GPU(s)", rollout_tp)
+    if not _rollout_fits(rollout_tp, r, rep):
         return None
     if actor.placement.groups == rollout.placement.groups and a == r:  # type: ignore[union-attr]
         if actor_tp > rollout_tp and actor_tp % rollout_tp:
@@ -340,6 +412,8 @@ def _rollout_shape(
         )
         return ProcessShape(rollout_tp, stride, origin)
     if a is not None and r is not None and set(a) & set(r) and actor.placement.groups == rollout.placement.groups:  # type: ignore[union-attr]
+        if task in model_parallel.TRAIN_TASKS:
+            return None  # refused by model_parallel.check
         rep.warn(
             ("cluster", "component_placement"),
             "actor and rollout share some GPUs but not all: RLinf's model-parallel placement refuses this (collocated "

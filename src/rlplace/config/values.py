@@ -77,6 +77,14 @@ class Values:
         self._check(path, node)
         return default if node is _ABSENT else self._tree(node, path)
 
+    def certain(self, path: Path, default: object = None) -> object:
+        """As `at`, for a value placement can do without: `default` (and no problem) when a config left out could
+        have supplied it."""
+        node = self._find(path)
+        if any(self._uncertain(gap, path, node) for gap in self._gaps):
+            return default
+        return default if node is _ABSENT else self._tree(node, path)
+
     def present(self, path: Path) -> bool:
         """Whether the document has a key at `path` (nothing is resolved); a key a gap could have supplied is
         an error."""

@@ -6,8 +6,12 @@ Nodes are used in rank order, GPU nodes only, as few as possible (docs/planner.m
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
+from rlplace.model import NVLINK_DOMAIN, RACK, ZONE
+from rlplace.plan import PlanTopology
 from rlplace.planner.builder import PlanBuilder, Unpinned
 from rlplace.planner.pools import Pool, gpus_needed
 from rlplace.planner.ranges import format_ranks
@@ -35,11 +39,18 @@ def default_strategy(builder: PlanBuilder, counts: dict[str, Counted], inventory
 
 
 def disaggregate(
-    counts: dict[str, Counted], env_strategy: str, inventory: Inventory, warnings: list[str]
+    counts: dict[str, Counted],
+    env_strategy: str,
+    inventory: Inventory,
+    warnings: list[str],
+    topology: PlanTopology | None = None,
 ) -> list[Pool]:
     """train_pool (train + buffer) and rollout_pool (eval + env), on disjoint nodes when they fit. With
     env_strategy device-colocate, env i shares eval i's GPU in the rollout pool (as RLightning plans it), so
-    the rollout pool needs max(eval, env) GPUs instead of eval + env."""
+    the rollout pool needs max(eval, env) GPUs instead of eval + env. On a cluster whose nodes carry racks (or
+    zones, or NVLink domains of several nodes), every rack of the nodes used holds train and rollout nodes in
+    proportion, so that weight sync and experience stay inside racks (`_by_unit`); else train takes the first
+    nodes and rollout the next ones."""
     t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
     rollout = max(e, v) if env_strategy == "device-colocate" else e + v
     gpu_nodes = [(n.rank, n.num_gpus) for n in inventory.nodes if n.num_gpus > 0]
@@ -53,12 +64,18 @@ def disaggregate(
     k = _nodes_for(gpu_nodes, t)
     rest = gpu_nodes[k:]
     if sum(g for _, g in rest) >= rollout:
-        pools = [] if not t else [_pool("train_pool", gpu_nodes[:k])]
+        train_nodes, rollout_nodes = gpu_nodes[:k], rest[: _nodes_for(rest, rollout)]
+        level = _unit_level(topology)
+        if level is not None and t and rollout:
+            split = _by_unit(train_nodes + rollout_nodes, t, rollout, topology, level)
+            train_nodes, rollout_nodes = split or (train_nodes, rollout_nodes)
+        pools = [] if not t else [_pool("train_pool", train_nodes)]
         if pools:
             pools[0].ranges["train"] = list(range(t))
         if rollout:
-            pools.append(_pool("rollout_pool", rest[: _nodes_for(rest, rollout)]))
-            _rollout_ranges(pools[-1], e, v, env_strategy, 0)
+            pools.append(_pool("rollout_pool", rollout_nodes))
+            chunks = _unit_sizes(rollout_nodes, topology, level) if level is not None else None
+            _rollout_ranges(pools[-1], e, v, env_strategy, 0, _split_chunks(counts, env_strategy, chunks))
         return pools
     pool = _pool("global_pool", gpu_nodes[: _nodes_for(gpu_nodes, t + rollout)])
     warnings.append(
@@ -69,6 +86,61 @@ def disaggregate(
     pool.ranges["train"] = list(range(t))
     _rollout_ranges(pool, e, v, env_strategy, t)
     return [pool]
+
+
+#: The levels whose units a disaggregated plan fills in proportion, in order of preference: weight sync and
+#: experience should stay inside a rack, else a zone; an inventory with NVLink domains only spreads over those.
+_SPREAD_LEVELS = (RACK, ZONE, NVLINK_DOMAIN)
+
+
+def _unit_level(topology: PlanTopology | None) -> str | None:
+    return next((lv for lv in _SPREAD_LEVELS if topology is not None and lv in topology.units), None)
+
+
+def _units(nodes: list[tuple[int, int]], topology: PlanTopology, level: str) -> list[list[tuple[int, int]]]:
+    """`nodes` (rank, GPUs) in runs of consecutive nodes of one unit at `level` (a unit whose nodes are not
+    consecutive gives several runs: each is filled in proportion on its own)."""
+    values = topology.units[level]
+    return [list(run) for _, run in groupby(nodes, key=lambda node: values[node[0]] or node[0])]
+
+
+def _by_unit(
+    nodes: list[tuple[int, int]], t: int, rollout: int, topology: PlanTopology, level: str
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """(train nodes, rollout nodes) of `nodes` with every unit holding train GPUs in proportion to its size: after
+    each unit, train holds at least its share t * (GPUs so far) / (all GPUs), whole nodes first in rank order. None
+    when whole nodes cannot give train `t` and rollout `rollout` GPUs that way (the caller keeps the contiguous
+    split)."""
+    total = sum(g for _, g in nodes)
+    train: list[tuple[int, int]] = []
+    other: list[tuple[int, int]] = []
+    have = so_far = 0
+    for members in _units(nodes, topology, level):
+        so_far += sum(g for _, g in members)
+        target = -(-t * so_far // total)
+        for node in members:
+            if have < target:
+                train.append(node)
+                have += node[1]
+            else:
+                other.append(node)
+    if have < t or sum(g for _, g in other) < rollout:
+        return None
+    return sorted(train), sorted(other)
+
+
+def _unit_sizes(nodes: list[tuple[int, int]], topology: PlanTopology | None, level: str) -> list[int]:
+    """GPUs of each run of one unit's nodes at `level`, in pool order: consecutive pool GPU indices each."""
+    assert topology is not None
+    return [sum(g for _, g in members) for members in _units(nodes, topology, level)]
+
+
+def _split_chunks(counts: dict[str, Counted], env_strategy: str, chunks: list[int] | None) -> list[int] | None:
+    """Chunks of the rollout pool that eval and env share in proportion under env_strategy default (a rack each):
+    only for workers of at most one GPU, whose ranges may end anywhere inside a node."""
+    if chunks is None or env_strategy != "default" or max(counts["eval"].gpus, counts["env"].gpus) > 1:
+        return None
+    return chunks
 
 
 def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory) -> list[Pool]:
@@ -106,22 +178,34 @@ def _check_shareable(counts: dict[str, Counted]) -> None:
         )
 
 
-def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str, start: int) -> None:
+def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str, start: int, chunks: list[int] | None = None) -> None:
     """eval then env on their own GPUs from pool GPU `start` on; device-colocate starts both at `start`, so
     env i shares eval i's GPU; node-affinity splits every node between them instead, so env workers sit on
-    the nodes of the eval workers they serve."""
+    the nodes of the eval workers they serve; `chunks` (GPUs per rack of the pool) splits every rack so."""
     if env_strategy == "device-colocate":
         pool.ranges["eval"] = list(range(start, start + e))
         pool.ranges["env"] = list(range(start, start + v))
         return
-    if env_strategy != "node-affinity" or not e or not v:
-        pool.ranges["eval"] = list(range(start, start + e))
-        pool.ranges["env"] = list(range(start + e, start + e + v))
+    if env_strategy == "node-affinity" and e and v:
+        if not _split(pool, e, v, start, pool.num_gpus):
+            raise PlanError(
+                f"env_strategy node-affinity: the pool's nodes ({format_ranks(pool.nodes)}) cannot split into "
+                f"{e} eval GPU(s) and {v} env GPU(s) per node; add a node or use env_strategy default"
+            )
         return
+    if chunks is not None and e and v and _split(pool, e, v, start, chunks):
+        return
+    pool.ranges["eval"] = list(range(start, start + e))
+    pool.ranges["env"] = list(range(start + e, start + e + v))
+
+
+def _split(pool: Pool, e: int, v: int, start: int, chunks: list[int]) -> bool:
+    """Split each chunk of the pool (a node, a rack) between eval (lower part) and env in proportion; False when
+    the chunks cannot hold them so."""
     ev: list[int] = []
     en: list[int] = []
     end = 0
-    for n in pool.num_gpus:
+    for n in chunks:
         lo, end = max(start, end), end + n
         free = end - lo
         if free <= 0:
@@ -131,11 +215,9 @@ def _rollout_ranges(pool: Pool, e: int, v: int, env_strategy: str, start: int) -
         ev.extend(range(lo, lo + take_e))
         en.extend(range(lo + take_e, lo + take_e + take_v))
     if len(ev) < e or len(en) < v:
-        raise PlanError(
-            f"env_strategy node-affinity: the pool's nodes ({format_ranks(pool.nodes)}) cannot split into "
-            f"{e} eval GPU(s) and {v} env GPU(s) per node; add a node or use env_strategy default"
-        )
+        return False
     pool.ranges["eval"], pool.ranges["env"] = ev, en
+    return True
 
 
 def _nodes_for(nodes: list[tuple[int, int]], gpus: int) -> int:

@@ -15,7 +15,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 
 from rlplace.model import ProcessShape
-from rlplace.plan import Bundle, EffectiveSettings, GroupSummary, Plan, Worker
+from rlplace.plan import Bundle, EffectiveSettings, GroupSummary, MixedGroup, Plan, PlanTopology, Worker
 
 _NO_ENV: dict[str, str] = {}  # shared by workers without env vars (workers are read-only)
 
@@ -74,6 +74,8 @@ class PlanBuilder:
     groups: list[GroupSummary] = field(default_factory=list)
     process_shapes: dict[str, ProcessShape] = field(default_factory=dict)
     accelerators: dict[int, str] = field(default_factory=dict)  # node -> its accelerator resource, if not "GPU"
+    topology: PlanTopology = field(default_factory=PlanTopology)
+    split_groups: list[MixedGroup] = field(default_factory=list)
     _fraction: list[float] = field(default_factory=list)  # per slot: 1/k for k residents (GPU slots)
     _visible: list[tuple[int, ...] | None] = field(default_factory=list)  # per slot: GPUs of a spanning process
     _multi: bool = False  # has a slot of several GPUs been made? (only `slot` makes them)
@@ -198,6 +200,8 @@ class PlanBuilder:
             uses_placement_groups=uses_placement_groups,
             notes=tuple(self.notes),
             process_shapes=dict(self.process_shapes),
+            topology=self.topology,
+            split_groups=tuple(self.split_groups),
         )
 
     def _spanning(self) -> set[int]:

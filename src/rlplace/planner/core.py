@@ -18,6 +18,7 @@ from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
 from rlplace.planner.pools import Pool, bind_manual_pools, default_count, pack
 from rlplace.planner.settings import Counted, Resolved, auto_counts, buffer_cpus, offload, resolve
+from rlplace.planner.topology import read_topology
 
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
@@ -30,6 +31,7 @@ def plan(spec: JobSpec, inventory: Inventory) -> Plan:
 def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
     r = resolve(spec)
     builder = PlanBuilder(warnings=[*spec.warnings, *r.warnings])
+    builder.topology = read_topology(spec.topology, inventory, builder.warnings)
     builder.accelerators = {n.rank: n.accelerator_resource for n in inventory.nodes if n.accelerator_resource != "GPU"}
     if spec.dialect == "node_groups":
         is_colocated = plan_node_groups(builder, spec, inventory)
@@ -56,7 +58,7 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
             notes.default_buffer(builder, written_buffer, counts, inventory, n)
             return builder.finish(_settings(spec, r, False, n, builder.warnings), uses_placement_groups=False)
         if r.strategy == "disaggregate":
-            pools = auto.disaggregate(placed, r.env_strategy, inventory, builder.warnings)
+            pools = auto.disaggregate(placed, r.env_strategy, inventory, builder.warnings, builder.topology)
         else:
             pools = auto.colocate(placed, r.env_strategy, inventory)
     else:

@@ -5,10 +5,12 @@ holds a worker: a free seat of a bundle the job already holds there, else a new 
 - Pools (auto disaggregate/colocate, manual): the component's range in its pool, in packing order (whole GPUs one
   worker each, `g` GPUs of one node for `g`-GPU workers, `floor(1/g)` workers per GPU for fractions); in auto mode
   then the pool's other GPUs that no bundle holds, then nodes no pool uses (the pool takes them whole, as auto
-  pools do; under env_strategy node-affinity eval takes the lower and env the upper part of such GPUs). Manual
-  ranges are fixed: growth stays inside them.
+  pools do; under env_strategy node-affinity eval takes the lower and env the upper part of such GPUs), the nodes
+  nearest the component's workers first (the same NVLink domain, then rack, then zone). Manual ranges are fixed:
+  growth stays inside them.
 - Node groups: the component's written resource ranks, then the other resources of its group(s) that no bundle
-  holds, in group-rank order, with the devices per process and processes per device its workers have.
+  holds, nearest its workers first, else in group-rank order, with the devices per process and processes per
+  device its workers have.
 - Buffer shards under strategy default: round-robin over the GPU nodes, as planned.
 """
 
@@ -28,6 +30,7 @@ from rlplace.planner.capacity import NodeFree
 from rlplace.planner.node_groups import GroupEnvs, Resources, group_resources
 from rlplace.planner.pools import per_gpu
 from rlplace.planner.ranges import format_ranks
+from rlplace.planner.topology import Nearness, nearest, read_topology
 
 _NO_ENV: dict[str, str] = {}
 
@@ -92,7 +95,9 @@ def _pool_places(
         return out, where
     in_pools = {n for p in plan.groups for n in p.node_ranks}
     beyond = [(n, range(count)) for n, count in zip(pool.node_ranks, pool.gpus_per_node, strict=True)]
-    beyond += [(n.rank, range(n.num_gpus)) for n in live.nodes if n.rank not in in_pools and n.num_gpus > 0]
+    new = [n.rank for n in live.nodes if n.rank not in in_pools and n.num_gpus > 0]
+    joined = {w.node_rank for w in plan.by_component(c) if w.node_rank is not None} or set(pool.node_ranks)
+    beyond += [(r, range(live.node(r).num_gpus)) for r in nearest(read_topology(spec.topology, live), joined, new)]
     side = _affinity_side(plan, c)
     for node, local in beyond:
         spare = [x for x in local if node in free and x in free[node].gpus and side(x, len(local))]
@@ -140,7 +145,9 @@ def _group_places(
         chain.from_iterable(range(len(flat)) if s.resources is None else s.resources for s in comp.placement.segments)
     )
     out = [p for p in _chunks(flat, [j for j in written if j < len(flat)], per, cap, envs, free, False) if p]
-    out += [p for p in _chunks(flat, range(len(flat)), per, cap, envs, free, True) if p]
+    fresh = [p for p in _chunks(flat, range(len(flat)), per, cap, envs, free, True) if p]
+    near = Nearness(read_topology(spec.topology, live), {w.node_rank for w in workers if w.node_rank is not None})
+    out += sorted(fresh, key=lambda p: near(p.node))  # the same NVLink domain as its workers first, then rack, zone
     where = " + ".join(f"node group {r.label} ({r.describe()})" for r in res)
     return out, where
 

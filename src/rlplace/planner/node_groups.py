@@ -19,12 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from rlplace.config.hardware import kind_of
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import CLUSTER_GROUP, NODE_GROUP, ComponentSpec, EnvConfigSpec, JobSpec, NodeGroupSpec, ProcessShape
 from rlplace.plan import GroupSummary, hardware_resource_name
+from rlplace.planner import parallel
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, gather, gpu_columns
 from rlplace.planner.ranges import format_ranks
+from rlplace.planner.robots import Robots, indexed
 
 EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
 
@@ -74,6 +77,8 @@ class Resources:
 
 def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) -> bool:
     """Place every component; returns whether workers of two components share a GPU (is_colocated)."""
+    robots = Robots(spec, inventory)
+    robots.check()  # RLinf enumerates robots on every node that joined, before num_nodes cuts the cluster
     inventory = within_num_nodes(spec, inventory, builder.warnings)
     _check_inventory(spec, inventory)
     groups = {g.label: g for g in spec.node_groups}
@@ -92,10 +97,13 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
                 )
             )
         if not c.remote:  # runs in the driver: as many workers as the placement gives, nothing reserved
-            scratch = [group_resources(lb, groups, inventory, spec) for lb in c.placement.groups]
+            scratch = [group_resources(lb, groups, inventory, spec, robots) for lb in c.placement.groups]
             builder.add(InDriver(c.name, len(_place(PlanBuilder(), c, scratch, envs, spec).slots), c.cpus_per_worker))
             continue
-        res = [cache.setdefault(lb, group_resources(lb, groups, inventory, spec)) for lb in c.placement.groups]
+        res = [
+            cache[lb] if lb in cache else cache.setdefault(lb, group_resources(lb, groups, inventory, spec, robots))
+            for lb in c.placement.groups
+        ]
         block = _place(builder, c, res, envs, spec)
         builder.add(block)
         mine = set(block.slots)  # sets: C-speed intersections, not a loop over 80k workers
@@ -173,7 +181,9 @@ def _check_inventory(spec: JobSpec, inventory: Inventory) -> None:
             )
 
 
-def group_resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inventory, spec: JobSpec) -> Resources:
+def group_resources(
+    label: str, groups: dict[str, NodeGroupSpec], inventory: Inventory, spec: JobSpec, robots: Robots | None = None
+) -> Resources:
     """The resources of group `label` (`node`, `cluster` or a user group) on `inventory`, in group-rank order."""
     if label == NODE_GROUP:
         return _nodes(label, [n.rank for n in inventory.nodes])
@@ -192,12 +202,11 @@ def group_resources(label: str, groups: dict[str, NodeGroupSpec], inventory: Inv
         )
     ranks = sorted(g.node_ranks)
     if g.hardware_type is not None:
+        robots = robots or Robots(spec, inventory)
         r = Resources(label, "hardware")
-        for i, u in enumerate(sorted(g.hardware, key=lambda u: u.node_rank)):
-            r.node.append(u.node_rank)
-            r.gpus.append(())
-            config = {k: list(v) if isinstance(v, tuple) else v for k, v in u.config.items()}  # as JSON shows it
-            r.unit.append({"type": u.type, "index": i, "node_rank": u.node_rank, **config})
+        r.unit = indexed(u for n in ranks for u in robots.on(n, g.hardware_type))
+        r.node = [int(u["node_rank"]) for u in r.unit]  # type: ignore[call-overload]
+        r.gpus = [()] * len(r.unit)
         return r
     if g.ignore_hardware:
         return _nodes(label, ranks)
@@ -235,9 +244,10 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         if idx and max(idx) >= total:
             bad = next(i for i in idx if i >= total)
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
+            span = f"which has ranks 0-{total - 1}" if total else "which has none"
             raise PlanError(
                 f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
-                f"which has ranks 0-{total - 1} ({have}{_num_nodes_limit(spec)})"
+                f"{span} ({have}{_num_nodes_limit(spec)}){_robots_hint(res, spec)}"
             )
         if c.process_shape is not None:
             picks.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does
@@ -269,7 +279,17 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         picks = _shaped(c, c.process_shape, picks, where, spec)
         ranks = list(range(len(picks)))
         several = c.process_shape.devices_per_process > 1
+    if c.model_parallel is not None and c.chosen and not several:  # rlplace's choice: whole groups per domain
+        picks = parallel.choose(c, picks, [_node_at(locate, k) for k in picks], builder.topology, builder.warnings)
+        ranks = list(range(len(picks)))
     _check_ranks(c, ranks, where, spec)
+    if c.model_parallel is not None and not several:
+        by_rank = sorted(zip(ranks, picks, strict=True))
+        nodes = [_node_at(locate, k) for _, k in by_rank]
+        capacity = parallel.domain_gpus(builder.topology, envs.inventory)
+        parallel.check(
+            c, nodes, [k for _, k in by_rank], builder.topology, capacity, builder.warnings, builder.split_groups
+        )
     if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
         r = res[0]
         r.place(list(dict.fromkeys(picks)), builder)
@@ -284,6 +304,27 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
     per = gather(info, picks)
     slots, groups, env, python, hardware, seen = ([x[k] for x in per] for k in range(6))  # not zip(*per): 80k iterators
     return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware, seen)
+
+
+def _robots_hint(res: list[Resources], spec: JobSpec) -> str:
+    """Where more robots come from: the config, or the environment of nodes it lists none for (RLinf's)."""
+    kinds = [spec.group(r.label) for r in res if r.kind == "hardware"]
+    for g in kinds:
+        kind = kind_of(g.hardware_type)  # type: ignore[arg-type]
+        bare = sorted(set(g.node_ranks) - {u.node_rank for u in g.hardware})
+        if bare and kind.count_keys:
+            var, n = " and ".join(k.upper() for k in kind.count_keys), bare[0]
+            return (
+                f"; a node the config lists no {kind.name} for has one per comma-separated value of its {var}, set "
+                f"where the node starts ({var.split()[0]}=... rlplace start) or given for an offline plan "
+                f"(--node-env {n}:{var.split()[0]}=..., or env: in an --inventory file)"
+            )
+    return ""
+
+
+def _node_at(locate: Callable[[int], tuple[Resources, int]], k: int) -> int:
+    r, i = locate(k)
+    return r.node[i]
 
 
 def _shaped(
@@ -322,35 +363,73 @@ def _resolve(
     r0, i0 = mine[0]
     node = r0.node[i0]
     env, python = envs.of(r0.label, node)  # first: an env clash is reported before a bad GPU set
+    hardware = r0.unit[i0] if r0.kind == "hardware" else None
     if len(mine) == 1:
         r0.place([i0], builder)
         slot = r0.slot[i0]
+    elif r0.kind == "hardware":
+        slot, hardware = _units_slot(builder, c, mine, where, envs.spec)
     else:
         slot = _gpus_slot(builder, c, mine, where, envs.spec)
     seen = envs.node_gpus([node])[0] if r0.kind != "gpu" else None
-    return slot, r0.label, env, python, r0.unit[i0] if r0.kind == "hardware" else None, seen
+    return slot, r0.label, env, python, hardware, seen
 
 
-def _gpus_slot(
-    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec
-) -> int:
-    """The slot of a process owning several resources, which must be GPUs of one node."""
-    r0, i0 = mine[0]
-    node = r0.node[i0]
-    if any(r.kind != "gpu" for r, _ in mine) or len({r.node[i] for r, i in mine}) > 1:
+def _several(c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec) -> None:
+    """A process owning several resources: of one kind (and hardware type) on one node, as RLinf requires."""
+    kinds = {r.kind if r.kind != "hardware" else r.unit[i]["type"] for r, i in mine}
+    if len(kinds) > 1 or any(r.kind == "node" for r, _ in mine) or len({r.node[i] for r, i in mine}) > 1:
+        nodes = format_ranks(sorted({r.node[i] for r, i in mine}))
         raise ConfigError(
             Problem(
                 path=where,
                 value=None,
                 file=spec.source,
                 message=(
-                    f"a {c.name} process would own {len(mine)} resources that are not GPUs of one node; "
-                    "several resources per process must be GPUs on the same node"
+                    f"a {c.name} process would own {len(mine)} resources ({', '.join(sorted(map(str, kinds)))} on "
+                    f"nodes {nodes}); several resources of one process must be GPUs of one node, or robots of one "
+                    "type on one node, as RLinf requires"
                 ),
             )
         )
+
+
+def _gpus_slot(
+    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec
+) -> int:
+    """The slot of a process owning several resources, which must be GPUs of one node."""
+    _several(c, mine, where, spec)
+    r0, i0 = mine[0]
+    node = r0.node[i0]
     gpus = tuple(r.gpus[i][0] for r, i in mine)
     return builder.slot((node, gpus), node, gpus, r0.label)
+
+
+def _units_slot(
+    builder: PlanBuilder, c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, spec: JobSpec
+) -> tuple[int, dict[str, object]]:
+    """(slot, hardware record) of a process owning several hardware units of one type on one node (a dual-arm
+    controller on robots 0-1). Each unit is reserved once: units no process holds yet join the process's
+    slot (the first of its units that has one, else a new one), so its bundle holds every robot it owns; a
+    unit another process already sits on stays in that bundle. The worker's record lists them all."""
+    _several(c, mine, where, spec)
+    held = [r.slot[i] for r, i in mine if r.slot and r.slot[i] >= 0]
+    r0, i0 = mine[0]
+    if held:
+        slot = held[0]
+    else:
+        r0.place([i0], builder)
+        slot = r0.slot[i0]
+    for r, i in mine:
+        if not r.slot or r.slot[i] < 0:
+            if not r.slot:
+                r.slot = [-1] * len(r.node)
+            unit = r.unit[i]
+            builder.slot_resources[slot][hardware_resource_name(str(unit["type"]), int(unit["index"]))] = 1.0  # type: ignore[call-overload]
+            builder.slot_of[("hw", r.label, i)] = slot
+            r.slot[i] = slot
+    units = [r.unit[i] for r, i in mine]
+    return slot, {"type": units[0]["type"], "node_rank": units[0]["node_rank"], "units": units}
 
 
 def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) -> None:

@@ -15,6 +15,7 @@ the Ray layer needs to realise it (docs/planner.md, "Incremental planning"):
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from itertools import chain
@@ -27,6 +28,7 @@ from rlplace.planner.capacity import free_capacity
 from rlplace.planner.followers import leader_of
 from rlplace.planner.ranges import format_ranks
 from rlplace.planner.step import Resize, SizeChange, Step
+from rlplace.planner.topology import read_topology
 
 __all__ = ["Resize", "SizeChange", "grow", "grow_back", "resize", "shrink", "shrink_lost_node"]
 
@@ -69,7 +71,7 @@ def grow(
         )
     step = Step(plan, free_capacity(plan, live, down))
     step.grow(spec, live, component, k, partial)
-    return step.finish()
+    return _on(step.finish(), spec, live)
 
 
 def shrink(plan: Plan, component: str, *, to: int | None = None, ranks: Iterable[int] | None = None) -> Resize:
@@ -127,7 +129,15 @@ def grow_back(spec: JobSpec, plan: Plan, live: Inventory, *, down: Collection[in
         size = len(plan.by_component(c))
         if size < r.start:
             step.grow(spec, live, c, r.start - size, partial=True)
-    return step.finish()
+    return _on(step.finish(), spec, live)
+
+
+def _on(step: Resize, spec: JobSpec, live: Inventory) -> Resize:
+    """The step with the plan's topology read from `live` (new nodes joined it), when it grew onto nodes at all."""
+    if not step.reserve and not any(c.added for c in step.changes):
+        return step
+    topology = read_topology(spec.topology, live)
+    return dataclasses.replace(step, plan=dataclasses.replace(step.plan, topology=topology))
 
 
 def _range(plan: Plan, component: str) -> SizeRange:

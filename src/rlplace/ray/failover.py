@@ -4,7 +4,8 @@ No Ray call in here: the node watcher (`rlplace.ray.watcher`) reads the GCS node
 records to these functions. A candidate passes through filters that each return why it is refused (None: it
 may take over): a replacement must carry the lost rank's label and serve no other rank; a rank holding
 attached hardware (robots) takes no spare; a spare must match the lost node's GPU count and model, have the
-CPUs the rank reserved, and have them free. Replacements come first, then spares in IP order. After an elastic
+CPUs the rank reserved, and have them free. Replacements come first, then spares nearest the lost node (its
+NVLink domain, rack, zone: `planner.topology.spare_order`), else in IP order. After an elastic
 shrink the same rules say which joining nodes may serve the ranks that are gone (`joiners`).
 """
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlplace.errors import NodeLostError
 from rlplace.inventory import Inventory, Node
+from rlplace.model import DEFAULT_TOPOLOGY, TopologyLevel
+from rlplace.planner.topology import spare_order
 from rlplace.ray import diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.ray.nodes import node_of, spare_nodes
@@ -70,8 +73,10 @@ def candidates(
     serving: set[str],
     demand: Mapping[str, float],
     free: Mapping[str, Mapping[str, float]],
+    levels: Sequence[TopologyLevel] = DEFAULT_TOPOLOGY,
 ) -> list[tuple[str, Node]]:
-    """The nodes that may take `rank` over, as ("replacement" | "spare", node), replacements first. `alive`
+    """The nodes that may take `rank` over, as ("replacement" | "spare", node), replacements first, spares nearest
+    the lost node first (its NVLink domain, rack, zone: `spare_order`, by the job's topology `levels`). `alive`
     are the live `ray.nodes()` records, `serving` the ids of nodes serving one of the job's ranks now,
     `free` the free resources per node id. Every refused spare's reason goes into `loss.refusals`."""
     alive = list(alive)
@@ -81,7 +86,7 @@ def candidates(
             out.append(("replacement", node_of(n, rank)))
     if hardware_of(demand, loss.node):
         return out  # a robot cannot move: only its own node, started again, can take the rank back
-    for spare in spare_nodes(alive):
+    for spare in spare_order(loss.node, spare_nodes(alive), levels):
         if str(spare.node_id) in serving:
             continue  # already serving another rank
         why = spare_refusal(loss.node, demand, spare, free.get(str(spare.node_id)))
@@ -93,7 +98,12 @@ def candidates(
 
 
 def joiners(
-    down: Iterable[int], live: Inventory, alive: Iterable[Mapping[str, Any]], *, serving: set[str]
+    down: Iterable[int],
+    live: Inventory,
+    alive: Iterable[Mapping[str, Any]],
+    *,
+    serving: set[str],
+    levels: Sequence[TopologyLevel] = DEFAULT_TOPOLOGY,
 ) -> dict[int, tuple[str, Node]]:
     """Nodes that may serve the job after an elastic shrink: rank -> ("replacement" | "spare" | "new node", node).
     For each rank in `down` (gone, its components shrank), a node started again with its rank label, else a spare
@@ -115,7 +125,7 @@ def joiners(
             taken.add(replacement["NodeID"])
             continue
         lost = live.node(rank)
-        for spare in spare_nodes(free):
+        for spare in spare_order(lost, spare_nodes(free), levels):
             if str(spare.node_id) not in taken and spare_refusal(lost, {}, spare, None) is None:
                 out[rank] = ("spare", dataclasses.replace(spare, rank=rank))
                 taken.add(str(spare.node_id))

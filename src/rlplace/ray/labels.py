@@ -8,6 +8,7 @@ rules Ray enforces (63 characters, alphanumeric at both ends, `-_.` inside).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 
 NODE_RANK_LABEL = "rlplace/node-rank"
 ACCELERATOR_LABEL = "rlplace/accelerator"
@@ -38,3 +39,36 @@ def label_value(text: str) -> str:
 
 def is_label_value(text: str) -> bool:
     return bool(_LABEL_VALUE.match(text))
+
+
+#: The environment a node was started with, as far as placement reads it (the variables of RLinf's hardware
+#: types: `ROBOT_IP`, `CAMERA_SERIALS`, ...): `rlplace start` publishes each one set as labels
+#: `rlplace/env.<NAME>.<i>`, and the live inventory reads them back into `Node.env` (`node_env`). A label value
+#: holds 63 of [A-Za-z0-9._-], so the value is written as "x" and the hex of its bytes, 31 bytes a label.
+ENV_LABEL_PREFIX = "rlplace/env."
+_ENV_CHUNK = 31
+
+
+def node_env_labels(environ: Mapping[str, str], names: Iterable[str]) -> dict[str, str]:
+    """The labels that publish the variables `names` of `environ` that are set."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name in environ:
+            data = environ[name].encode()
+            parts = [data[i : i + _ENV_CHUNK] for i in range(0, len(data), _ENV_CHUNK)] or [b""]
+            out.update({f"{ENV_LABEL_PREFIX}{name}.{j}": "x" + part.hex() for j, part in enumerate(parts)})
+    return out
+
+
+def node_env(labels: Mapping[str, str]) -> dict[str, str]:
+    """The variables a node's labels publish (`node_env_labels` read back); labels of another shape are skipped."""
+    parts: dict[str, dict[int, bytes]] = {}
+    for key, value in labels.items():
+        if not key.startswith(ENV_LABEL_PREFIX) or not value.startswith("x"):
+            continue
+        name, _, index = key[len(ENV_LABEL_PREFIX) :].rpartition(".")
+        try:
+            parts.setdefault(name, {})[int(index)] = bytes.fromhex(value[1:])
+        except ValueError:
+            continue
+    return {name: b"".join(p[i] for i in sorted(p)).decode(errors="replace") for name, p in parts.items()}

@@ -18,7 +18,7 @@ from typing import Any
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node
 from rlplace.ray.cluster import START_HEAD, join
-from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
+from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL, node_env
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
 _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
@@ -164,6 +164,7 @@ def _node(rank: int, n: Mapping[str, Any]) -> Node:
         address=n.get("NodeManagerAddress"),
         resources=custom,
         accelerator_resource=accelerator,
+        env=node_env(n.get("Labels") or {}),
     )
 
 

@@ -316,7 +316,7 @@ def visibility_env(worker: Worker, node: Node | None) -> dict[str, str]:
 def hardware_env_fallbacks(hardware: dict[str, Any] | None) -> list[tuple[str, str]]:
     """(key, variable) pairs of a robot's config the worker fills from its node's environment when the config
     leaves the key out (a Franka's `robot_ip` from `ROBOT_IP`), as RLinf does when it enumerates hardware."""
-    if not hardware:
+    if not hardware or "units" in hardware:  # several units: the plan filled them from the node's environment
         return []
     from rlplace.config.hardware import REGISTRY
 

@@ -16,15 +16,18 @@ planning (bench/render_scale.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain, pairwise
 from operator import attrgetter, sub
 
 from rlplace.inventory import Inventory
-from rlplace.plan import Plan, Worker
+from rlplace.plan import Plan, PlanTopology, Worker
 from rlplace.planner.gc_pause import gc_paused
-from rlplace.planner.ranges import format_ranks
+from rlplace.planner.ranges import format_ranks, ranks_brief
 from rlplace.viz.text import counted, cpus, fraction_label
+from rlplace.viz.units import group_level, where
 
 #: Kinds of device slot, in the order a node's rows list them.
 GPU, SPAN, IDLE, HARDWARE, CPU = "gpu", "span", "idle", "hardware", "cpu"
@@ -75,13 +78,17 @@ class NodeRun:
     note: str = ""
     devices: tuple[SlotRun, ...] = ()  # a run of one node, asked `devices=True`: one slot run per device
     sample: tuple[Worker, ...] = field(default=(), repr=False)  # the first node's workers (the others are alike)
+    #: Its place in the topology (`rack-3 · zone-0`, `9 in each of 57 racks (rack-0 … rack-56)`); "" without one.
+    where: str = ""
+    #: The units (of the level the views group by) its nodes are in: one, or every unit of alike merged units.
+    units: tuple[str | int, ...] = ()
 
     @property
     def label(self) -> str:
-        """`node 3`, `nodes 0-7`."""
+        """`node 3`, `nodes 0-7`, `nodes 0-8, 18-26, …, 1008-1016` (the same nodes of alike racks)."""
         if len(self.ranks) == 1:
             return f"node {self.ranks[0]}"
-        return f"nodes {ranks_text(self.ranks)}"
+        return f"nodes {ranks_brief(self.ranks)}"
 
     @property
     def hardware(self) -> str:
@@ -111,12 +118,14 @@ def node_runs(
                 by_node.setdefault(w.node_rank, []).append(w)
         facts = _NodeFacts(plan, inventory, by_node)
         health = health or {}
+        level = group_level(plan.topology)
+        units = plan.topology.units.get(level) if level is not None else None
         runs: list[NodeRun] = []
         run: _Open | None = None
         for node in facts.ranks:
             ws = by_node.get(node, [])
             keys, ranks = list(map(_KEY, ws)), list(map(_RANK, ws))
-            head = (facts.head[node], health.get(node))
+            head = (facts.head[node], health.get(node), None if units is None else plan.topology.unit(level, node))
             if not detail and run is not None and run.takes(head, keys, ranks):
                 continue
             if run is not None:
@@ -124,7 +133,118 @@ def node_runs(
             run = _Open(node, ws, head, keys, ranks)
         if run is not None:
             runs.append(run.close(facts, health, detail, devices))
-        return tuple(runs)
+        if level is None:
+            return tuple(runs)
+        return _by_unit(runs, plan.topology, level, detail)
+
+
+def _by_unit(runs: list[NodeRun], topology: PlanTopology, level: str, detail: bool) -> tuple[NodeRun, ...]:
+    """The runs (which never cross a unit of `level`) with their place, alike consecutive units merged: the j-th run
+    of each unit of a repeated pattern (the same runs, nodes and ranks shifted alike from unit to unit) is one run,
+    so a cluster of racks that each hold train and rollout nodes reads as two rows, not two per rack."""
+    if detail:  # a row per node: each says where it is
+        unit = topology.unit
+        return tuple(
+            dataclasses.replace(r, where=where(topology, level, r.ranks), units=(unit(level, r.ranks[0]),))
+            for r in runs
+        )
+    blocks: list[list[NodeRun]] = []
+    for r in runs:
+        if blocks and topology.unit(level, blocks[-1][0].ranks[0]) == topology.unit(level, r.ranks[0]):
+            blocks[-1].append(r)
+        else:
+            blocks.append([r])
+    out: list[NodeRun] = []
+    alike: _Alike | None = None
+    for block in blocks:
+        if alike is not None and alike.takes(block):
+            continue
+        if alike is not None:
+            out.extend(alike.close(topology, level))
+        alike = _Alike(block)
+    if alike is not None:
+        out.extend(alike.close(topology, level))
+    return tuple(out)
+
+
+class _Alike:
+    """Units holding the same runs, each unit's nodes and every component's ranks one step on from the last's."""
+
+    def __init__(self, block: list[NodeRun]) -> None:
+        self.blocks = [block]
+        self.node_step: int | None = None
+        self.steps: dict[str, int] = {}
+
+    def takes(self, block: list[NodeRun]) -> bool:
+        last = self.blocks[-1]
+        if len(block) != len(last) or any(len(a.ranks) != len(b.ranks) for a, b in zip(last, block, strict=True)):
+            return False
+        step = block[0].ranks[0] - last[0].ranks[0]
+        if self.node_step is not None and step != self.node_step:
+            return False
+        steps = dict(self.steps)
+        for a, b in zip(last, block, strict=True):
+            if b.ranks[0] - a.ranks[0] != step or _facts(a) != _facts(b) or not _shifted_alike(a, b, steps):
+                return False
+        self.node_step, self.steps = step, steps
+        self.blocks.append(block)
+        return True
+
+    def close(self, topology: PlanTopology, level: str) -> list[NodeRun]:
+        units = tuple(topology.unit(level, block[0].ranks[0]) for block in self.blocks)
+        if len(self.blocks) == 1:
+            return [dataclasses.replace(r, where=where(topology, level, r.ranks), units=units) for r in self.blocks[0]]
+        out = []
+        for j, first in enumerate(self.blocks[0]):
+            same = [block[j] for block in self.blocks]
+            ranks = tuple(chain.from_iterable(r.ranks for r in same))
+            slot_runs = tuple(
+                SlotRun(
+                    s.kind,
+                    s.slots,
+                    tuple(
+                        dataclasses.replace(res, ranks=_joined([r.slot_runs[i].residents[k].ranks for r in same]))
+                        for k, res in enumerate(s.residents)
+                    ),
+                    s.rest,
+                    s.rest_to,
+                    s.unit,
+                )
+                for i, s in enumerate(first.slot_runs)
+            )
+            text = where(topology, level, ranks, len(same))
+            out.append(
+                dataclasses.replace(first, ranks=ranks, slot_runs=slot_runs, devices=(), where=text, units=units)
+            )
+        return out
+
+
+def _facts(r: NodeRun) -> tuple:
+    return (r.gpus, r.gpu_model, r.cpus, r.cpus_have, r.groups, r.state, r.note, len(r.slot_runs))
+
+
+def _shifted_alike(a: NodeRun, b: NodeRun, steps: dict[str, int]) -> bool:
+    """Whether `b` is `a` with every component's ranks moved on by its step in `steps` (set on first sight)."""
+    for sa, sb in zip(a.slot_runs, b.slot_runs, strict=True):
+        if _pattern(sa) != _pattern(sb) or sa.slots != sb.slots:
+            return False
+        for ra, rb in zip(sa.residents, sb.residents, strict=True):
+            d = steps.setdefault(ra.component, rb.ranks[0] - ra.ranks[0])
+            if d <= 0 or len(ra.ranks) != len(rb.ranks) or not _moved(ra.ranks, rb.ranks, d):
+                return False
+    return True
+
+
+def _moved(a: tuple[int, ...], b: tuple[int, ...], d: int) -> bool:
+    if a[-1] - a[0] + 1 == len(a) and b[-1] - b[0] + 1 == len(b):  # contiguous: their ends say it
+        return b[0] == a[0] + d
+    return all(y - x == d for x, y in zip(a, b, strict=True))
+
+
+def _joined(parts: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Ranks of alike units, one after the other; ascending (sorted only where the units' ranks interleave)."""
+    out = tuple(chain.from_iterable(parts))
+    return out if all(x[-1] < y[0] for x, y in pairwise(parts)) else tuple(sorted(out))
 
 
 #: What must be equal, worker by worker in plan order, for two nodes to be alike (their ranks aside). A robot's
@@ -252,6 +372,11 @@ def unit_fields(hardware: Mapping[str, object]) -> tuple[tuple[str, object], ...
     return tuple((k, _frozen(v)) for k, v in sorted(hardware.items()) if k not in ("index", "node_rank"))
 
 
+def _unit_at(w: Worker, key: tuple) -> Mapping[str, object]:
+    """The record of the unit `key` (type, index) among the units `w` owns."""
+    return next((u for u in w.hardware_units if (str(u.get("type", "hardware")), u.get("index", 0)) == key), {})
+
+
 def _frozen(value: object) -> object:
     if isinstance(value, list | tuple):
         return tuple(_frozen(v) for v in value)
@@ -281,9 +406,8 @@ def _slot_runs(ws: list[Worker], gpus: int, detail: bool) -> list[SlotRun]:
             for key in ((GPU, (g,)) for g in w.gpus) if detail else ((GPU, w.gpus),):
                 slots.setdefault(key, []).append(w)
         elif w.hardware:
-            slots.setdefault(
-                (HARDWARE, (str(w.hardware.get("type", "hardware")), w.hardware.get("index", 0))), []
-            ).append(w)
+            for u in w.hardware_units:
+                slots.setdefault((HARDWARE, (str(u.get("type", "hardware")), u.get("index", 0))), []).append(w)
         else:
             slots.setdefault((CPU, ()), []).append(w)
     used = held.keys() | spanning.keys()
@@ -346,7 +470,7 @@ def _slot(kind: str, key: tuple, ws: list[Worker], shares: _Shares, detail: bool
         if detail:
             rest = max(0.0, rest - sum(r.share or 0.0 for r in residents if r.spans))
         rest_to = tuple(dict.fromkeys(w.component for w in shares.spanning.get(key[0], ()))) if not detail else ()
-    unit = unit_fields(ws[0].hardware or {}) if kind == HARDWARE else ()
+    unit = unit_fields(_unit_at(ws[0], key)) if kind == HARDWARE else ()
     return SlotRun(kind, (key,), tuple(residents), round(rest, 9), rest_to, unit)
 
 
@@ -409,7 +533,7 @@ class Row:
 def rows(runs: tuple[NodeRun, ...]) -> list[Row]:
     out = []
     for run in runs:
-        head = f"{run.label} ({run.hardware})"
+        head = f"{run.label} ({run.hardware})" + (f" · {run.where}" if run.where else "")
         reserved = "-" if run.cpus is None else cpus(run.cpus)
         reserved += f" of {cpus(run.cpus_have)}" if run.cpus_have is not None else ""
         reserved += " each" if len(run.ranks) > 1 else ""
@@ -472,7 +596,7 @@ def workers_text(s: SlotRun, nodes: int = 1) -> str:
             notes.append(f"sees GPUs {format_ranks(r.sees)}, reserves none")
         if r.per_slot > 1:
             notes.append(f"{r.per_slot} per {per}")
-        parts.append(f"{r.component} {ranks_text(r.ranks)}" + (f" ({', '.join(notes)})" if notes else ""))
+        parts.append(f"{r.component} {ranks_brief(r.ranks)}" + (f" ({', '.join(notes)})" if notes else ""))
     text = ", ".join(parts)
     phrase = per_phrase(s, nodes)
     if phrase:

@@ -27,6 +27,8 @@ from rlplace.planner.estimate import (
     ENV_ROLES,
     EVAL_ROLES,
     EXPERIENCE,
+    INTERACTION,
+    SAMPLING,
     TRAIN_ROLES,
     WEIGHTS,
     Estimate,
@@ -67,7 +69,8 @@ from rlplace.viz.scene import (
     entries_of,
 )
 from rlplace.viz.svgkit import Svg, fit, num, text_width
-from rlplace.viz.text import ABSENT, UNKNOWN, estimate_line, flow_name, settings_parts
+from rlplace.viz.text import ABSENT, LEVEL_NAMES, UNKNOWN, estimate_line, flow_name, settings_parts
+from rlplace.viz.units import frame, group_level
 
 MAX_NODES = 64
 SMALL, BODY, LEGEND, TITLE = 9.0, 12.0, 11.0, 18.0
@@ -92,7 +95,7 @@ ROLE_COLOUR = {
     **dict.fromkeys(BUFFER_ROLES, 3),
 }
 GROUP_COLOURS = ("#1f4e79", "#8e24aa", "#2e7d32", "#c62828", "#8d6e00", "#00838f", "#5d4037", "#ad1457")
-FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100"}
+FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100", INTERACTION: "#6a1b9a", SAMPLING: "#00695c"}
 #: Node states after a failure: (box fill, box stroke, dash, header word). Lost and failed nodes are red and
 #: dashed (nothing runs there), a rank served by a spare is green: told apart at a glance, also in grey.
 STATE_STYLE = {
@@ -261,6 +264,8 @@ class _Drawing:
             flows = [(k, flow_name(k, est), "flow") for k in kinds]
         else:
             flows = [("", self._no_flows(), "text")]
+        if any(_across(f) for f in self.scene.flows):
+            flows.append(("", "dashed and wide: crosses racks or zones", "text"))
         y = self._legend_row(y, "cross-node flows", [*flows, ("", "idle GPU", "idle")])
         states = sorted({n.state for n in self.scene.nodes if n.state != "ok"}, key=list(STATE_STYLE).index)
         if states:
@@ -330,6 +335,7 @@ class _Drawing:
             max(GAP_MIN, 2 * GAP_PAD + trial.lanes.get(("gap", i), 0) * Router.LANE) for i in range(len(rows) + 1)
         ]
         boxes, y = self._place(rows, y)
+        self._unit_frames(boxes)
         self._group_outlines(boxes)
         for box in boxes.values():
             self._node(box)
@@ -346,6 +352,31 @@ class _Drawing:
             self.row_spans.append((y, y + h))
             y += h
         return boxes, y + self.gaps[-1]
+
+    def _unit_frames(self, boxes: dict[int, Box]) -> None:
+        """A frame around each run of side-by-side boxes in the same topology units (an NVLink domain, a rack, or
+        alike ones merged), labelled with them as the table names them: `nvl-3 · rack-3`."""
+        level = group_level(self.scene.plan.topology)
+        if level is None:
+            return
+        runs: list[list[Box]] = []
+        for b in sorted(boxes.values(), key=lambda b: (b.row, b.x)):
+            prev = runs[-1][-1] if runs else None
+            if prev and prev.row == b.row and prev.node.units == b.node.units:
+                runs[-1].append(b)
+            elif b.node.units:
+                runs.append([b])
+        pad = 14 + 5 * max((len(b.node.groups) for b in boxes.values()), default=0)
+        for run in runs:
+            nodes = [n for b in run for n in b.node.nodes]
+            label = frame(self.scene.plan.topology, level, run[0].node.units, nodes)
+            top, bottom = min(b.y for b in run), max(b.y + b.h for b in run)
+            x, w = run[0].x - pad, run[-1].x + NODE_W - run[0].x + 2 * pad
+            self.out.open("g", class_="unit-frame", data_units=" ".join(map(str, run[0].node.units)))
+            self.out.title(label)
+            self.out.rect(x, top - pad, w, bottom - top + 2 * pad, rx=12, fill="#f7f9fc", stroke="#90a4ae")
+            self.out.text(x + 8, top - pad + 11, fit(label, w - 16, SMALL), class_="small muted")
+            self.out.close("g")
 
     def _group_outlines(self, boxes: dict[int, Box]) -> None:
         """One outline per group around each run of its nodes that sit side by side in a row."""
@@ -554,12 +585,24 @@ class _Drawing:
                 continue
             points = router.route(f)
             lx, ly, anchor = label_point(points, fan_out[(f.kind, f.src)] > 1)
-            self.out.open("g", class_="flow", data_kind=f.kind, data_src=f.src, data_dst=f.dst, data_bytes=f.bytes)
+            across = _across(f)
+            self.out.open(
+                "g",
+                class_="flow",
+                data_kind=f.kind,
+                data_src=f.src,
+                data_dst=f.dst,
+                data_bytes=f.bytes,
+                data_across=" ".join(f"{lv}:{x}" for lv, x in across) or None,
+            )
             self.out.title(self._flow_title(f))
             path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
-            self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind))
+            self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind, bool(across)))
             label = f"{f.kind} {format_bytes(f.bytes)}"
-            self.out.text(lx, ly, label, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind])
+            more = "".join(f" · {format_bytes(x)} across {LEVEL_NAMES[lv]}" for lv, x in across)
+            self.out.text(
+                lx, ly, label + more, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind]
+            )
             self.out.close("g")
         self.out.close("g")
 
@@ -570,7 +613,11 @@ class _Drawing:
         src = f"node {f.src_nodes[0]}" if len(f.src_nodes) == 1 else f"nodes {format_ranks(f.src_nodes)}"
         dst = f"node {f.dst_nodes[0]}" if len(f.dst_nodes) == 1 else f"nodes {format_ranks(f.dst_nodes)}"
         who = f.target if f.kind == WEIGHTS else f.source
-        return f"{name}: {format_bytes(f.bytes)} per iteration, {src} -> {dst}, {counted(f.workers, who + ' worker')}"
+        across = "".join(f", {format_bytes(x)} across {LEVEL_NAMES[lv]}" for lv, x in _across(f))
+        return (
+            f"{name}: {format_bytes(f.bytes)} per iteration, {src} -> {dst}, {counted(f.workers, who + ' worker')}"
+            f"{across}"
+        )
 
 
 _STATE_LEGEND = {
@@ -593,11 +640,23 @@ def _wrapped(parts: list[str], sep: str, room: float) -> list[str]:
     return lines
 
 
-def _flow_style(kind: str) -> dict[str, object]:
-    return {
+#: The levels whose crossing makes an arrow stand out (wider, dashed): the thin links between racks and zones.
+_THIN = ("rack", "zone")
+
+
+def _across(f: BoxFlow) -> list[tuple[str, int]]:
+    """(level, bytes) of the rack and zone crossings an arrow carries, the outermost level last."""
+    return [(lv, f.crossing[lv]) for lv in _THIN if f.crossing.get(lv)]
+
+
+def _flow_style(kind: str, thin_links: bool = False) -> dict[str, object]:
+    style: dict[str, object] = {
         "fill": "none",
         "stroke": FLOW_COLOURS[kind],
-        "stroke_width": 2.5,
+        "stroke_width": 4.5 if thin_links else 2.5,
         "stroke_opacity": 0.85,
         "marker_end": f"url(#arrow-{kind})",
     }
+    if thin_links:
+        style["stroke_dasharray"] = "10 5"
+    return style

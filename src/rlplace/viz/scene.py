@@ -9,13 +9,14 @@ devices, as the table prints it. Drawing only lays out and styles.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rlplace.inventory import Inventory
-from rlplace.plan import GroupSummary, Plan, Worker
-from rlplace.planner.estimate import Estimate, estimate
+from rlplace.plan import GroupSummary, Plan, PlanTopology, Worker
+from rlplace.planner.estimate import Estimate, crossing_of, estimate
 from rlplace.viz.collapse import (
     CPU,
     GPU,
@@ -128,6 +129,9 @@ class NodeView:
     ranks: tuple[int, ...] = ()  # every node of the box (empty: just `rank`)
     rows: tuple[RunRow, ...] = ()  # a box of several nodes: one row per run of alike devices
     gpus: int = 0  # GPUs per node
+    label: str = ""  # the table's name of its nodes (`nodes 0-8, 18-26, …, 1008-1016`); "" for `title`'s own
+    where: str = ""  # its place in the topology, as the table says it
+    units: tuple[str | int, ...] = ()  # the topology units its nodes are in (a frame holds boxes of equal units)
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -142,6 +146,8 @@ class NodeView:
     @property
     def title(self) -> str:
         """`node 3`, `nodes 0-7`."""
+        if self.label:
+            return self.label
         return f"node {self.rank}" if len(self.nodes) == 1 else f"nodes {ranks_text(self.nodes)}"
 
 
@@ -158,6 +164,8 @@ class BoxFlow:
     dst_nodes: tuple[int, ...]
     source: str
     target: str
+    #: Of `bytes`, those crossing each topology level (nvlink_domain, rack, zone: the levels the plan's nodes carry).
+    crossing: dict[str, int] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,7 @@ def build_scene(
         unpinned=entries_of((w for w in plan.workers if w.node_rank is None and not w.in_driver), order),
         components=tuple(plan.components),
         groups=plan.groups,
-        flows=_box_flows(est, runs),
+        flows=_box_flows(est, runs, plan.topology),
         driver=entries_of((w for w in plan.workers if w.in_driver), order, share=_no_share),
         estimate=est,
         runs=runs,
@@ -204,6 +212,7 @@ def build_scene(
 
 def _box(run: NodeRun) -> NodeView:
     common = dict(gpu_model=run.gpu_model, groups=run.groups, state=run.state, note=run.note, gpus=run.gpus)
+    common |= dict(label=run.label if run.where else "", where=run.where, units=run.units)
     if len(run.ranks) > 1 or not run.devices:
         rows = tuple(
             RunRow(
@@ -267,39 +276,60 @@ def _hardware_label(s: SlotRun) -> str:
 
 
 def _hardware_detail(s: SlotRun) -> str:
+    """`key: value` of each key of the unit, with where a value read from the node's environment came from."""
+
     def show(v: object) -> str:
         return ", ".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
 
-    return "; ".join(f"{k}: {show(v)}" for k, v in sorted(_unit_info(s).items()))
+    fields = dict(s.unit)
+    sources = dict(fields.pop("from", None) or ())  # type: ignore[arg-type]
+    return "; ".join(
+        f"{k}: {show(v)}" + (f" (from {sources[k]})" if k in sources else "") for k, v in sorted(fields.items())
+    )
 
 
 def _unit_info(s: SlotRun) -> dict[str, object]:
-    return {k: ", ".join(map(str, v)) if isinstance(v, tuple) else v for k, v in s.unit}
+    return {k: ", ".join(map(str, v)) if isinstance(v, tuple) else v for k, v in s.unit if k != "from"}
 
 
-def _box_flows(est: Estimate, runs: tuple[NodeRun, ...]) -> tuple[BoxFlow, ...]:
-    """The estimate's flows merged per (kind, source box, target box), in the estimate's order.
+def _box_flows(est: Estimate, runs: tuple[NodeRun, ...], topology: PlanTopology) -> tuple[BoxFlow, ...]:
+    """The estimate's flows merged per (kind, source box, target box), in the estimate's order, with the bytes of
+    each crossing each topology level (counted as the estimate counts them, `crossing_of`).
 
     A producer node's experience reaches every shard node; those flows share one destination tuple, which is
     split into boxes once (`split`), not once per flow: 2,048 producer nodes x 2,048 shard nodes stay cheap."""
     box = {r: run.ranks[0] for run in runs for r in run.ranks}
-    split: dict[int, dict[int, list[int]]] = {}  # id of a destination tuple -> box -> its nodes
+    split: dict[int, dict[int, tuple[int, ...]]] = {}  # id of a destination tuple -> box -> its nodes
     merged: dict[tuple[str, int, int], list] = {}
     for f in est.flows:
         boxes = split.get(id(f.dst))
         if boxes is None:
-            boxes = split[id(f.dst)] = {}
+            parts: dict[int, list[int]] = {}
             for n in f.dst:
-                boxes.setdefault(box.get(n, n), []).append(n)
+                parts.setdefault(box.get(n, n), []).append(n)
+            boxes = split[id(f.dst)] = {b: tuple(nodes) for b, nodes in parts.items()}
         for dst, nodes in boxes.items():
-            m = merged.setdefault((f.kind, box.get(f.src, f.src), dst), [0, 0, set(), set(), f.source, f.target])
+            m = merged.setdefault((f.kind, box.get(f.src, f.src), dst), [0, 0, set(), set(), f.source, f.target, []])
             m[0] += f.each * len(nodes)
             m[1] += f.workers
             m[2].add(f.src)
             m[3].update(nodes)
+            m[6].append(f if nodes is f.dst else dataclasses.replace(f, dst=nodes))
+    levels = topology.levels
     return tuple(
-        BoxFlow(kind, src, dst, b, n, tuple(sorted(s)), tuple(sorted(d)), source, target)
-        for (kind, src, dst), (b, n, s, d, source, target) in merged.items()
+        BoxFlow(
+            kind,
+            src,
+            dst,
+            b,
+            n,
+            tuple(sorted(s)),
+            tuple(sorted(d)),
+            source,
+            target,
+            {lv: x for lv, x in crossing_of(parts, topology).items() if lv in levels} if levels else {},
+        )
+        for (kind, src, dst), (b, n, s, d, source, target, parts) in merged.items()
     )
 
 

@@ -7,12 +7,14 @@ so a share, a byte count or a setting reads the same wherever it is shown. Pure 
 from __future__ import annotations
 
 from rlplace.plan import Plan
-from rlplace.planner.estimate import EXPERIENCE, WEIGHTS, Estimate, format_bytes
+from rlplace.planner.estimate import EXPERIENCE, INTERACTION, NODE, SAMPLING, WEIGHTS, Estimate, format_bytes
 
 #: What the estimate says when the plan leaves the workers' nodes to Ray, and when it lacks the roles.
 UNKNOWN = "unknown (Ray schedules)"
 ABSENT = "n/a"
-FLOW_NAMES = {WEIGHTS: "weight sync", EXPERIENCE: "experience"}
+FLOW_NAMES = {WEIGHTS: "weight sync", EXPERIENCE: "experience", INTERACTION: "interaction", SAMPLING: "sampling"}
+#: How a line names the units of a topology level, plural.
+LEVEL_NAMES = {NODE: "nodes", "nvlink_domain": "NVLink domains", "rack": "racks", "zone": "zones"}
 
 
 def fraction_label(fraction: float) -> str:
@@ -60,10 +62,33 @@ def estimate_line(plan: Plan, est: Estimate) -> str:
     idle = "?" if est.gpus_idle is None else str(est.gpus_idle)
     weights = _named(WEIGHTS, est, format_bytes(est.weight_sync_bytes, none))
     experience = _named(EXPERIENCE, est, format_bytes(est.experience_bytes, none))
+    more = "".join(f", {_named(k, est, format_bytes(v))}" for k, v in _step_streams(est))
     return (
         f"estimate: {est.gpus_used} GPU(s) used, {idle} idle; per iteration across nodes: {weights} "
-        f"(model {format_bytes(est.model_bytes)}), {experience} (batch {format_bytes(est.batch_bytes)})"
+        f"(model {format_bytes(est.model_bytes)}), {experience} (batch {format_bytes(est.batch_bytes)}){more}"
+        + "".join(f"; {part}" for part in crossing_parts(est))
     )
+
+
+def _step_streams(est: Estimate) -> list[tuple[str, int]]:
+    """The per-step streams besides experience that the plan has and that cross nodes."""
+    return [(k, v) for k, v in ((INTERACTION, est.interaction_bytes), (SAMPLING, est.sampling_bytes)) if v]
+
+
+def crossing_parts(est: Estimate) -> list[str]:
+    """`across racks: weight sync 14 GB (lower bound 0 B), per step 26 MB`, one part per topology level."""
+    out = []
+    for level in est.levels[1:]:
+        weights = "n/a"
+        if est.crossing is not None and est.crossing_lower_bound is not None:
+            weights = (
+                f"{format_bytes(est.crossing[level])} (lower bound {format_bytes(est.crossing_lower_bound[level])})"
+            )
+        out.append(
+            f"across {LEVEL_NAMES.get(level, level)}: weight sync {weights}, per step "
+            f"{format_bytes(est.crossing_per_step[level])}"
+        )
+    return out
 
 
 def _named(kind: str, est: Estimate, amount: str) -> str:
