@@ -260,7 +260,7 @@ def test_a_huge_group_file_is_refused_by_its_size_with_or_without_overrides(tmp_
     done, _ = timed_cli(["validate", str(tree / "conf/main.yaml"), *overrides])
     assert (
         done.returncode == 2
-        and f"the file is too large: {size:.1f} MiB, and rlplace reads configs of up to 2 MiB" in (done.stdout)
+        and f"the file is too large: {size:.1f} MiB, and rlplace reads configs of up to 1 MiB" in (done.stdout)
     ), done.stdout + done.stderr
     _error, seconds = refused(lambda: load(tree / "conf/main.yaml", overrides=overrides))
     assert seconds < FAST_S, f"{seconds:.2f} s"
@@ -279,7 +279,15 @@ def test_a_tree_is_limited_as_a_whole(tmp_path, overrides):
     tree = write_tree(tmp_path / "fanned", fanned)
     error, seconds = refused(lambda: load(tree / "conf/main.yaml", overrides=overrides))
     assert "the defaults lists load more than 256 configs" in str(error) and seconds < FAST_S, f"{seconds:.2f} s"
-    half = "".join(f"k{i}: {'v' * 40}\n" for i in range(30_000))  # 1.4 MiB each, 2.8 MiB together
+    if overrides:  # the same tree behind a group a command-line override adds
+        added = write_tree(tmp_path / "added", {**fanned, "conf/main.yaml": "defaults:\n  - _self_\ncluster: {}\n"})
+        (added / "conf/extra").mkdir()
+        (added / "conf/extra/fan.yaml").write_text(fanned["conf/main.yaml"].replace("cluster: {}\n", ""))
+        for name in ("a", "b", "c"):
+            (added / f"conf/extra/{name}.yaml").write_text(fanned[f"conf/{name}.yaml"])
+        error, seconds = refused(lambda: load(added / "conf/main.yaml", overrides=["+extra=fan", *overrides]))
+        assert "the defaults lists load more than 256 configs" in str(error) and seconds < FAST_S, f"{seconds:.2f} s"
+    half = "".join(f"k{i}: {'v' * 40}\n" for i in range(13_000))  # 0.6 MiB each, 1.2 MiB together
     split = write_tree(
         tmp_path / "split",
         {

@@ -348,7 +348,7 @@ CONFIG: dict[str, Provoker] = {
         "cluster: !!python/object:os.system\n  x: 1\n"
     ),
     "YAML syntax: ...": config("cluster:\n  train_worker_num: [1\n"),
-    "the file is too large: ... MiB, and rlplace reads configs of up to 2 MiB": config_tree(
+    "the file is too large: ... MiB, and rlplace reads configs of up to 1 MiB": config_tree(
         {"big.yaml": "cluster: {}\n" + "".join(f"key_{i}: {i}\n" for i in range(200_000))}, "big.yaml"
     ),
     "the document is too large: aliases expand it by more than 100000 values": config(TOO_LARGE + "cluster: *f\n"),
@@ -372,11 +372,11 @@ CONFIG: dict[str, Provoker] = {
         MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, eval: 0-3}\n  elastic: {eval: {max: 6}}\n"
     ),
     "no such file": config("no-such-config.yaml"),
-    "the config is too large: its files hold ... MiB together, and rlplace reads configs of up to 2 MiB": config_tree(
+    "the config is too large: its files hold ... MiB together, and rlplace reads configs of up to 1 MiB": config_tree(
         {
             "main.yaml": "defaults:\n  - one\n  - two\n  - _self_\ncluster: {}\n",
-            "one.yaml": "".join(f"k{i}: {'v' * 40}\n" for i in range(30_000)),
-            "two.yaml": "".join(f"k{i}: {'v' * 40}\n" for i in range(30_000)),
+            "one.yaml": "".join(f"k{i}: {'v' * 40}\n" for i in range(13_000)),
+            "two.yaml": "".join(f"k{i}: {'v' * 40}\n" for i in range(13_000)),
         },
         "main.yaml",
     ),

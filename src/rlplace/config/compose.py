@@ -228,7 +228,7 @@ class _Composer:
 
     def _expand(self, config: _Config, data: object) -> None:
         entries = self._entries(config, data)
-        if config.default.path == self.stack[0] and len(self.stack) == 1 and self.added:
+        if len(self.stack) == 1 and self.added:  # the primary's own list
             entries = [*(entries or [Default(path=SELF)]), *self.added]  # hydra-core appends them to the primary
         if entries is None:
             return
