@@ -39,7 +39,7 @@ from rlplace.config.sections import (
 from rlplace.config.values import Values
 from rlplace.config.yaml_source import Budget, read_yaml
 from rlplace.errors import ConfigError, Problem
-from rlplace.model import JobSpec
+from rlplace.model import EnvValue, JobSpec
 
 POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
 _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
@@ -62,7 +62,8 @@ def load(
         data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
     values = Values(data, rep, composed.root, composed.gaps, composed.stamps)
     spec = _interpret(data, rep, values) if data is not None else None
-    shown = () if show_env else tuple(rep.from_env)
+    from_env = tuple(dict.fromkeys(rep.from_env))  # a value read twice is recorded twice
+    shown = () if show_env else from_env
     if rep.problems or spec is None:
         raise ConfigError([_hidden(p, shown) for p in rep.sorted_problems()])
     warnings = tuple(hide(w, shown) for w in rep.warning_texts())
@@ -71,11 +72,11 @@ def load(
         source=rep.file,
         warnings=warnings,
         locations=_locations(rep, data),
-        from_env=tuple(rep.from_env),
+        from_env=from_env,
     )
 
 
-def _hidden(problem: Problem, values: tuple) -> Problem:
+def _hidden(problem: Problem, values: tuple[EnvValue, ...]) -> Problem:
     """`problem` with the values read from the environment written as in the config (from_env.hide)."""
     if not values:
         return problem
