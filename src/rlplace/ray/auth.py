@@ -109,7 +109,7 @@ def find_token(environ: Mapping[str, str], token_file: Path | None = None) -> To
         return _read_named(Path(named), f"${TOKEN_PATH_ENV}={named}")
     default = default_token_file()
     try:
-        return _read_named(default, str(default))
+        return _read_named(default, str(default), missing_ok=True)
     except FileNotFoundError:
         return None
     except ClusterAccessError as e:
@@ -190,13 +190,13 @@ def readable_by_others(path: Path) -> bool:
     return bool(path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
-def _read_named(path: Path, source: str) -> Token:
-    """The token in the file `path` names (token_file.read_file's checks); a missing file is an error, as in Ray
-    (FileNotFoundError too, for the default file's caller)."""
+def _read_named(path: Path, source: str, *, missing_ok: bool = False) -> Token:
+    """The token in the file `path` names (token_file.read_file's checks); a missing file is an error, as in Ray,
+    unless `missing_ok` (then FileNotFoundError: ~/.ray/auth_token missing is no token)."""
     try:
         value, notes = token_file_module.read_file(path, source)
     except FileNotFoundError as e:
-        if path == default_token_file():
+        if missing_ok:
             raise
         raise ClusterAccessError(
             f"{source}: cannot read the token file ({e.strerror}); fix the path (Ray itself aborts on a token path "
