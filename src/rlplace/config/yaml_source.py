@@ -64,7 +64,7 @@ _CONSTRUCT = {
 
 #: A config with every file its defaults lists load. A refusal of a tree at its last file costs parsing what
 #: came before it: about 0.8 s on a quiet machine at 1 MiB of the densest YAML (one value per 6 bytes; issue 15's
-#: 0.86 MiB list took 0.7 s), twice that at 2 MiB; the largest real trees are a few hundred KiB, and a 0.9 MB data list beside the cluster section loads.
+#: 0.86 MiB list took 0.7 s, and loads), twice that at 2 MiB; the largest real trees are a few hundred KiB.
 MAX_BYTES = 2**20
 MAX_ALIAS_VALUES = 100_000
 MAX_DEPTH = 64
