@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from typing import Any
 
 from rlplace import __version__
@@ -61,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    saved, warnings.formatwarning = warnings.formatwarning, _warning_line
+    try:
+        return _run(argv)
+    finally:
+        warnings.formatwarning = saved
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
@@ -83,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _warning_line(message: Warning | str, *_: object, **__: object) -> str:
+    """A warning as the CLI prints it: one line, without the source line Python would show."""
+    return f"warning: {message}\n"
 
 
 if __name__ == "__main__":
