@@ -1,9 +1,13 @@
 """Where the token is looked for, the file a head creates, what `rlplace start` adds to `ray start`, the open-cluster
-warning, and `rlplace stop`'s bookkeeping: no Ray cluster needed (tests/ray/test_secure_start.py runs real ones)."""
+warning, and `rlplace stop`'s bookkeeping: no Ray cluster needed (tests/ray/test_secure_start.py runs real ones).
+Then token files and records as an attacker would plant them (issue 27)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import socket
 import stat
 import subprocess
 import sys
@@ -13,8 +17,8 @@ import warnings
 import pytest
 
 from rlplace.cli import main
-from rlplace.commands import local_nodes
-from rlplace.errors import ClusterAccessError
+from rlplace.commands import local_nodes, start
+from rlplace.errors import ClusterAccessError, RlplaceError
 from rlplace.ray import auth
 
 
@@ -74,7 +78,7 @@ def test_a_head_creates_its_token_for_its_owner_only_and_then_reuses_it(home):
     assert not created and again.value == token.value
     chosen, created = auth.token_for_head({}, home / "secrets" / "rl.token")
     assert created and chosen.value != token.value and chosen.source == f"--token-file {home}/secrets/rl.token"
-    from_env, created = auth.token_for_head({"RAY_AUTH_TOKEN": "abc"})
+    from_env, created = auth.token_for_head({"RAY_AUTH_TOKEN": "abc" * 11})
     assert not created and from_env.path is None and from_env.source == "$RAY_AUTH_TOKEN"
     named = {"RAY_AUTH_TOKEN_PATH": str(home / "secrets" / "rl.token")}
     from_path, created = auth.token_for_head(named)  # an existing $RAY_AUTH_TOKEN_PATH is used as it is
@@ -177,3 +181,176 @@ def test_stop_forgets_a_node_whose_processes_are_gone(home, capsys):
     assert main(["stop"]) == 0
     assert "already stopped (no process of it was left)" in capsys.readouterr().out
     assert local_nodes.records_here() == []
+
+
+# -- untrusted token files (issue 27) ----------------------------------------------------------------------------
+
+TOKEN = "0123456789abcdef" * 4  # as long as the one `rlplace start --head` creates
+
+
+def another_users(path, monkeypatch) -> None:
+    """Make `path` belong to another user than this process: as root, give it to nobody; as anyone else, let the
+    check believe this process is another uid."""
+    if os.getuid() == 0:
+        os.chown(path, 65534, 65534, follow_symlinks=False)
+    else:
+        me = os.getuid()
+        monkeypatch.setattr(os, "getuid", lambda: me + 1)
+
+
+def test_a_token_file_another_user_owns_is_refused(home, monkeypatch):
+    """A file planted by another user (in /tmp, say) would make the head require the planter's token."""
+    planted = write(home / "planted", TOKEN)
+    another_users(planted, monkeypatch)
+    with pytest.raises(ClusterAccessError, match=rf"--token-file {planted}: {planted} belongs to another user"):
+        auth.token_for_head({}, planted)
+    with pytest.raises(ClusterAccessError, match="belongs to another user"):
+        auth.find_token({"RAY_AUTH_TOKEN_PATH": str(planted)})  # a client presenting it too
+
+
+def test_a_token_file_everyone_may_write_is_refused_and_the_advice_names_the_real_file(home):
+    real = write(home / "secrets" / "token", TOKEN)
+    link = home / "token-link"
+    link.symlink_to(real)
+    real.chmod(0o666)
+    with pytest.raises(ClusterAccessError) as e:
+        auth.token_for_head({}, link)
+    assert str(e.value) == (
+        f"--token-file {link}: every user may write the token file {real} (which {link} links to), and so choose the "
+        f"token; `chmod 600 {real}`"
+    )
+
+
+def test_the_readable_token_advice_names_the_file_not_the_link(home):
+    """`chmod 600 LINK` changes the link's target anyway, but the advice must say which file that is."""
+    real = write(home / "secrets" / "token", TOKEN)
+    real.chmod(0o644)
+    link = home / "token-link"
+    link.symlink_to(real)
+    token, created = auth.token_for_head({}, link)
+    report = start.head_report(auth.Access("10.0.0.1:6379", True, token), created)
+    assert f"warning: other users can read {real} (which {link} links to): `chmod 600 {real}`" in report, report
+
+
+@pytest.mark.parametrize("value", ["x", "short-token"])
+def test_a_head_refuses_a_token_shorter_than_32_characters(home, value):
+    short = write(home / "short", value)
+    with pytest.raises(
+        ClusterAccessError, match=rf"the token is {len(value)} characters? long; a head requires at least 32"
+    ):
+        auth.token_for_head({}, short)
+    with pytest.raises(ClusterAccessError, match="a head requires at least 32"):
+        auth.token_for_head({"RAY_AUTH_TOKEN": value})
+    assert auth.find_token({"RAY_AUTH_TOKEN_PATH": str(short)}).value == value  # a client presents what it holds
+
+
+def test_a_two_line_token_file_is_read_as_ray_reads_it(home):
+    """Ray takes the first line; the whole file as the token crashed every client with exit 134."""
+    two = write(home / "two", f"{TOKEN}\nsecond line\nthird\n")
+    token = auth.find_token({"RAY_AUTH_TOKEN_PATH": str(two)})
+    assert token.value == TOKEN
+    assert token.notes == (
+        f"$RAY_AUTH_TOKEN_PATH={two}: only the first line of {two} is the token, as Ray reads it; lines 2-3 are "
+        "ignored",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (TOKEN[:10] + "\t" + TOKEN[10:], "character 11 of the token is a control character (U+0009)"),
+        (TOKEN + "\u00e9", "character 65 of the token is not ASCII"),
+        (TOKEN[:5] + "\n" + TOKEN[5:], "character 6 of the token is a control character (U+000A)"),
+    ],
+    ids=["tab", "non-ascii", "newline"],
+)
+def test_a_token_grpc_cannot_carry_is_refused_naming_where(home, value, said):
+    with pytest.raises(ClusterAccessError, match=rf"^\$RAY_AUTH_TOKEN: {re.escape(said)}; gRPC carries only"):
+        auth.find_token({"RAY_AUTH_TOKEN": value})
+    in_file = write(home / "token", value.replace("\n", "") + "\n")
+    if "\n" not in value:
+        with pytest.raises(ClusterAccessError, match=rf"--token-file {in_file}, line 1: {re.escape(said)}"):
+            auth.find_token({}, in_file)
+
+
+def test_a_token_file_that_is_not_utf8_is_refused(home):
+    bad = home / "token"
+    bad.write_bytes(TOKEN.encode() + b"\xff\n")
+    with pytest.raises(ClusterAccessError, match=r"line 1 of the token file .* is not UTF-8 \(byte 0xff\)"):
+        auth.find_token({}, bad)
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "large"])
+def test_a_token_file_that_never_ends_or_hangs_is_refused_at_once(home, kind):
+    """/dev/zero made the reader take 2.7 GB, a FIFO made it wait forever: in a subprocess with a timeout and a
+    memory limit, so that the code before the fix fails this instead of hanging or eating the machine's memory."""
+    path = {"device": "/dev/zero", "fifo": str(home / "fifo"), "large": str(home / "large")}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    if kind == "large":
+        write(home / "large", "x" * (1 << 20))
+    code = f"from pathlib import Path\nfrom rlplace.ray import auth\nauth.find_token({{}}, Path({path!r}))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, preexec_fn=limit_memory
+    )
+    said = {"device": "is a device, not a regular file", "fifo": "is a FIFO, not a regular file", "large": "KiB"}[kind]
+    assert done.returncode == 1 and "ClusterAccessError" in done.stderr and said in done.stderr, done.stderr[-500:]
+
+
+def limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+# -- untrusted records (issue 27) --------------------------------------------------------------------------------
+
+
+def crafted_record(name: str, record_id: str):
+    """A record file as someone else would write it into ~/.rlplace/started."""
+    fields = {"id": record_id, "host": socket.gethostname(), "role": "head", "address": "x", "started_at": 0}
+    return write(local_nodes.records_dir() / name, json.dumps(fields))
+
+
+def test_stop_never_acts_on_a_record_whose_id_names_another_file(home, capsys):
+    """`{"id": "../../victim"}` made stop delete ~/victim.json (the review's /tmp/victim.json)."""
+    victim = write(home / "victim.json", "{}")
+    crafted = crafted_record("evil.json", "../../victim")
+    assert main(["stop"]) == 0
+    captured = capsys.readouterr()
+    assert victim.exists() and crafted.exists()
+    assert captured.err == (
+        f"warning: ignored {crafted}: its id '../../victim' is not the 12 hex digits of its file name; remove it if "
+        "rlplace did not write it\n"
+    )
+    assert captured.out.startswith("nothing to stop")
+
+
+def test_a_crafted_record_is_never_acted_on_however_often_stop_runs(home, capsys):
+    """A record named for one id but holding another was never forgotten (forget() unlinked the other name), so it
+    killed the processes marked with that id on every stop."""
+    crafted = crafted_record("a" * 12 + ".json", "b" * 12)
+    bystander = sleeper("b" * 12)
+    try:
+        for _ in range(2):
+            assert main(["stop"]) == 0
+            assert f"ignored {crafted}: its id 'bbbbbbbbbbbb' is not the 12 hex digits" in capsys.readouterr().err
+            assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_records_others_may_write_are_ignored_and_records_are_written_for_their_owner(home, capsys):
+    record = local_nodes.new_record("head", "10.0.0.1:6379", None)
+    record.save()
+    assert stat.S_IMODE(record.path.stat().st_mode) == 0o600
+    record.path.chmod(0o666)
+    assert local_nodes.records_here() == []
+    assert main(["stop"]) == 0
+    assert "may be written by other users" in capsys.readouterr().err
+    record.path.unlink()
+    record.path.symlink_to(home / "elsewhere.json")
+    with pytest.raises(RlplaceError, match="is a symbolic link"):
+        record.save()
+    assert not (home / "elsewhere.json").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from typing import Any
 
 from rlplace import __version__
@@ -61,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    saved, warnings.formatwarning = warnings.formatwarning, _warning_line
+    try:
+        return _run(argv)
+    finally:
+        warnings.formatwarning = saved
+
+
+def _run(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = None
     if argv[:1] == ["run"]:  # `rlplace run CONFIG ... -- COMMAND ...`: the words after `--` are not rlplace's
@@ -122,6 +131,11 @@ def _as_argument(problem: Problem) -> str:
     if problem.path.startswith("$"):
         return f"{problem.path}={problem.value}: {problem.message}"
     return f"argument {problem.path}: {problem.message}"
+
+
+def _warning_line(message: Warning | str, *_: object, **__: object) -> str:
+    """A warning as the CLI prints it: one line, without the source line Python would show."""
+    return f"warning: {message}\n"
 
 
 if __name__ == "__main__":

@@ -2,18 +2,24 @@
 
 This module imports no Ray. A live inventory is built by `rlplace.ray.cluster` and handed to the
 planner as the same `Inventory` object.
+
+Declared inventories are untrusted input like configs: an inventory file is read by the config's hardened
+reader (`rlplace.config.files`: size, aliases, depth; a missing file is one line), and the node counts of
+`--nodes` and of an inventory file are checked against `model.MAX_NODES` and `model.MAX_DEVICES_PER_NODE`
+before a single node is built (`check_counts`), the same caps as the config's node counts.
 """
 
 from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from rlplace.errors import ConfigError, Problem
-from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY
+from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES_PER_NODE, MAX_NODES
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,7 @@ def parse_nodes(spec: str, num_cpus: float | None = None) -> Inventory:
     rack: each `/LEVEL=N` gives every N consecutive nodes one unit of that topology level (a level name, or a
     label key of a level the config names); N may name an inner level instead, for units that are the same.
     """
+    check_counts(spec)
     nodes: list[Node] = []
     numbering = _Numbering()
     for i, text in enumerate(spec.split(",")):
@@ -236,6 +243,33 @@ _LEVEL_NAME = {level.labels[0]: level.name for level in DEFAULT_TOPOLOGY}
 _UNIT_PREFIX = dict(zip((level.labels[0] for level in DEFAULT_TOPOLOGY), ("nvl", "rack", "zone"), strict=True))
 
 
+#: COUNTxGPUS in a --nodes text, whatever else a term says (a model, a resource, a topology).
+_COUNTS = re.compile(r"(?<![\w.])(\d+)\s*x\s*(\d+)")
+_DIGITS = len(str(MAX_NODES * MAX_DEVICES_PER_NODE))
+
+
+def check_counts(spec: str, where: str = "--nodes", file: str | None = None) -> None:
+    """Refuse a `--nodes` text (or an inventory file's `nodes:` string, in `file`) whose nodes are more than
+    MAX_NODES in all, or have more than MAX_DEVICES_PER_NODE accelerators, before any node is built:
+    `1000000000x8` would take minutes and all memory."""
+    total = 0
+    for i, term in enumerate(spec.split(",")):
+        for count, gpus in _COUNTS.findall(term):
+            if len(gpus) > _DIGITS or int(gpus) > MAX_DEVICES_PER_NODE:
+                raise ConfigError(Problem(f"{where}[{i}]", _too_many_devices(gpus), term, file))
+            total += int(count) if len(count) <= _DIGITS else MAX_NODES + 1
+            if total > MAX_NODES:
+                raise ConfigError(Problem(f"{where}[{i}]", _too_many_nodes(), term, file))
+
+
+def _too_many_nodes() -> str:
+    return f"that is more than {MAX_NODES} nodes in all, the most rlplace plans for"
+
+
+def _too_many_devices(gpus: object) -> str:
+    return f"{gpus} accelerators on a node is more than the {MAX_DEVICES_PER_NODE} rlplace plans for"
+
+
 _NODE_KEYS = {
     "count": int,
     "gpus": int,
@@ -260,20 +294,17 @@ def load_inventory(path: str) -> Inventory:
     nvlink_domain: rack}`; `env` is the environment the node is started with, `{ROBOT_IP: "10.0.0.1,10.0.0.2"}`,
     from which robots are enumerated as RLinf does). A problem names the file and line of the value.
     """
-    import yaml  # only this entry point needs it
+    from rlplace.config.files import load_yaml_file  # the config's hardened reader (only this entry point needs it)
 
-    try:
-        with open(path) as f:
-            text = f.read()
-        data = yaml.safe_load(text)
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(Problem(path="--inventory", value=path, message=f"cannot read the inventory: {e}")) from e
+    data, text = load_yaml_file(path, kind="inventory")
     where = _Where(path, text)
     nodes = data.get("nodes") if isinstance(data, dict) else None
     if isinstance(nodes, str):
+        check_counts(nodes, "nodes", file=path)
         return parse_nodes(nodes)
     if not isinstance(nodes, list) or not nodes:
         raise where.error(("nodes",), nodes, "expected `nodes:` with a COUNTxGPUS string or a list of nodes")
+    check_entries(nodes, where)
     out: list[Node] = []
     numbering = _Numbering()
     for i, entry in enumerate(nodes):
@@ -399,3 +430,38 @@ class _Where:
             else:
                 break
         return line
+
+
+def check_entries(nodes: list, where: _Where) -> None:
+    """Refuse counts and amounts no node can have, before any node is built: a count below 1, more than MAX_NODES
+    nodes in all, more than MAX_DEVICES_PER_NODE accelerators or fewer than none, CPUs or a resource that is not a
+    finite number >= 0. (Values of the wrong type are `_entry`'s to report, with the valid keys.)"""
+    total = 0
+    for i, entry in enumerate(nodes):
+        if not isinstance(entry, dict):
+            continue
+        count, gpus = entry.get("count", 1), entry.get("gpus", 0)
+        if _whole(count) and count < 1:
+            raise where.error(("nodes", i, "count"), count, "must be at least 1")
+        if _whole(count):
+            total += count
+            if total > MAX_NODES:
+                raise where.error(("nodes", i, "count"), count, _too_many_nodes())
+        if _whole(gpus) and not 0 <= gpus <= MAX_DEVICES_PER_NODE:
+            raise where.error(("nodes", i, "gpus"), gpus, _too_many_devices(gpus) if gpus > 0 else "must be 0 or more")
+        amounts = {("cpus",): entry.get("cpus", 0), **{("resources", k): v for k, v in _items(entry.get("resources"))}}
+        for key, value in amounts.items():
+            if not _amount(value):
+                raise where.error(("nodes", i, *key), value, "must be a number of 0 or more")
+
+
+def _amount(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _items(value: object) -> list[tuple[object, object]]:
+    return list(value.items()) if isinstance(value, dict) else []

@@ -28,6 +28,14 @@ RESERVED_LABELS = (CLUSTER_GROUP, NODE_GROUP)
 #: The component names of the placement dialect (spec/placement-strategy.txt).
 POOL_COMPONENTS = ("train", "eval", "env", "buffer")
 
+#: The most nodes a plan is made for: `--nodes`, inventory files and the config's node counts (`num_nodes`,
+#: `num_node`) stop here, so that any accepted inventory plans in well under a second (16,384 x 8 GPUs: 0.5 s
+#: parsed, planned and tabled; 1,000,000 x 8 took 6.8 s). Four times the largest cluster the benchmarks plan.
+MAX_NODES = 16_384
+#: The most accelerators one node may have (`--nodes 1xGPUS`, an inventory's `gpus`, a pool's `num_gpus`); real
+#: nodes have 8 or 16, simulated ones a few more.
+MAX_DEVICES_PER_NODE = 1_024
+
 
 @dataclass(frozen=True)
 class PlacementSettings:
@@ -221,6 +229,17 @@ class ModelParallel:
 
 
 @dataclass(frozen=True)
+class EnvValue:
+    """A config value that came from the environment (`${oc.env:VAR}`): outputs show it as written, not its value,
+    unless the user asks (`--show-env`), since such variables often hold secrets (an API key in `env_vars`)."""
+
+    path: str  # its key path, `cluster.node_groups[0].env_configs[0].env_vars.WANDB_API_KEY`
+    written: str  # as written: `${oc.env:WANDB_API_KEY}`, `${oc.env:HOME}/ckpt`
+    value: str = field(repr=False)  # what it resolved to
+    variables: tuple[str, ...] = ()  # the environment variables read
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A whole, validated `cluster:` section."""
 
@@ -246,6 +265,8 @@ class JobSpec:
     locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: The topology levels, innermost first, and the node labels naming them (`cluster.topology`).
     topology: tuple[TopologyLevel, ...] = DEFAULT_TOPOLOGY
+    #: The values that came from the environment, for outputs to show as written (`rlplace.config.from_env`).
+    from_env: tuple[EnvValue, ...] = field(default=(), compare=False)
 
     def component(self, name: str) -> ComponentSpec | None:
         return next((c for c in self.components if c.name == name), None)

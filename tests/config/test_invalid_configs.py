@@ -84,7 +84,7 @@ CASES = [
         "huge-count",
         POOLS.replace("num_node: 3", "num_node: 1000000000"),
         "cluster.resource_pool[0].num_node",
-        ["too large (at most 1048575)"],
+        ["too large (at most 16384)"],
     ),
     ("bool-worker-count", "cluster:\n  env_worker_num: true\n", "cluster.env_worker_num", ["integer >= 1", "True"]),
     (

@@ -349,7 +349,7 @@ CONFIG: dict[str, Provoker] = {
         "cluster: !!python/object:os.system\n  x: 1\n"
     ),
     "YAML syntax: ...": config("cluster:\n  train_worker_num: [1\n"),
-    "the file is too large: ... MiB, and rlplace reads configs of up to 2 MiB": config_tree(
+    "the file is too large: ... MiB, and rlplace reads configs of up to 1 MiB": config_tree(
         {"big.yaml": "cluster: {}\n" + "".join(f"key_{i}: {i}\n" for i in range(200_000))}, "big.yaml"
     ),
     "the document is too large: aliases expand it by more than 100000 values": config(TOO_LARGE + "cluster: *f\n"),
@@ -373,7 +373,53 @@ CONFIG: dict[str, Provoker] = {
         MANUAL + "    - {name: p, num_node: 1, num_gpus: 8, eval: 0-3}\n  elastic: {eval: {max: 6}}\n"
     ),
     "no such file": config("no-such-config.yaml"),
+    "the config is too large: its files hold ... MiB together, and rlplace reads configs of up to 1 MiB": config_tree(
+        {
+            "main.yaml": "defaults:\n  - one\n  - two\n  - _self_\ncluster: {}\n",
+            "one.yaml": "".join(f"k{i}: {'v' * 40}\n" for i in range(13_000)),
+            "two.yaml": "".join(f"k{i}: {'v' * 40}\n" for i in range(13_000)),
+        },
+        "main.yaml",
+    ),
+    "the defaults lists load more than 256 configs": config_tree(
+        {
+            "main.yaml": "defaults:\n" + "".join(f"  - a@p{i}\n" for i in range(20)) + "cluster: {}\n",
+            "a.yaml": "defaults:\n" + "".join(f"  - b@q{i}\n" for i in range(20)) + "x: 1\n",
+            "b.yaml": "y: 1\n",
+        },
+        "main.yaml",
+    ),
+    "is not a regular file but a FIFO (a named pipe): rlplace reads a config from a file": lambda request: raised(
+        lambda: load(fifo_in(request.getfixturevalue("tmp_path")))
+    ),
+    "byte 0xff is not UTF-8: rlplace reads UTF-8 text": lambda request: raised(
+        lambda: load(written(request.getfixturevalue("tmp_path") / "job.yaml", b"cluster: {}\n# \xff\n"))
+    ),
+    "RAY_AUTH_TOKEN is Ray's token authentication, which rlplace never puts into a config": config(
+        "cluster:\n  ray_address: ${oc.env:RAY_AUTH_TOKEN}\n"
+    ),
+    "'...' is not found, and it climbs out of the search path's folders": config_tree(
+        {
+            "main.yaml": "defaults:\n  - ../../outside/file\nhydra:\n  searchpath: ['file://${oc.env:RLPLACE_DOCS_UNSET}']\n"
+            "cluster: {}\n"
+        },
+        "main.yaml",
+    ),
+    "a pkg:// search path on the command line would make hydra-core import the package": config_tree(
+        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=["hydra.searchpath=[pkg://this.conf]"]
+    ),
 }
+
+
+def fifo_in(folder: pathlib.Path) -> pathlib.Path:
+    path = folder / "job.yaml"
+    os.mkfifo(path)
+    return path
+
+
+def written(path: pathlib.Path, data: bytes) -> pathlib.Path:
+    path.write_bytes(data)
+    return path
 
 
 ELASTIC_EVAL = """
@@ -633,6 +679,21 @@ COMMAND_LINE: dict[str, Provoker] = {
     "error: /nonexistent/plan.svg: No such file or directory (check the path and its permissions)": cli(
         "plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "2x4", "--svg", "/nonexistent/plan.svg"
     ),
+    "... is a symbolic link (to ...); rlplace does not write through links, so nothing was written": (
+        lambda request: cli("schema", "-o", str(linked(request.getfixturevalue("tmp_path"))))(request)
+    ),
+    "... exists and is not a regular file; nothing was written": lambda request: cli(
+        "schema", "-o", str(fifo_in(request.getfixturevalue("tmp_path")))
+    )(request),
+    "argument --nodes: '10000000000x8': that is more than 16384 nodes in all, the most rlplace plans for": cli(
+        "plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "10000000000x8"
+    ),
+    "argument --nodes: '1x100000000000': 100000000000 accelerators on a node is more than the 1024 rlplace plans for": (
+        cli("plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "1x100000000000")
+    ),
+    "argument --inventory: .../nowhere.yaml: no such file": cli(
+        "plan", str(CONFIGS / "disaggregate.yaml"), "--inventory", "/nonexistent/nowhere.yaml"
+    ),
     "the CartPole pipeline needs gymnasium: pip install 'rlplace[demo]'": without_gymnasium,
     "this process is already connected to a Ray cluster; cannot start a simulated one": simulated_while_connected,
     "the Ray cluster at ... requires a token and none was found: looked at $RAY_AUTH_TOKEN (unset), "
@@ -658,7 +719,51 @@ COMMAND_LINE: dict[str, Provoker] = {
     "$RAY_AUTH_MODE=disabled: rlplace start --head requires a token unless --insecure is given": rlplace_as_user(
         "start", "--head", "--accelerator", "A800", "--dry-run", RAY_AUTH_MODE="disabled"
     ),
+    "... belongs to another user (uid ...), who can then choose the token; use a token file of your own": (
+        lambda request: head_token(request, "0" * 64, owner=65534)
+    ),
+    "every user may write the token file ..., and so choose the token": lambda request: head_token(
+        request, "0" * 64, mode=0o666
+    ),
+    "$RAY_AUTH_TOKEN: character 11 of the token is a control character (U+0009); gRPC carries only printable ASCII "
+    "in the header Ray sends the token in": token_of({"RAY_AUTH_TOKEN": "0" * 10 + "\t" + "0" * 54}),
+    "the token is 1 character long; a head requires at least 32": lambda request: head_token(request, "x"),
+    "the token file /dev/zero is a device, not a regular file": token_of({"RAY_AUTH_TOKEN_PATH": "/dev/zero"}),
+    "... is a FIFO, not a regular file": lambda request: raised(
+        lambda: find_token_in(fifo_in(request.getfixturevalue("tmp_path")))
+    ),
+    "line 1 of the token file ... is not UTF-8 (byte 0xff)": lambda request: raised(
+        lambda: find_token_in(written(request.getfixturevalue("tmp_path") / "token", b"0000\xff\n"))
+    ),
 }
+
+
+def linked(folder: pathlib.Path) -> pathlib.Path:
+    """A link where the user will write, to a file of theirs."""
+    (folder / "target").write_text("precious\n")
+    (folder / "link").symlink_to(folder / "target")
+    return folder / "link"
+
+
+def find_token_in(path: pathlib.Path) -> object:
+    from rlplace.ray import auth
+
+    return auth.find_token({"RAY_AUTH_TOKEN_PATH": str(path)})
+
+
+def head_token(request: pytest.FixtureRequest, value: str, *, mode: int = 0o600, owner: int | None = None) -> str:
+    """What a head says of the token file `--token-file FILE` holding `value` (with `mode`, of user `owner`: as root
+    the file is given to that user; as anyone else the check believes this process is another user)."""
+    from rlplace.ray import auth
+
+    path = written(request.getfixturevalue("tmp_path") / "rl.token", value.encode())
+    path.chmod(mode)
+    if owner is not None and os.getuid() == 0:
+        os.chown(path, owner, owner)
+    elif owner is not None:
+        me = os.getuid()
+        request.getfixturevalue("monkeypatch").setattr(os, "getuid", lambda: me + 1)
+    return raised(lambda: auth.token_for_head({}, path))
 
 
 # -- placement: the live inventory (pure) and the session's simulated cluster -----------------------------

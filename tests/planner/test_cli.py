@@ -18,7 +18,10 @@ from rlplace.planner import plan
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(["plan", *argv])
+    try:
+        code = main(["plan", *argv])
+    except SystemExit as e:  # argparse's own exit: a value --nodes or --inventory cannot be read as
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -48,6 +51,10 @@ def test_config_errors_exit_2(capsys, tmp_path):
     bad.write_text("cluster:\n  is_colocated: true\n  placement:\n    strategy: disaggregate\n")
     code, _, err = run(capsys, str(bad), "--nodes", "2x4")
     assert code == 2 and "is_colocated" in err and "contradicts placement.strategy: disaggregate" in err
+    code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--nodes", "2y4")
+    assert code == 2 and err.splitlines()[-1].startswith(
+        "rlplace plan: error: argument --nodes: '2y4' is not COUNTxGPUS[:MODEL][@RESOURCE]"
+    )
 
 
 @pytest.mark.parametrize(

@@ -304,3 +304,36 @@ def test_a_head_on_127_0_0_1_listens_there_only_and_says_how_to_stop_it(tmp_path
         assert done.returncode == 0 and "no rlplace workers" in done.stdout, done.stdout + done.stderr
     finally:
         real_heads.kill_marked(head)
+
+
+@pytest.mark.parametrize("case", ["two-lines", "tab", "non-ascii"])
+def test_a_token_grpc_cannot_carry_is_a_message_not_an_abort(secured_head, case, tmp_path):
+    """A token file with a second line, or $RAY_AUTH_TOKEN with a control or non-ASCII character, made `status`,
+    `plan` and `start --address` die with exit 134 (gRPC "Illegal header value") and no message (issue 27). Ray uses
+    a file's first line: so does rlplace, and says the rest is ignored; a character gRPC refuses is named."""
+    token = secured_head.token_file.read_text().strip()
+    if case == "two-lines":
+        two = tmp_path / "two_lines"
+        two.write_text(f"{token}\nsecond line\n")
+        env = {"RAY_AUTH_TOKEN_PATH": str(two)}
+    else:
+        env = {"RAY_AUTH_TOKEN": token[:10] + ("\t" if case == "tab" else "\u00e9") + token[10:]}
+    status, seconds = real_heads.run([RLPLACE, "status", "--address", secured_head.address], tmp_path, **env)
+    out = status.stdout + status.stderr
+    assert status.returncode != -6 and "Traceback" not in out and seconds < FAST_S, out
+    if case == "two-lines":
+        assert status.returncode == 0 and "requires a token (Ray token authentication); this process holds it" in out
+        assert f"warning: $RAY_AUTH_TOKEN_PATH={two}: only the first line of {two} is the token" in out, out
+    else:
+        kind = "a control character (U+0009)" if case == "tab" else "not ASCII"
+        assert status.returncode == 1 and f"error: $RAY_AUTH_TOKEN: character 11 of the token is {kind}" in out, out
+        bad = tmp_path / "bad_token"
+        bad.write_text(env["RAY_AUTH_TOKEN"])
+        node = real_heads.start(tmp_path, "--node-rank", "1", "--token-file", str(bad), address=secured_head.address)
+        try:
+            assert node.returncode == 1 and f"--token-file {bad}, line 1: character 11 of the token is {kind}" in (
+                node.output
+            ), node.output
+            assert node.processes() == []
+        finally:
+            real_heads.kill_marked(node)

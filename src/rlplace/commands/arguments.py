@@ -1,21 +1,57 @@
-"""argparse types of the commands: checked at parse time, so a message names the flag as typed (numbers:
-`rlplace.cli_types`)."""
+"""argparse types shared by the commands: checked at parse time, so a message names the flag as typed (numbers:
+`rlplace.cli_types`, which the example pipeline's options share)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rlplace.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlplace.inventory import Inventory
 
 
 def nodes_argument(text: str) -> str:
     """An argparse type for a simulated cluster (`--simulate`, `demo --nodes`): checked at parse time, so the
     message names the flag as typed."""
+    declared_nodes(text)
+    return text
+
+
+def declared_nodes(text: str) -> Inventory:
+    """An argparse type for `--nodes COUNTxGPUS,...`: the inventory, or argparse's one-line error naming the term."""
     from rlplace.inventory import parse_nodes
 
     try:
-        parse_nodes(text)
+        return parse_nodes(text)
     except ConfigError as e:
         shown = (p.message if str(p.value) in p.message else f"{p.value!r}: {p.message}" for p in e.problems)
         raise argparse.ArgumentTypeError("; ".join(shown)) from None
-    return text
+
+
+def inventory_file(path: str) -> Inventory:
+    """An argparse type for `--inventory FILE`: the inventory, or argparse's one-line error naming the file (a
+    missing one: `FILE: no such file`), the line and the key."""
+    from rlplace.inventory import load_inventory
+
+    try:
+        return load_inventory(path)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError("; ".join(_one_line(p) for p in e.problems)) from None
+
+
+def _one_line(problem: object) -> str:
+    """A problem without the `<config>` a ConfigError names when there is no file."""
+    text = str(problem)
+    return text.removeprefix("<config>: ")
+
+
+def add_show_env_argument(p: argparse.ArgumentParser) -> None:
+    """`--show-env` (`validate`, `plan`): values read from the environment are shown as written unless given."""
+    p.add_argument(
+        "--show-env",
+        action="store_true",
+        help="show the values the config reads from the environment (${oc.env:VAR}); without it they are shown "
+        "as written, since such variables often hold secrets",
+    )

@@ -82,12 +82,14 @@ def _say() -> Any:
 
 
 def _show(spec: JobSpec, inventory: Any, say: Any) -> None:
-    """Plan on `inventory` (a plan that cannot fit stops here, before anything starts) and print it."""
+    """Plan on `inventory` (a plan that cannot fit stops here, before anything starts) and print it, values the
+    config reads from the environment written as in the config (`rlplace plan` without --show-env)."""
     from rlplace.planner import capacity, plan
+    from rlplace.viz.shown import shown_plan
     from rlplace.viz.table import render
 
     result = capacity.checked(plan(spec, inventory), inventory)
-    say.print(render(result, inventory))
+    say.print(render(shown_plan(result, spec.from_env), inventory))
 
 
 def _join_live(spec: JobSpec, address: str | None, say: Any) -> tuple[str, dict[str, str]]:

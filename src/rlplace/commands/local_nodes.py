@@ -9,6 +9,11 @@ another `rlplace start`, or of a test's simulated cluster. Linux: the environmen
 
 The order is the one `ray stop` uses (raylet, then the other processes, then the GCS, each given a grace period
 after SIGTERM, then SIGKILL): a GCS stopped together with its raylet leaves both waiting on each other.
+
+A record is read as untrusted input (`read_records`): by the config's hardened reader, as a regular file of its
+owner's in a folder only its owner may write, with an id of `new_record`'s form that names its own file. Anything
+else is ignored with a line saying why, and never acted on: an id like `../../../../tmp/victim` once made
+`stop` delete /tmp/victim.json. Records are written atomically, readable by their owner only.
 """
 
 from __future__ import annotations
@@ -16,20 +21,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from rlplace.errors import RlplaceError
+from rlplace.errors import ConfigError, RlplaceError
+from rlplace.output_files import write_file
 
 #: The environment variable that marks every process of one `rlplace start`.
 MARKER_ENV = "RLPLACE_STARTED_NODE"
 #: How long `stop` waits, in all, for processes to end after SIGTERM before it sends SIGKILL.
 GRACE_S = 15.0
+#: A record's id, as `new_record` makes them: it names the record's file and the processes' marker.
+_ID = re.compile(r"[0-9a-f]{12}")
+ROLES = ("head", "node", "spare")
+#: A record is a few hundred bytes; a larger file is no record.
+_MAX_RECORD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -46,11 +59,13 @@ class NodeRecord:
 
     @property
     def path(self) -> Path:
+        if not _ID.fullmatch(self.id):
+            raise RlplaceError(f"{self.id!r} is not a node record's id (12 hex digits); no file is named by it")
         return records_dir() / f"{self.id}.json"
 
     def save(self) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        write_file(self.path, json.dumps(asdict(self), indent=2) + "\n", mode=0o600)
 
     def forget(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -79,17 +94,73 @@ def new_record(role: str, address: str, token_file: str | None) -> NodeRecord:
 
 
 def records_here() -> list[NodeRecord]:
-    """The records of nodes started on this host, oldest first (unreadable files are skipped)."""
+    """The records of nodes started on this host, oldest first (files that are no valid record are ignored)."""
+    return read_records()[0]
+
+
+def read_records() -> tuple[list[NodeRecord], list[str]]:
+    """The records of nodes started on this host, oldest first, and a line for each file ignored and why."""
+    folder = records_dir()
+    try:
+        where = os.lstat(folder)
+    except FileNotFoundError:
+        return [], []
+    unsafe = _unsafe(where, "folder")
+    if unsafe is not None:
+        return [], [f"ignored every record in {folder}: it {unsafe}"]
     host = socket.gethostname()
-    found = []
-    for path in sorted(records_dir().glob("*.json")):
+    found, ignored = [], []
+    for path in sorted(folder.glob("*.json")):
         try:
-            record = NodeRecord(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
+            record = _record(path)
+        except (ConfigError, ValueError) as e:
+            ignored.append(f"ignored {path}: {_why(e)}; remove it if rlplace did not write it")
             continue
         if record.host == host:
             found.append(record)
-    return sorted(found, key=lambda r: r.started_at)
+    return sorted(found, key=lambda r: r.started_at), ignored
+
+
+def _record(path: Path) -> NodeRecord:
+    """The record in `path`, checked; ValueError (or the reader's ConfigError) says why it is none."""
+    from rlplace.config.files import load_yaml_file  # the one hardened reader of YAML and JSON
+
+    unsafe = _unsafe(os.lstat(path), "file")
+    if unsafe is not None:
+        raise ValueError(unsafe)
+    data, _ = load_yaml_file(path, kind="node record", limit=_MAX_RECORD_BYTES)
+    names = {f.name for f in fields(NodeRecord)}
+    if not isinstance(data, dict) or not {"id", "host", "role", "address", "started_at"} <= data.keys() <= names:
+        raise ValueError(f"it is not a node record (keys {', '.join(sorted(names))})")
+    record = NodeRecord(**data)
+    if not isinstance(record.id, str) or not _ID.fullmatch(record.id) or path.name != f"{record.id}.json":
+        raise ValueError(f"its id {record.id!r} is not the 12 hex digits of its file name")
+    texts = (record.host, record.address) + ((record.token_file,) if record.token_file is not None else ())
+    if record.role not in ROLES or not all(isinstance(t, str) for t in texts):
+        raise ValueError("its role, host, address or token file is not what rlplace start writes")
+    numbers = isinstance(record.started_at, int | float) and isinstance(record.pids, list)
+    if not numbers or not all(isinstance(pid, int) and not isinstance(pid, bool) for pid in record.pids):
+        raise ValueError("its start time or pids are not numbers")
+    return record
+
+
+def _unsafe(st: os.stat_result, what: str) -> str | None:
+    """Why a records folder or file cannot be trusted (None: it can): a link, not yours, writable by others."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if what == "file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.getuid():
+        return "belongs to another user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "may be written by other users"
+    return None
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, ConfigError):
+        return "; ".join(p.message for p in e.problems)
+    return str(e)
 
 
 def marked_processes(variable: str, value: str) -> list[tuple[int, str]]:

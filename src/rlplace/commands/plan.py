@@ -13,9 +13,10 @@ import pathlib
 import sys
 from collections import Counter
 
-from rlplace.commands.arguments import nodes_argument
+from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file
+from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
-from rlplace.inventory import Inventory, load_inventory, parse_nodes, with_node_env
+from rlplace.inventory import Inventory, with_node_env
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
@@ -34,13 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument(
         "--nodes",
         metavar="SPEC",
-        type=nodes_argument,
+        type=declared_nodes,
         help="declared inventory, COUNTxGPUS[:MODEL][/LEVEL=N...],... in node-rank order (`/rack=18`: every 18 nodes "
         "a rack); it says nothing about CPUs, so the plan's CPUs are not checked (an --inventory file with `cpus`, "
         "or the live cluster, checks them)",
     )
     src.add_argument(
-        "--inventory", metavar="FILE", help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked"
+        "--inventory",
+        metavar="FILE",
+        type=inventory_file,
+        help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked",
     )
     src.add_argument(
         "--address",
@@ -75,6 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
     p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
     p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
+    add_show_env_argument(p)
     p.set_defaults(func=run)
 
 
@@ -91,16 +96,22 @@ def _size(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
     from rlplace.planner import capacity, estimate, plan, write_resource_pool
+    from rlplace.viz.shown import from_environment, shown_plan
 
-    spec = load(pathlib.Path(args.file), overrides=args.overrides)
+    spec = load(pathlib.Path(args.file), overrides=args.overrides, show_env=args.show_env)
     inventory = _inventory(args)
-    result = capacity.checked(plan(spec, inventory), inventory)
+    hidden = () if args.show_env else spec.from_env
+    try:
+        planned = capacity.checked(plan(spec, inventory), inventory)
+    except PlanError as e:
+        raise PlanError(hide(str(e), hidden)) from None
     if args.export:
-        write_resource_pool(result, args.export)
+        write_resource_pool(planned, args.export)
+    result = shown_plan(planned, hidden)  # what is printed: values from the environment as written
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
         _write_pictures(result, inventory, est, args)
-    compared = _compare(spec, result, inventory, est, args) if args.compare else None
+    compared = _compare(spec, planned, inventory, est, args) if args.compare else None
     if args.format in ("table", "table-full"):
         _print_table(result, inventory, est, compared, args)
     else:
@@ -110,17 +121,22 @@ def run(args: argparse.Namespace) -> int:
             doc["estimate"] = est.to_dict()
             if compared is not None:
                 doc["compare"] = compared
+            if spec.from_env:
+                doc["from_environment"] = from_environment(spec.from_env)
             _dump(doc, args.format)
     return 0
 
 
 def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Namespace) -> None:
+    """Write the pictures asked for, and say where (on stderr: stdout may be the plan's JSON)."""
     from rlplace.viz import picture
 
     if args.svg:
-        picture.write_svg(result, args.svg, inventory=inventory, estimate=est)
+        written = picture.write_svg(result, args.svg, inventory=inventory, estimate=est)
+        print(f"wrote {written} (topology picture, SVG)", file=sys.stderr)
     if args.html:
-        picture.write_html(result, args.html, inventory=inventory, estimate=est)
+        written = picture.write_html(result, args.html, inventory=inventory, estimate=est)
+        print(f"wrote {written} (topology picture and plan, HTML)", file=sys.stderr)
 
 
 def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
@@ -132,12 +148,8 @@ def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
 
 
 def _inventory(args: argparse.Namespace) -> Inventory:
-    if args.nodes:
-        inventory = parse_nodes(args.nodes)
-    elif args.inventory:
-        inventory = load_inventory(args.inventory)
-    else:
-        inventory = _live_inventory(args.address)
+    """--nodes and --inventory were read when the command line was (commands/arguments.py)."""
+    inventory = args.nodes or args.inventory or _live_inventory(args.address)
     return with_node_env(inventory, args.node_env) if args.node_env else inventory
 
 

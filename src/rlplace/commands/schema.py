@@ -6,6 +6,8 @@ import argparse
 import json
 import pathlib
 
+from rlplace.output_files import write_file
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of the cluster config (both dialects)")
@@ -20,6 +22,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
     else:
-        args.output.write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}")
+        print(f"wrote {write_file(args.output, text)}")
     return 0

@@ -30,7 +30,7 @@ from rlplace.config.hardware import env_var_names
 from rlplace.errors import ConfigError, Problem, RlplaceError
 from rlplace.model import DEFAULT_TOPOLOGY, NVLINK_DOMAIN, RACK
 from rlplace.plan import hardware_resource_name
-from rlplace.ray import auth
+from rlplace.ray import auth, token_file
 from rlplace.ray.labels import (
     ACCELERATOR_LABEL,
     HIDE_GPUS_ENV,
@@ -277,7 +277,10 @@ def head_report(access: auth.Access, created: bool, node_ip: str | None = None) 
         node = f"{join} --token-file {token.path}"
         client = f"{auth.TOKEN_PATH_ENV}={token.path} rlplace status --address {access.address}"
         if token.path.exists() and auth.readable_by_others(token.path):
-            where += f"\nwarning: other users can read {token.path}: `chmod 600 {token.path}`"
+            real = token_file.real_file(token.path)
+            links = "" if real == token.path.absolute() else f" (which {token.path} links to)"
+            where += f"\nwarning: other users can read {real}{links}: `chmod 600 {real}`"
+        where += "".join(f"\nwarning: {note}" for note in token.notes)
     return (
         f"rlplace: the Ray cluster at {access.address} requires its token (Ray token authentication).\n"
         f"{where}\n"

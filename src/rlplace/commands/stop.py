@@ -8,6 +8,7 @@ order: raylet, then the rest, then the GCS.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rlplace.cli_types import positive_seconds
 from rlplace.commands import local_nodes
@@ -30,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    records = local_nodes.records_here()
+    records, ignored = local_nodes.read_records()
+    for line in ignored:  # never acted on: a record rlplace did not write could name anything
+        print(f"warning: {line}", file=sys.stderr)
     if not records:
         print(
             f"nothing to stop: no node started by `rlplace start` is recorded on this machine "

@@ -8,6 +8,12 @@ command-line overrides rlplace composes the tree itself, with Hydra's whole defa
 search path (`search_path`), so that every value keeps the file and line it was written at and no Hydra
 install is needed. Overrides go through hydra-core (`hydra_compose`).
 
+Every file is read by the hardened reader (`files.read_text`, `read_yaml`) against one `Budget` for the whole
+tree: its bytes and alias values together, and at most MAX_CONFIGS configs loaded; the first limit gone over
+stops the composition with that one problem. Before hydra-core composes a file with overrides, the same tree is
+composed here with the overrides' group choices (`compose_file(..., choices=...)`), so that the limits hold
+whoever composes.
+
 What placement does not read never blocks it: a config that cannot be found because a `hydra.searchpath`
 entry's variable is not set (RLinf's `${oc.env:EMBODIED_PATH}`) is left out, recorded as a `Gap`, and the
 loader warns once naming the variable and what was left out; only a value rlplace reads that such a config
@@ -19,14 +25,19 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from rlplace.config.defaults import SELF, Default, GrammarError, parse_entry
+from rlplace.config.files import Unreadable, read_text
+from rlplace.config.from_env import is_token_variable, token_variable_refused
 from rlplace.config.problems import Path, Reporter, near_miss
-from rlplace.config.search_path import SearchPath, resolve_env, search_path
-from rlplace.config.yaml_source import read_yaml
+from rlplace.config.search_path import SearchPath, env_variables, resolve_env, search_path
+from rlplace.config.yaml_source import MAX_DEPTH, Budget, read_yaml
 from rlplace.errors import Problem
+from rlplace.model import EnvValue
 
 #: The file a value set by a command-line override comes from, in messages: `command line 'a.b=1'`.
 OVERRIDE_ORIGIN = "command line {!r}"
@@ -34,6 +45,8 @@ _HEADER_LINE = re.compile(r"^\s*#\s*@")
 _MISSING = "???"
 _CLOSEST = 5
 _DEFERRED = object()  # where an interpolated entry goes once the other choices are known
+#: An option a command-line override can choose: `4t4e`, `env/maniskill` (anything else is left to hydra-core).
+_CHOICE = re.compile(r"[\w./-]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,20 +78,41 @@ def has_defaults(data: object) -> bool:
     return isinstance(data, Mapping) and "defaults" in data
 
 
-def compose_file(path: str, rep: Reporter, data: object, text: str | None = None) -> Composition:
+def compose_file(
+    path: str,
+    rep: Reporter,
+    data: object,
+    text: str | None = None,
+    budget: Budget | None = None,
+    choices: Sequence[str] = (),
+) -> Composition:
     """The primary config `path` (its `text`, read as `data`, located in `rep`) with its defaults lists
     composed in.
 
     Problems (a missing option, a malformed entry) go to `rep`; a skipped search path is warned about there.
+    `budget` holds what the primary took of the limits (default: nothing yet); the first limit gone over stops
+    the composition: its problem is in `rep` and the data is None. `choices` are command-line overrides: the
+    group choices among them (`cluster=4t4e`, `+extra=x`) are applied as hydra-core would apply them.
     """
-    composer = _Composer(rep, search_path(path, searchpath_entries(data, rep)))
-    result = composer.compose(path, data, _read_text(path) if text is None else text)
+    if text is None:
+        try:
+            text = read_text(path)
+        except Unreadable:
+            text = None
+    composer = _Composer(rep, search_path(path, searchpath_entries(data, rep)), budget or Budget(configs=1), choices)
+    try:
+        result = composer.compose(path, data, text)
+    except _Stopped:
+        if composer.budget.refusal not in rep.problems:
+            rep.problems.append(composer.budget.refusal)  # type: ignore[arg-type]
+        return Composition(None)
     warn_skipped(rep, composer.search, composer.gaps)
     return Composition(result, tuple(composer.gaps), composer.stamps)
 
 
 def searchpath_entries(data: object, rep: Reporter) -> list:
-    """The primary's `hydra.searchpath` (a problem in `rep` if it is not a list of strings)."""
+    """The primary's `hydra.searchpath` (a problem in `rep` if it is not a list of strings); an entry naming one
+    of Ray's token variables is a problem and left out."""
     hydra = data.get("hydra") if isinstance(data, Mapping) else None
     entries = hydra.get("searchpath") if isinstance(hydra, Mapping) else None
     if entries is None:
@@ -86,7 +120,13 @@ def searchpath_entries(data: object, rep: Reporter) -> list:
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         rep.add(("hydra", "searchpath"), "hydra.searchpath must be a list of strings (folders)", entries)
         return []
-    return entries
+    kept = []
+    for i, entry in enumerate(entries):
+        refused = [v for v in env_variables(entry) if is_token_variable(v)]
+        if refused:
+            rep.add(("hydra", "searchpath", i), f"cannot resolve {entry!r}: {token_variable_refused(refused[0])}")
+        kept.append(None if refused else entry)
+    return kept
 
 
 def warn_skipped(rep: Reporter, search: SearchPath, gaps: list[Gap]) -> None:
@@ -125,6 +165,12 @@ class _Override:
     file: str
     line: int | None
     used: bool = False
+    command_line: bool = False  # a command-line choice that no entry matches is a value for hydra-core, not ours
+
+
+class _Stopped(Exception):
+    """The composition stops: a limit of the config's Budget was gone over, or an entry is refused (the Budget's
+    `refusal` holds the problem)."""
 
 
 class _Composer:
@@ -132,16 +178,39 @@ class _Composer:
     so that an `override` written later in a list (or deeper in a later entry) wins, then the tree is
     merged depth first with each config's own content where its `_self_` is."""
 
-    def __init__(self, rep: Reporter, search: SearchPath):
+    def __init__(self, rep: Reporter, search: SearchPath, budget: Budget, choices: Sequence[str] = ()):
         self.rep = rep
         self.search = search
+        self.budget = budget
         self.overrides: dict[str, _Override] = {}
+        self.added: list[Default] = []  # `+group=option` on the command line: appended to the primary's list
+        for choice in choices:
+            self._command_line_choice(choice)
         self.choices: dict[str, object] = {}
         self.chosen_at: dict[str, tuple[str, int | None]] = {}
         self.stack: list[str] = []
         self.gaps: list[Gap] = []
         self.stamps: dict[Path, int] = {}
         self.position = 0
+
+    def _command_line_choice(self, override: str) -> None:
+        """A command-line override that chooses a config group's option, as hydra-core reads it: `group=option`
+        replaces the choice wherever the group is chosen, `+group=option` adds the group to the primary's list
+        (when the search path has such a group); value overrides (`a.b=1`) and deletions change no file."""
+        key, sep, value = override.partition("=")
+        adds = key.startswith("+")
+        key = key.lstrip("+").strip()
+        if not sep or key.startswith("~") or not _CHOICE.fullmatch(value.strip()) or not key:
+            return
+        if "." in key.split("@")[0] and "/" not in key:
+            return  # a value: cluster.train_worker_num=8
+        origin = OVERRIDE_ORIGIN.format(override)
+        if adds:
+            group, _, package = key.partition("@")
+            if self.search.options(group):
+                self.added.append(Default(path=group, group=group, value=value.strip(), package=package or None))
+            return
+        self.overrides.setdefault(key, _Override(value.strip(), origin, None, command_line=True))
 
     def compose(self, path: str, data: object, text: str | None) -> object:
         primary = Default(path=path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
@@ -159,6 +228,8 @@ class _Composer:
 
     def _expand(self, config: _Config, data: object) -> None:
         entries = self._entries(config, data)
+        if len(self.stack) == 1 and self.added:  # the primary's own list
+            entries = [*(entries or [Default(path=SELF)]), *self.added]  # hydra-core appends them to the primary
         if entries is None:
             return
         base, package = config.default.group_path(), config.default.final_package()
@@ -232,7 +303,7 @@ class _Composer:
 
     def _check_overrides_used(self) -> None:
         for key, o in self.overrides.items():
-            if not o.used:
+            if not o.used and not o.command_line:
                 self.rep.problems.append(
                     Problem(
                         "defaults",
@@ -267,17 +338,30 @@ class _Composer:
         file = self.search.find(d.config_path())
         if file is None:
             return self._not_found(d, parent)
-        text = _read_text(file)
-        d.set_header(package_header(text))
         if file in self.stack:
             self._problem(parent, ("defaults", d.index), f"the defaults lists include {file} again (a cycle)")
             return []
+        over = self.budget.take_config()
+        if over is not None:
+            self._stop(Problem("defaults", over, file=parent.file, line=parent.lines.get(("defaults", d.index))))
+        self.budget.files.add(os.path.realpath(file))
         sub = Reporter(file)
-        data = read_yaml(text, sub) if text is not None else None
-        if text is None:
-            sub.add((), "cannot read the file")
-        elif data is not None and not isinstance(data, Mapping | list):
-            sub.add((), f"a config file holds a mapping or a list, not {data!r} (Hydra cannot load it)")
+        try:
+            text: str | None = read_text(file)
+        except Unreadable as e:
+            text = None
+            sub.add((), str(e))
+        d.set_header(package_header(text))
+        if len(_path(d.final_package())) > MAX_DEPTH:
+            self._problem(parent, ("defaults", d.index), f"its package is nested more than {MAX_DEPTH} levels deep")
+            return []
+        data = read_yaml(text, sub, self.budget) if text is not None else None
+        if self.budget.refusal is not None:
+            self.rep.problems.extend(sub.problems)
+            raise _Stopped
+        shape = not_a_config(data)
+        if shape is not None:
+            sub.add((), shape)
             data = None
         self.rep.problems.extend(sub.problems)
         data = {} if data is None else data
@@ -306,7 +390,16 @@ class _Composer:
 
     def _resolve_interpolation(self, d: Default, parent: _Config) -> Default | None:
         """`- db: ${choice}` or `${oc.env:VAR}`, resolved as Hydra does: against the other choices."""
-        text, unset = resolve_env(d.interpolation() or "", os.environ)
+        written = d.interpolation() or ""
+        refused = [v for v in env_variables(written) if is_token_variable(v)]
+        if refused:
+            self._problem(
+                parent, ("defaults", d.index), f"cannot resolve {d.text()!r}: {token_variable_refused(refused[0])}"
+            )
+            return None
+        text, unset = resolve_env(written, os.environ)
+        if env_variables(written) and not unset:
+            self.rep.from_env.append(EnvValue(f"defaults: {d.text()}", written, text, tuple(env_variables(written))))
         if unset:
             self._problem(parent, ("defaults", d.index), f"cannot resolve {d.text()!r}: {unset[0]} is not set")
             return None
@@ -339,6 +432,13 @@ class _Composer:
             return []
         group, name = d.group_path(), d.name() or ""
         options = self.search.options(group)
+        if self.search.skipped and climbs_out(d.config_path()):  # a stand-in for it would be written outside
+            message = (
+                f"'{d.text()}' is not found, and it climbs out of the search path's folders (../ above their top), "
+                "so no skipped search path entry could supply it from inside its folder: rlplace does not leave it "
+                "out; fix the entry"
+            )
+            self._stop(Problem("defaults", message, file=parent.file, line=parent.lines.get(("defaults", d.index))))
         if self.search.skipped and not near_miss(name, options):
             line = parent.lines.get(("defaults", d.index))
             return [
@@ -350,6 +450,11 @@ class _Composer:
         skipped = "".join(f"; the search path {e.text!r} is skipped ({e.reason})" for e in self.search.skipped)
         self._problem(parent, ("defaults", d.index), f"{what} ({where}){_options_hint(name, options, group)}{skipped}")
         return []
+
+    def _stop(self, problem: Problem) -> NoReturn:
+        """End the composition with `problem` (whoever composes: hydra_compose's preflight raises it too)."""
+        self.budget.refusal = problem
+        raise _Stopped
 
     def _problem(self, config: _Config, path: Path, message: str) -> None:
         line = config.lines.get(path, config.lines.get(path[:1]))
@@ -460,12 +565,17 @@ def package_header(text: str | None) -> str | None:
     return None
 
 
-def _read_text(file: str) -> str | None:
-    try:
-        with open(file, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError):
+def not_a_config(data: object) -> str | None:
+    """What is wrong with a config file's data that is neither a mapping nor a list (None: nothing)."""
+    if data is None or isinstance(data, Mapping | list):
         return None
+    return f"a config file holds a mapping or a list, not {data!r} (Hydra cannot load it)"
+
+
+def climbs_out(config_path: str) -> bool:
+    """Whether a config path (from the config root) leads above the root of the folder it is looked up in."""
+    normal = posixpath.normpath(config_path)
+    return normal == ".." or normal.startswith("../") or posixpath.isabs(normal)
 
 
 def _path(package: str) -> Path:

@@ -3,10 +3,16 @@
 hydra-core's compose API does the composition (the optional extra `rlplace[hydra]`), with the version base
 RLinf's entry points use ("1.1", which also reads every 1.2+ config). Around it, rlplace:
 
-- resolves the primary's `hydra.searchpath` itself: an entry whose variable is not set is replaced by an
-  override of `hydra.searchpath` without it (hydra-core would stop on the unset variable), and a config only
-  that entry could supply is stood in for by an empty one in a scratch folder, so the rest composes; each is
-  a `Gap`, warned about once, and an error only where placement reads a value it could have supplied;
+- composes the same tree itself first, with the overrides' group choices (`compose_file(..., choices=...)`): a
+  limit it goes over (size, aliases, depth, configs loaded) is the error, as without overrides, before
+  hydra-core reads anything; hydra-core then reads every file through rlplace's reader (`hydra_guard`);
+- resolves the primary's `hydra.searchpath` itself and hands hydra-core the folders (`file://`) in an override
+  of `hydra.searchpath`: `pkg://` entries are found without importing the package (`search_path`), an entry
+  whose variable is not set is left out (hydra-core would stop on it), and a config only that entry could
+  supply is stood in for by an empty one in a scratch folder, so the rest composes; each is a `Gap`, warned
+  about once, and an error only where placement reads a value it could have supplied. A stand-in is written
+  only inside the scratch folder; a `hydra.searchpath` override on the command line naming `pkg://` is
+  refused (hydra-core would import the package);
 - locates every value in the files of Hydra's final defaults list (file, line, merge position), and a value
   set by an override at the override itself;
 - turns hydra-core's exceptions into one line with their root cause (a missing variable, a missing option
@@ -22,19 +28,22 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 
+from rlplace.config import hydra_guard
 from rlplace.config.compose import (
     OVERRIDE_ORIGIN,
     Composition,
     Gap,
     compose_file,
+    has_defaults,
     locate,
     searchpath_entries,
     warn_skipped,
 )
+from rlplace.config.from_env import token_variable_refused
 from rlplace.config.problems import Reporter, near_miss
 from rlplace.config.search_path import SearchPath, package_folder, search_path
 from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, PLACEMENT_BLOCK, POOLS_SECTION
-from rlplace.config.yaml_source import read_yaml
+from rlplace.config.yaml_source import Budget
 from rlplace.errors import ConfigError, Problem
 
 VERSION_BASE = "1.1"
@@ -46,8 +55,11 @@ _SEARCHPATH_KEY = "hydra.searchpath"
 _CLOSEST = 5
 
 
-def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Reporter, data: object) -> Composition:
-    """`path` (read as `data`) composed by hydra-core with `overrides`; values located in `rep`."""
+def compose_with_hydra(
+    path: pathlib.Path, overrides: Sequence[str], rep: Reporter, data: object, budget: Budget | None = None
+) -> Composition:
+    """`path` (read as `data`, `budget` what it took of the limits) composed by hydra-core with `overrides`;
+    values located in `rep`."""
     try:
         import hydra  # noqa: F401  (the package itself: its submodules may be importable while it is not)
         from hydra.core.global_hydra import GlobalHydra
@@ -70,26 +82,65 @@ def compose_with_hydra(path: pathlib.Path, overrides: Sequence[str], rep: Report
                 file=str(path),
             )
         )
-    search = search_path(str(path), searchpath_entries(data, Reporter(str(path))))
-    user_searchpath = any(o.split("=", 1)[0].lstrip("+~") == _SEARCHPATH_KEY for o in overrides)
+    budget = budget or Budget()
+    entries = searchpath_entries(data, rep)
+    if rep.problems:
+        raise ConfigError(rep.sorted_problems())
+    search = search_path(str(path), entries)
+    user_searchpath = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == _SEARCHPATH_KEY]
+    _refuse_packages(user_searchpath)
+    preflight = _preflight(path, data, overrides, budget, rep)
     with tempfile.TemporaryDirectory(prefix="rlplace-standins-") as standins:
-        extra = [] if user_searchpath or not search.skipped else [_searchpath_override(search, standins)]
+        extra = [] if user_searchpath or not entries else [_searchpath_override(search, standins)]
         if extra:  # the configs missing without overrides: stood in for at once, not one retry each
-            for gap in compose_file(str(path), Reporter(str(path)), data).gaps:
+            for gap in preflight.gaps:
                 _write_stand_in(standins, gap.config_path)
         added = [_added_if_in_schema(o) for o in overrides]
-        cfg, defaults = _compose(path, [*added, *extra], search if extra else None, standins, overrides)
+        cfg, defaults, reading = _compose(
+            path, [*added, *extra], search if extra else None, standins, budget, overrides
+        )
         choices = cfg.hydra.runtime.choices
         sources = _sources(cfg.hydra.runtime.config_sources, path)
         with open_dict(cfg):
             del cfg["hydra"]
         composition = Composition(OmegaConf.to_container(cfg, resolve=False), root=cfg)
-        gaps = _locate_defaults(defaults, sources, standins, search, rep, composition.stamps)
+        gaps = _locate_defaults(defaults, sources, standins, search, rep, composition.stamps, reading)
     composition.gaps = tuple(gaps)
     warn_skipped(rep, search, gaps)
     for override in overrides:
         _locate_override(override, choices, rep)
     return composition
+
+
+def _preflight(
+    path: pathlib.Path, data: object, overrides: Sequence[str], budget: Budget, rep: Reporter
+) -> Composition:
+    """The tree composed by rlplace with the overrides' group choices, for its gaps; a limit it goes over (or an
+    entry it refuses) is the ConfigError, before hydra-core reads a file (its other problems are hydra-core's to
+    find, with the overrides)."""
+    if not has_defaults(data):
+        return Composition(data)
+    scratch = Reporter(rep.file)  # its problems are not the user's (the overrides may fix them); its lines are
+    scratch.lines, scratch.raw_text = dict(rep.lines), dict(rep.raw_text)
+    composed = compose_file(str(path), scratch, data, budget=budget, choices=overrides)
+    if budget.refusal is not None:
+        raise ConfigError(budget.refusal)
+    return composed
+
+
+def _refuse_packages(searchpath_overrides: Sequence[str]) -> None:
+    """hydra-core finds a `pkg://` search path by importing the package, which runs its code."""
+    for override in searchpath_overrides:
+        if "pkg://" in override:
+            raise ConfigError(
+                Problem(
+                    "",
+                    "a pkg:// search path on the command line would make hydra-core import the package (its code "
+                    "runs); write the package's folder as file://FOLDER, or put the pkg:// entry in the primary's "
+                    "hydra.searchpath, which rlplace resolves without importing",
+                    file=OVERRIDE_ORIGIN.format(override),
+                )
+            )
 
 
 def _searchpath_override(search: SearchPath, standins: str) -> str:
@@ -113,10 +164,16 @@ def _added_if_in_schema(override: str) -> str:
 
 
 def _compose(
-    path: pathlib.Path, overrides: list[str], search: SearchPath | None, standins: str, typed: Sequence[str]
-) -> tuple[object, list]:
-    """(DictConfig with the hydra node, Hydra's final defaults list); a config missing only because of a skipped
-    search path gets an empty stand-in and the composition is retried. Errors name the overrides as `typed`."""
+    path: pathlib.Path,
+    overrides: list[str],
+    search: SearchPath | None,
+    standins: str,
+    budget: Budget,
+    typed: Sequence[str],
+) -> tuple[object, list, hydra_guard.Reading]:
+    """(DictConfig with the hydra node, Hydra's final defaults list, what was read); a config missing only because
+    of a skipped search path gets an empty stand-in and the composition is retried. Errors name the overrides as
+    `typed`."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
@@ -124,20 +181,36 @@ def _compose(
 
     user = list(typed)
     for _ in range(_MAX_STANDINS):
-        try:
-            with warnings.catch_warnings():  # Hydra's migration notices are not the user's problem
-                warnings.simplefilter("ignore")
-                with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=VERSION_BASE):
-                    cfg = compose(config_name=path.stem, overrides=overrides, return_hydra_config=True)
-                    loader = GlobalHydra.instance().config_loader()
-                    defaults = loader.compute_defaults_list(path.stem, overrides, RunMode.RUN).defaults
-            return cfg, defaults
-        except MissingConfigException as e:
-            if search is None or not _stand_in(e, search, standins):
-                raise _hydra_error(path, user, e) from None
-        except Exception as e:  # Hydra's own errors: a bad override, a grammar error, an unset variable
-            raise _hydra_error(path, user, e) from None
+        with hydra_guard.reading(budget) as reading:
+            try:
+                with warnings.catch_warnings():  # Hydra's migration notices are not the user's problem
+                    warnings.simplefilter("ignore")
+                    with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=VERSION_BASE):
+                        cfg = compose(config_name=path.stem, overrides=overrides, return_hydra_config=True)
+                        loader = GlobalHydra.instance().config_loader()
+                        defaults = loader.compute_defaults_list(path.stem, overrides, RunMode.RUN).defaults
+                return cfg, defaults, reading
+            except MissingConfigException as e:
+                if _refused(e, reading, path, user) or search is None or not _stand_in(e, search, standins):
+                    raise _hydra_error(path, user, e, overrides) from None
+            except Exception as e:  # Hydra's own errors: a bad override, a grammar error, an unset variable
+                _refused(e, reading, path, user)
+                raise _hydra_error(path, user, e, overrides) from None
     raise ConfigError(Problem("", f"more than {_MAX_STANDINS} configs are missing", file=str(path)))
+
+
+def _refused(e: Exception, reading: hydra_guard.Reading, path: pathlib.Path, overrides: Sequence[str]) -> bool:
+    """Raise what rlplace refused while hydra-core composed (a file over a limit, a token variable); False when
+    `e` is hydra-core's own error."""
+    refused = hydra_guard.refusal(e)
+    if refused is not None:
+        raise refused from None
+    if reading.env.refused:
+        name = reading.env.refused[0]
+        culprit = next((o for o in overrides if name in o), None)
+        where = OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
+        raise ConfigError(Problem("", f"cannot resolve ${{oc.env:{name}}}: {token_variable_refused(name)}", file=where))
+    return False
 
 
 def _stand_in(e: Exception, search: SearchPath, standins: str) -> bool:
@@ -152,9 +225,11 @@ def _stand_in(e: Exception, search: SearchPath, standins: str) -> bool:
 
 
 def _write_stand_in(standins: str, config_path: str) -> bool:
-    """An empty config at `config_path` in the stand-ins folder; False if there is one already."""
-    target = pathlib.Path(standins, f"{config_path}.yaml")
-    if target.exists():
+    """An empty config at `config_path` in the stand-ins folder; False if there is one already, or if the path
+    leads out of the folder (`../`): nothing is ever written outside it."""
+    folder = pathlib.Path(standins).resolve()
+    target = (folder / f"{config_path}.yaml").resolve()
+    if not target.is_relative_to(folder) or target.exists():
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("{}\n")
@@ -178,7 +253,13 @@ def _sources(config_sources: object, path: pathlib.Path) -> SearchPath:
 
 
 def _locate_defaults(
-    defaults: list, sources: SearchPath, standins: str, search: SearchPath, rep: Reporter, stamps: dict
+    defaults: list,
+    sources: SearchPath,
+    standins: str,
+    search: SearchPath,
+    rep: Reporter,
+    stamps: dict,
+    reading: hydra_guard.Reading,
 ) -> list[Gap]:
     """Locate the values of each config of Hydra's final defaults list, in merge order; stand-ins are gaps."""
     gaps: list[Gap] = []
@@ -196,13 +277,9 @@ def _locate_defaults(
             entry = f"{d.config_path}@{d.package}" if d.package else d.config_path
             gaps.append(Gap(entry, d.config_path, package, search.variables(), parent, None, position))
             continue
-        scratch = Reporter(file)
-        try:
-            text = pathlib.Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        read_yaml(text, scratch)
-        locate(rep, stamps, position, file, package, scratch.lines, scratch.raw_text)
+        read = reading.files.get(os.path.realpath(file))
+        if read is not None:  # every file hydra-core loaded was read by rlplace (hydra_guard)
+            locate(rep, stamps, position, file, package, read.rep.lines, read.rep.raw_text)
     return gaps
 
 
@@ -220,10 +297,11 @@ def _locate_override(override: str, choices: Mapping[str, object], rep: Reporter
 # --- hydra-core's errors -------------------------------------------------------------------------------
 
 
-def _hydra_error(path: pathlib.Path, overrides: Sequence[str], e: Exception) -> ConfigError:
-    """One problem with the root cause of a hydra-core failure, at the override it is about (else the file)."""
+def _hydra_error(path: pathlib.Path, overrides: Sequence[str], e: Exception, given: Sequence[str]) -> ConfigError:
+    """One problem with the root cause of a hydra-core failure, at the override it is about (else the file);
+    `overrides` are the user's, `given` all that hydra-core was given (rlplace's search path too)."""
     culprit = _culprit(overrides, e)
-    message = _missing_config(e) or _unknown_key(path, overrides, culprit, e) or _root_cause(e)
+    message = _missing_config(e) or _unknown_key(path, given, culprit, e) or _root_cause(e)
     where = OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
     return ConfigError(Problem("", f"Hydra could not compose the config: {message}", file=where))
 
@@ -302,7 +380,7 @@ def _keys_at(path: pathlib.Path, overrides: list[str], parent: str) -> list[str]
     from omegaconf import DictConfig, OmegaConf
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), hydra_guard.reading(Budget()):
             warnings.simplefilter("ignore")
             with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=VERSION_BASE):
                 cfg = compose(config_name=path.stem, overrides=overrides)

@@ -8,6 +8,10 @@ belong to the rest of the user's config: rlplace reads them only where a framewo
 them (`training`). `resource_pool` may sit under `cluster:` or beside it. `${...}` interpolations are
 resolved where rlplace reads (`values`). The dialect is told by its keys; each dialect has its own
 builder module. Things worth knowing that are not errors come back as `JobSpec.warnings`.
+
+Every file is read by the one hardened reader (`files`, `yaml_source`: size, aliases, depth, a defaults tree's
+configs), with the same limits whether rlplace or hydra-core composes it; values read from the environment are
+shown as written in problems and warnings (`from_env`), and listed in `JobSpec.from_env`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from rlplace.config import elastic, names, node_groups, pools, topology, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID, written
+from rlplace.config.files import read_config_text
+from rlplace.config.from_env import hide
 from rlplace.config.hydra_compose import compose_with_hydra
 from rlplace.config.problems import Path, Reporter, did_you_mean, format_path, show
 from rlplace.config.sections import (
@@ -31,9 +37,9 @@ from rlplace.config.sections import (
     RESOURCE_POOLS,
 )
 from rlplace.config.values import Values
-from rlplace.config.yaml_source import MAX_BYTES, read_yaml, too_large
+from rlplace.config.yaml_source import Budget, read_yaml
 from rlplace.errors import ConfigError, Problem
-from rlplace.model import JobSpec
+from rlplace.model import EnvValue, JobSpec
 
 POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
 _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
@@ -42,12 +48,15 @@ PLACEMENTS = "component_placement"
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def load(source: object, *, filename: str | None = None, overrides: Sequence[str] = ()) -> JobSpec:
+def load(
+    source: object, *, filename: str | None = None, overrides: Sequence[str] = (), show_env: bool = False
+) -> JobSpec:
     """Load and validate a cluster config; raise ConfigError with every problem found.
 
     `filename` names the source in messages when it is text, a dict or a DictConfig. `overrides` are Hydra
     overrides (`["cluster=4t4e_manual", "cluster.train_worker_num=8"]`) for a file: it is composed by
-    hydra-core (the optional extra `rlplace[hydra]`).
+    hydra-core (the optional extra `rlplace[hydra]`). Values read from the environment are written as in the
+    config (`${oc.env:VAR}`) in problems and warnings unless `show_env`.
     """
     rep, composed = _read(source, filename, tuple(overrides))
     data = composed.data
@@ -55,9 +64,30 @@ def load(source: object, *, filename: str | None = None, overrides: Sequence[str
         data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
     values = Values(data, rep, composed.root, composed.gaps, composed.stamps)
     spec = _interpret(data, rep, values) if data is not None else None
+    from_env = tuple(dict.fromkeys(rep.from_env))  # a value read twice is recorded twice
+    shown = () if show_env else from_env
     if rep.problems or spec is None:
-        raise ConfigError(rep.sorted_problems())
-    return dataclasses.replace(spec, source=rep.file, warnings=rep.warning_texts(), locations=_locations(rep, data))
+        raise ConfigError([_hidden(p, shown) for p in rep.sorted_problems()])
+    warnings = tuple(hide(w, shown) for w in rep.warning_texts())
+    return dataclasses.replace(
+        spec,
+        source=rep.file,
+        warnings=warnings,
+        locations=_locations(rep, data),
+        from_env=from_env,
+    )
+
+
+def _hidden(problem: Problem, values: tuple[EnvValue, ...]) -> Problem:
+    """`problem` with the values read from the environment written as in the config (from_env.hide)."""
+    if not values:
+        return problem
+    return dataclasses.replace(
+        problem,
+        message=hide(problem.message, values),
+        value=hide(problem.value, values) if isinstance(problem.value, str) else problem.value,
+        file=hide(problem.file, values) if problem.file else problem.file,
+    )
 
 
 def _locations(rep: Reporter, data: object) -> dict[str, str]:
@@ -89,12 +119,14 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
         source = pathlib.Path(source)
     if isinstance(source, pathlib.Path):
         rep = Reporter(filename or str(source))
-        text = _read_file(source, rep.file)
-        data = read_yaml(text, rep)
+        text = read_config_text(source, rep.file)
+        budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
+        budget.take_config()
+        data = read_yaml(text, rep, budget)
         if overrides and not rep.problems:
-            return rep, compose_with_hydra(source, overrides, rep, data)
+            return rep, compose_with_hydra(source, overrides, rep, data, budget)
         if has_defaults(data) and not rep.problems:
-            composed = compose_file(str(source), rep, data, text)
+            composed = compose_file(str(source), rep, data, text, budget)
             if rep.problems:  # a missing option file: the rest would only be knock-on problems
                 raise ConfigError(rep.sorted_problems())
             return rep, composed
@@ -121,21 +153,6 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
         )
     )
-
-
-def _read_file(path: pathlib.Path, name: str | None) -> str:
-    """The text of a config file; its size is checked before it is read, so a huge file is refused at once."""
-    try:
-        if path.is_dir():
-            raise ConfigError(Problem("", "is a directory, not a config file: name one of its YAML files", file=name))
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError(Problem("", too_large(size), file=name))
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(Problem("", "no such file", file=name)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(Problem("", f"cannot read the file: {e}", file=name)) from None
 
 
 def _looks_like_path(text: str) -> bool:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 
 from rlplace.errors import Problem
+from rlplace.model import EnvValue
 
 #: A key path: mapping keys as str, list indices as int. ``("cluster", "node_groups", 1, "label")``.
 Path = tuple[str | int, ...]
@@ -80,6 +81,8 @@ class Reporter:
         self.raw_text: dict[Path, str] = {}
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
+        #: Values read from the environment (`${oc.env:VAR}`), for outputs to show as written (config/from_env.py).
+        self.from_env: list[EnvValue] = []
 
     def add(self, path: Path, message: str, value: object = None, *, line: int | None = None) -> None:
         """Record a problem at `path`; `line` overrides the looked-up line (YAML syntax errors)."""

@@ -6,16 +6,22 @@ holds a config wins. Entries are written with `${oc.env:VAR}` or `${oc.env:VAR,d
 `file://${oc.env:EMBODIED_PATH}/config/`): they are resolved here from the environment without OmegaConf. An
 entry whose variable is not set (or that names a package that cannot be found) is *skipped*: the configs only
 it would have supplied are left out by the composer, with a warning naming the variable.
+
+Reading a config never runs code: a `pkg://a.b.conf` entry is found by looking for the folders `a/b/conf` on
+`sys.path`, the way Python's path finder looks for packages, without importing `a` or `a.b` (whose
+`__init__.py` would run; `importlib.util.find_spec` imports every parent). A package that is not a folder on
+`sys.path` (inside a zip, or served by an import hook) is skipped with a message saying to name its folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib.machinery
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 
 from rlplace.config.problems import Path
 
@@ -23,6 +29,7 @@ from rlplace.config.problems import Path
 _ENV = re.compile(r"\$\{\s*oc\.env\s*:\s*([^,}\s]+)\s*(?:,([^}]*))?\}")
 _OTHER_INTERPOLATION = re.compile(r"\$\{[^}]*\}")
 CONFIG_SUFFIX = ".yaml"
+_SUFFIXES = tuple(importlib.machinery.all_suffixes())  # .py, .pyc, .so, ...: what makes a module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,9 +124,18 @@ def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
     if scheme == "file":
         return Entry(text, key, rest)
     if scheme == "pkg":
-        folder = package_folder(rest.replace("/", ".").rstrip("."))
+        name = rest.replace("/", ".").rstrip(".")
+        folder = package_folder(name)
         if folder is None:
-            return Entry(text, key, None, (), f"no Python package {rest!r} is importable")
+            return Entry(
+                text,
+                key,
+                None,
+                (),
+                f"no folder {name.replace('.', '/')} of a Python package is on sys.path (rlplace looks for it "
+                "without importing the package; for one inside a zip or behind an import hook, write its folder as "
+                "file://FOLDER)",
+            )
         return Entry(text, key, folder)
     return Entry(text, key, None, (), f"rlplace reads file:// and pkg:// search paths, not {scheme}://")
 
@@ -132,13 +148,39 @@ def _default(text: str) -> str:
     return "None" if text == "null" else text
 
 
-def package_folder(name: str) -> str | None:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
+def package_folder(name: str, path: Sequence[str] | None = None) -> str | None:
+    """The folder of the Python package `name` (`a.b.conf`), found on `path` (default: sys.path) as Python's path
+    finder would find it, level by level, without importing anything (no `__init__.py` runs); None when there is
+    no such package folder."""
+    parts = name.split(".")
+    if not name or not all(p.isidentifier() for p in parts):
         return None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    return locations[0] if locations else None
+    locations = list(sys.path if path is None else path)
+    for part in parts:
+        locations = _package_locations(part, locations)
+        if not locations:
+            return None
+    return locations[0]
+
+
+def _package_locations(part: str, entries: Sequence[str]) -> list[str]:
+    """Where the package `part` is in `entries` (a parent package's folders): the folder of the first regular
+    package (one with `__init__`), else every namespace portion; nothing when a module of that name comes first."""
+    portions = []
+    for entry in entries:
+        base = os.path.join(entry or os.curdir, part)
+        if os.path.isdir(base) and any(os.path.isfile(os.path.join(base, f"__init__{s}")) for s in _SUFFIXES):
+            return [base]
+        if any(os.path.isfile(base + s) for s in _SUFFIXES):
+            return []  # a module, not a package: nothing below it
+        if os.path.isdir(base):
+            portions.append(base)
+    return portions
+
+
+def env_variables(text: str) -> list[str]:
+    """The variables `${oc.env:VAR}` interpolations in `text` read."""
+    return [m.group(1) for m in _ENV.finditer(text)]
 
 
 def _is(names: list[str]) -> str:

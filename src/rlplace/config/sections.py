@@ -32,7 +32,7 @@ from rlplace.config.problems import Path, Reporter, show
 from rlplace.config.profiling import Profiling
 from rlplace.config.ranges import parse_placement, parse_ranks
 from rlplace.config.sizes import SIZE_FORM, parse_size
-from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, POOL_COMPONENTS
+from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES_PER_NODE, MAX_NODES, POOL_COMPONENTS
 
 _RANK_TERM = r"\s*[0-9]+\s*(-\s*[0-9]+\s*)?"
 RANKS = Parsed(
@@ -145,6 +145,8 @@ class EnvVars(Kind):
         if isinstance(val, bool):
             rep.add((*path, key), f'{key}: {val} is a boolean; quote it: {key}: "{str(val).lower()}"', val)
             return None
+        if val is INVALID:
+            return None  # already reported (an interpolation that did not resolve)
         if not isinstance(val, str | int | float):
             rep.add((*path, key), f'the value of {key} must be text, got {show(val)}; write {key}: "..."', val)
             return None
@@ -304,7 +306,7 @@ _AS_WRITTEN_NUMBER = Switch(((int, Integer(0)), (float, Number(0.0))))  # extras
 NODE_GROUPS_SECTION = Section(
     "the cluster section",
     {
-        "num_nodes": Field(Integer(1), "number of nodes; node ranks are 0..num_nodes-1"),
+        "num_nodes": Field(Integer(1, MAX_NODES), "number of nodes; node ranks are 0..num_nodes-1"),
         "node_groups": Field(
             Maybe(ListOf(NODE_GROUP, min_items=0, hint="one entry per group")), "labelled sets of nodes"
         ),
@@ -322,7 +324,8 @@ NODE_GROUPS_SECTION = Section(
         **{k: Field(Maybe(Flag()), f"RLinf's {k} switch, kept for the application") for k in RLINF_SWITCHES},
         **{k: Field(Maybe(_AS_WRITTEN_NUMBER), f"RLinf's auto scheduler {k}, kept as written") for k in RLINF_NUMBERS},
         "num_gpus_per_node": Field(
-            Maybe(Integer(1)), "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)"
+            Maybe(Integer(1, MAX_DEVICES_PER_NODE)),
+            "older RLinf: GPUs per node (kept; rlplace reads GPU counts from the inventory)",
         ),
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
@@ -340,9 +343,11 @@ POOL = Section(
     "a resource pool",
     {
         "name": Field(LABEL, "unique name of the pool", True),
-        "num_node": Field(Integer(1), "number of nodes in the pool (defaults to len(node_ids))"),
+        "num_node": Field(Integer(1, MAX_NODES), "number of nodes in the pool (defaults to len(node_ids))"),
         "num_gpus": Field(
-            Switch(((int, Integer(1)), ((list, tuple), ListOf(Integer(1))))),
+            Switch(
+                ((int, Integer(1, MAX_DEVICES_PER_NODE)), ((list, tuple), ListOf(Integer(1, MAX_DEVICES_PER_NODE))))
+            ),
             "GPUs per node: one number, or a list with one count per node_ids entry",
             True,
         ),

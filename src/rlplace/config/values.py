@@ -8,6 +8,9 @@ followed here; anything else is resolved by OmegaConf on the whole document (so 
 `${oc.env:VAR}` work as in the application): omegaconf is imported only then, and its absence is a clear
 problem naming the extra to install.
 
+OmegaConf's `oc.env` is watched meanwhile (`from_env.watching`): Ray's token variables are refused, and every
+value read from the environment is recorded in the reporter, so that outputs show it as written.
+
 Every read is also checked against the composition's gaps (configs left out because a search path's variable
 is not set, `compose.Gap`): a value that such a config could have supplied (under its package, and not
 written by a config merged after it) is an error naming the variable; any other value is certain.
@@ -19,10 +22,12 @@ import re
 import sys
 from collections.abc import Mapping
 
+from rlplace.config import from_env
 from rlplace.config.compose import Gap
 from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter, format_path, show
 from rlplace.errors import Problem
+from rlplace.model import EnvValue
 
 _MARK = "${"
 _ABSENT = object()
@@ -186,16 +191,22 @@ class Values:
                 text,
             )
             return INVALID
-        try:
-            node = self._omega_root(omegaconf)
-            for part in path[:-1]:
-                node = node[part]
-            value = node[path[-1]]
-            if isinstance(value, omegaconf.DictConfig | omegaconf.ListConfig):
-                value = omegaconf.OmegaConf.to_container(value, resolve=True)
-        except Exception as e:  # OmegaConf raises many kinds (grammar, missing key, unknown resolver)
-            self.rep.add(path, f"cannot resolve {show(text)}: {_first_line(e)}", text)
-            return INVALID
+        with from_env.watching(omegaconf) as reads:
+            try:
+                node = self._omega_root(omegaconf)
+                for part in path[:-1]:
+                    node = node[part]
+                value = node[path[-1]]
+                if isinstance(value, omegaconf.DictConfig | omegaconf.ListConfig):
+                    value = omegaconf.OmegaConf.to_container(value, resolve=True)
+            except Exception as e:  # OmegaConf raises many kinds (grammar, missing key, unknown resolver)
+                why = from_env.token_variable_refused(reads.refused[0]) if reads.refused else _first_line(e)
+                self.rep.add(path, f"cannot resolve {show(text)}: {why}", text)
+                return INVALID
+        if reads.read:
+            self.rep.from_env.append(
+                EnvValue(format_path(path), text, value if isinstance(value, str) else "", tuple(reads.read))
+            )
         return value
 
     def _omega_root(self, omegaconf: object) -> object:

@@ -11,16 +11,21 @@ reported: duplicate keys (PyYAML keeps the last), custom tags, and YAML 1.1 base
 Limits, each named in its message: MAX_BYTES of text (checked before parsing, so a huge file is refused at
 once; a file under it is read in time proportional to its size), MAX_ALIAS_VALUES values built again by
 expanding aliases (a "billion laughs" document is small but expands without end), MAX_DEPTH levels of nesting.
+A config composed of several files (a Hydra defaults tree, whoever composes it) shares one `Budget`: the bytes
+and alias values of all its files count against the same limits, and it loads at most MAX_CONFIGS configs, so
+splitting a bomb over many files gains nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import yaml
 
 from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter
+from rlplace.errors import Problem
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -57,34 +62,66 @@ _CONSTRUCT = {
     _YAML + "null": yaml.SafeLoader.construct_yaml_null,
 }
 
-MAX_BYTES = 2 * 2**20
+#: A config with every file its defaults lists load. A refusal of a tree at its last file costs parsing what
+#: came before it: about 0.8 s on a quiet machine at 1 MiB of the densest YAML (one value per 6 bytes; issue 15's
+#: 0.86 MiB list took 0.7 s, and loads), twice that at 2 MiB; the largest real trees are a few hundred KiB.
+MAX_BYTES = 2**20
 MAX_ALIAS_VALUES = 100_000
 MAX_DEPTH = 64
+#: Configs one composition may load (RLinf's largest trees load about 20).
+MAX_CONFIGS = 256
+_TOO_DEEP = f"the document is nested more than {MAX_DEPTH} levels deep"
 
 
 class _TooLarge(Exception):
     """(key path, message)"""
 
 
+@dataclasses.dataclass
+class Budget:
+    """What the files of one config have taken of the limits so far (one file alone, or a whole defaults tree)."""
+
+    bytes: int = 0
+    alias_values: int = 0
+    configs: int = 0
+    #: The problem that stopped the composition: the first limit gone over (the rest would only be slow), or an
+    #: entry refused (one rlplace would have to write a stand-in outside its folder for).
+    refusal: Problem | None = None
+    #: The files counted (real paths): hydra-core reading a file again after rlplace's preflight counts nothing.
+    files: set[str] = dataclasses.field(default_factory=set)
+
+    def take_config(self) -> str | None:
+        """Count one more config loaded; the message when that is more than MAX_CONFIGS."""
+        self.configs += 1
+        if self.configs > MAX_CONFIGS:
+            return f"the defaults lists load more than {MAX_CONFIGS} configs (RLinf's largest trees load about 20)"
+        return None
+
+    def take_bytes(self, size: int) -> str | None:
+        """Count a file of `size` bytes; the message when the config's files then hold more than MAX_BYTES."""
+        self.bytes += size
+        return too_large(self.bytes, composed=self.configs > 1) if self.bytes > MAX_BYTES else None
+
+
 class _Builder:
-    def __init__(self, loader: yaml.SafeLoader, rep: Reporter):
+    def __init__(self, loader: yaml.SafeLoader, rep: Reporter, budget: Budget):
         self.loader = loader
         self.rep = rep
         self.lines = rep.lines
         self.raw_text = rep.raw_text
         self.collections: set[int] = set()  # ids of mapping/list nodes built once: a second visit is an alias
         self.in_alias = False
-        self.expanded = 0  # values built again through aliases
+        self.budget = budget  # its alias_values: values built again through aliases, in this config's files
 
     def build(self, node: yaml.Node, path: Path) -> object:
         if self.in_alias:
-            self.expanded += 1
-            if self.expanded > MAX_ALIAS_VALUES:
+            self.budget.alias_values += 1
+            if self.budget.alias_values > MAX_ALIAS_VALUES:
                 raise _TooLarge(
                     path[:3], f"the document is too large: aliases expand it by more than {MAX_ALIAS_VALUES} values"
                 )
         if len(path) > MAX_DEPTH:
-            raise _TooLarge(path[:3], f"the document is nested more than {MAX_DEPTH} levels deep")
+            raise _TooLarge(path[:3], _TOO_DEEP)
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)
         if id(node) in self.collections and not self.in_alias:
@@ -156,17 +193,26 @@ class _Builder:
         return construct(self.loader, node)
 
 
-def read_yaml(text: str, rep: Reporter) -> object:
+def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
     """Parse one YAML document into plain data, recording lines and raw scalars in `rep`.
 
     Syntax errors, the limits and the oddities above are added to `rep` as problems; the data is None when
-    the text could not be parsed at all.
+    the text could not be parsed at all. `budget` is shared by the files of one composed config (default: this
+    text alone); a limit this text goes over is also recorded there (`Budget.refusal`), so that a composer
+    stops at once.
     """
     if type(text) is not str:
         text = str(text)  # libyaml takes exact str only (a str subclass, like a docs tool's, is refused)
+    budget = Budget() if budget is None else budget
+
+    def over_limit(path: Path, message: str, line: int | None = None) -> None:
+        rep.add(path, message, line=line)
+        budget.refusal = rep.problems[-1]
+
     size = len(text.encode("utf-8")) if len(text) > MAX_BYTES // 4 else len(text)
-    if size > MAX_BYTES:
-        rep.add((), too_large(size))
+    over = budget.take_bytes(size)
+    if over is not None:
+        over_limit((), over)
         return None
     data = None
     try:
@@ -178,31 +224,39 @@ def read_yaml(text: str, rep: Reporter) -> object:
         node = loader.get_single_node()
         if node is not None:
             rep.lines[()] = node.start_mark.line + 1
-            data = _Builder(loader, rep).build(node, ())
+            data = _Builder(loader, rep, budget).build(node, ())
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        rep.add((), f"YAML syntax: {_yaml_message(e)}", line=mark.line + 1 if mark else None)
+        line = mark.line + 1 if mark else None
+        message = _yaml_message(e)
+        if message == _TOO_DEEP:
+            over_limit((), message, line)
+        else:
+            rep.add((), f"YAML syntax: {message}", line=line)
     except yaml.YAMLError as e:
         rep.add((), f"YAML syntax: {e}".replace("\n", " "))
     except _TooLarge as e:
-        rep.add(*e.args)
+        over_limit(*e.args)
     except RecursionError:
-        rep.add((), f"the document is nested more than {MAX_DEPTH} levels deep")
+        over_limit((), _TOO_DEEP)
     finally:
         loader.dispose()
     return data
 
 
-def too_large(size: int) -> str:
-    """The message for a file of `size` bytes over MAX_BYTES (the loader checks the size before reading)."""
+def too_large(size: int, *, composed: bool = False) -> str:
+    """The message for `size` bytes over MAX_BYTES: a file's (the loader checks the size before reading), or the
+    files' of a composed config together."""
+    what = "the config is too large: its files hold" if composed else "the file is too large:"
+    together = " together" if composed else ""
     return (
-        f"the file is too large: {size / 2**20:.1f} MiB, and rlplace reads configs of up to {MAX_BYTES // 2**20} "
-        "MiB (a cluster config is a few KiB)"
+        f"{what} {size / 2**20:.1f} MiB{together}, and rlplace reads configs of up to {MAX_BYTES // 2**20} MiB "
+        "(a cluster config is a few KiB)"
     )
 
 
 def _yaml_message(e: yaml.MarkedYAMLError) -> str:
     parts = [p for p in (e.context, e.problem) if p]
     if any("maximum nesting depth" in p for p in parts):
-        return f"the document is nested more than {MAX_DEPTH} levels deep"
+        return _TOO_DEEP
     return ", ".join(parts) or str(e)

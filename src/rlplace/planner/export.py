@@ -13,6 +13,7 @@ import pathlib
 import yaml
 
 from rlplace.errors import ConfigError, Problem
+from rlplace.output_files import write_file
 from rlplace.plan import Plan
 from rlplace.planner.ranges import format_ranks
 
@@ -48,13 +49,12 @@ def export_resource_pool(plan: Plan) -> dict:
 
 
 def write_resource_pool(plan: Plan, path: str | pathlib.Path) -> pathlib.Path:
-    """Write `export_resource_pool(plan)` as YAML, with a header saying how to use it."""
-    path = pathlib.Path(path)
+    """Write `export_resource_pool(plan)` as YAML, with a header saying how to use it (atomically, never through a
+    link: `rlplace.output_files`)."""
     header = (
         f"# resource_pool computed by `rlplace plan` (strategy {plan.settings.strategy}, env_strategy "
         f"{plan.settings.env_strategy}).\n# Use it: put this resource_pool in the config (under or beside "
         "`cluster:`) and set placement.mode: manual;\n# the plan is then identical. Edit the ranges to tune.\n"
     )
     body = yaml.safe_dump(export_resource_pool(plan), sort_keys=False, default_flow_style=None)
-    path.write_text(header + body)
-    return path
+    return write_file(path, header + body)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from rlplace.errors import ClusterAccessError, RlplaceError
 from rlplace.ray import _compat
+from rlplace.ray import token_file as token_file_module  # (`token_file` is the --token-file parameter's name)
 
 MODE_ENV = "RAY_AUTH_MODE"
 TOKEN_ENV = "RAY_AUTH_TOKEN"
@@ -48,6 +49,10 @@ class InsecureClusterWarning(UserWarning):
     """`connect` joined a cluster that requires no token although some of its nodes run on other hosts."""
 
 
+class TokenFileWarning(UserWarning):
+    """A token file that works but should be fixed: lines after the token (Ray ignores them), a group may write it."""
+
+
 @dataclass(frozen=True)
 class Token:
     """A token and where it was found, as the user would name it (`$RAY_AUTH_TOKEN_PATH=/x`); the value never
@@ -56,6 +61,7 @@ class Token:
     value: str = field(repr=False)
     source: str
     path: Path | None = None
+    notes: tuple[str, ...] = ()  # what the user should fix about its file (token_file.read_file), said once
 
 
 @dataclass(frozen=True)
@@ -90,21 +96,26 @@ def find_token(environ: Mapping[str, str], token_file: Path | None = None) -> To
     ~/.ray/auth_token), preceded by `token_file` (`--token-file`) when given; None when there is none.
 
     A file named explicitly (`token_file`, $RAY_AUTH_TOKEN_PATH) that cannot be read or is empty is an error, as
-    in Ray (which aborts the process); an empty or missing ~/.ray/auth_token just means no token."""
+    in Ray (which aborts the process); an empty or missing ~/.ray/auth_token just means no token. Every token is
+    checked as `token_file` says (a file another user owns, a character Ray would abort on, ...)."""
     if token_file is not None:
         return _read_named(token_file, f"--token-file {token_file}")
     value = environ.get(TOKEN_ENV, "").strip()
     if value:
+        token_file_module.check_value(value, f"${TOKEN_ENV}")
         return Token(value, f"${TOKEN_ENV}")
     named = environ.get(TOKEN_PATH_ENV, "")
     if named:
         return _read_named(Path(named), f"${TOKEN_PATH_ENV}={named}")
     default = default_token_file()
     try:
-        value = default.read_text().strip()
-    except OSError:
+        return _read_named(default, str(default), missing_ok=True)
+    except FileNotFoundError:
         return None
-    return Token(value, str(default), default) if value else None
+    except ClusterAccessError as e:
+        if str(e).startswith(f"{default}: the token file is empty"):
+            return None  # as in Ray: an empty default file is no token
+        raise
 
 
 def looked_at(environ: Mapping[str, str], token_file: Path | None = None) -> str:
@@ -142,12 +153,17 @@ def token_for_head(environ: Mapping[str, str], token_file: Path | None = None) -
     it is; a file named there that does not exist yet is created with a new random token (mode 0600)."""
     path = head_token_path(environ, token_file)
     if path is None:
-        return Token(environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"), False
+        token = Token(environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}")
+        token_file_module.check_value(token.value, token.source)
+        token_file_module.head_check(token.value, token.source)
+        return token, False
     named = environ.get(TOKEN_PATH_ENV, "")
     source = f"--token-file {path}" if token_file else f"${TOKEN_PATH_ENV}={named}" if named else str(path)
     if not os.path.lexists(path):
         return create_token_file(path, source), True
-    return _read_named(path, source), False
+    token = _read_named(path, source)
+    token_file_module.head_check(token.value, source)
+    return token, False
 
 
 def ray_start_environment(token: Token | None) -> dict[str, str | None]:
@@ -174,23 +190,28 @@ def readable_by_others(path: Path) -> bool:
     return bool(path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
-def _read_named(path: Path, source: str) -> Token:
+def _read_named(path: Path, source: str, *, missing_ok: bool = False) -> Token:
+    """The token in the file `path` names (token_file.read_file's checks); a missing file is an error, as in Ray,
+    unless `missing_ok` (then FileNotFoundError: ~/.ray/auth_token missing is no token)."""
     try:
-        value = path.read_text().strip()
-    except OSError as e:
-        reason = e.strerror or type(e).__name__
+        value, notes = token_file_module.read_file(path, source)
+    except FileNotFoundError as e:
+        if missing_ok:
+            raise
         raise ClusterAccessError(
-            f"{source}: cannot read the token file ({reason}); fix the path (Ray itself aborts on a token path it "
-            "cannot read)"
+            f"{source}: cannot read the token file ({e.strerror}); fix the path (Ray itself aborts on a token path "
+            "it cannot read)"
         ) from None
-    if not value:
-        raise ClusterAccessError(f"{source}: the token file is empty; write the cluster's token into it")
-    return Token(value, source, path)
+    return Token(value, source, path, notes)
 
 
 def _file_state(path: Path) -> str:
+    """What is at `path`, for `looked_at` (never reading a FIFO or a device, which could hang or never end)."""
     try:
-        return "present" if path.read_text().strip() else "empty"
+        if not stat.S_ISREG(path.stat().st_mode):
+            return "not a regular file"
+        with path.open("rb") as f:
+            return "present" if f.read(token_file_module.MAX_FILE_BYTES).strip() else "empty"
     except FileNotFoundError:
         return "no such file"
     except OSError as e:
@@ -210,6 +231,8 @@ def check_access(
     if _gcs_accepts(address, None):
         return Access(address, requires_token=False)
     token = find_token(environ, token_file)
+    for note in token.notes if token is not None else ():
+        warnings.warn(note, TokenFileWarning, stacklevel=2)
     if token is None:
         raise ClusterAccessError(
             f"the Ray cluster at {address} requires a token and none was found: looked at "

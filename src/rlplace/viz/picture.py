@@ -20,6 +20,7 @@ from collections import Counter
 
 from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
+from rlplace.output_files import write_file
 from rlplace.plan import Plan
 from rlplace.planner.estimate import (
     BUFFER_ROLES,
@@ -144,8 +145,9 @@ def write_svg(
     max_nodes: int = MAX_NODES,
     health: NodeHealth | None = None,
     estimate: Estimate | None = None,
-) -> None:
-    pathlib.Path(path).write_text(svg(plan, inventory, max_nodes, health, estimate), encoding="utf-8")
+) -> pathlib.Path:
+    """Write `svg(...)` to `path` (atomically, never through a link: `rlplace.output_files`); returns the path."""
+    return write_file(path, svg(plan, inventory, max_nodes, health, estimate))
 
 
 def html(
@@ -169,8 +171,9 @@ def write_html(
     max_nodes: int = MAX_NODES,
     health: NodeHealth | None = None,
     estimate: Estimate | None = None,
-) -> None:
-    pathlib.Path(path).write_text(html(plan, inventory, max_nodes, health, estimate), encoding="utf-8")
+) -> pathlib.Path:
+    """Write `html(...)` to `path` (atomically, never through a link: `rlplace.output_files`); returns the path."""
+    return write_file(path, html(plan, inventory, max_nodes, health, estimate))
 
 
 def component_colours(components: tuple[str, ...]) -> dict[str, tuple[str, str]]:
