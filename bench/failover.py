@@ -68,8 +68,8 @@ def baseline(sim, workers: int) -> float:
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from rlplace.examples.local_cluster import _node_args
     from rlplace.inventory import Node
+    from rlplace.ray.simulated import _node_args
 
     node = sim.cluster.add_node(**_node_args(Node(rank=-1, num_gpus=workers, gpu_model="A800", num_cpus=32)))
     sim.cluster.wait_for_nodes()
@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     import rlplace
-    from rlplace.examples.local_cluster import _node_args, simulated_cluster, simulated_inventory, simulated_spares
     from rlplace.ray.launch import remote_class
+    from rlplace.ray.simulated import _node_args, simulated_cluster, simulated_inventory, simulated_spares
 
     inventory = simulated_inventory(f"1x2:A800,1x{args.workers}:A800")
     shape = simulated_spares("1", inventory, like=1)[0]

@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", type=int, default=3, help="workers a growth adds")
     args = ap.parse_args(argv)
 
-    from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory
     from rlplace.ray.launch import remote_class
+    from rlplace.ray.simulated import simulated_cluster, simulated_inventory
 
     k = args.k
     grow: list[float] = []

@@ -78,18 +78,26 @@ def run(
     return done, time.monotonic() - started
 
 
-def start(home: pathlib.Path, *flags: str, address: str | None = None, cpus: int = 8, gpus: int = 8) -> Started:
-    """`rlplace start --head FLAGS` (or `--address ADDRESS FLAGS`) with HOME=`home`; the caller stops it."""
+def start(
+    home: pathlib.Path,
+    *flags: str,
+    address: str | None = None,
+    cpus: int = 8,
+    gpus: int = 8,
+    ray_args: tuple[str, ...] = (),
+    **env: str,
+) -> Started:
+    """`rlplace start --head FLAGS` (or `--address ADDRESS FLAGS`) with HOME=`home`, `ray_args` after the `--` and
+    `env` added to its environment; the caller stops it."""
     mark = uuid.uuid4().hex
     temp_dir = tempfile.mkdtemp(prefix="rlp-", dir="/tmp")  # short: Ray's socket paths live under it
     port = free_port()
     role = ["--head", *flags, "--", f"--port={port}"] if address is None else ["--address", address, *flags, "--"]
-    ray_args = [f"--temp-dir={temp_dir}", f"--num-cpus={cpus}", f"--num-gpus={gpus}", *NODE_ARGS]
-    ray_args += HEAD_ARGS if address is None else ()
+    passed = [f"--temp-dir={temp_dir}", f"--num-cpus={cpus}", f"--num-gpus={gpus}", *NODE_ARGS, *ray_args]
+    passed += HEAD_ARGS if address is None else ()
     began = time.monotonic()
-    done = subprocess.run(
-        [RLPLACE, "start", *role, *ray_args], env=environment(home, mark), capture_output=True, text=True, timeout=120
-    )
+    argv = [RLPLACE, "start", *role, *passed]
+    done = subprocess.run(argv, env=environment(home, mark, **env), capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - began
     at = f"127.0.0.1:{port}" if address is None else address  # loopback; Ray resolves it to this node's IP
     return Started(at, home, mark, temp_dir, done.returncode, done.stdout + done.stderr, seconds)

@@ -58,9 +58,11 @@ def test_connect_to_nothing_fails_within_seconds_naming_the_address(address, env
     [
         ["status", "--address", "127.0.0.1:6399"],
         ["run", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:6399"],
+        ["run", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:6399", "--", "python", "train.py"],
         ["start", "--address", "127.0.0.1:6399", "--node-rank", "1"],
+        ["plan", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:6399"],
     ],
-    ids=["status", "run", "start"],
+    ids=["status", "run", "run-command", "start", "plan"],
 )
 def test_commands_name_the_address_as_typed_and_fail_fast(argv):
     done, seconds = timed([RLPLACE, *argv], {"RAY_ADDRESS": ""})
@@ -76,6 +78,8 @@ def test_run_refuses_a_config_the_pipeline_cannot_run_before_starting_a_cluster(
     assert main(["run", str(config), "--simulate", "2x4"]) == 2
     captured = capsys.readouterr()
     assert "lacks train, eval, env, buffer" in captured.err
+    own = f"or run your own script on this plan: `rlplace run {config} --simulate 2x4 -- python train.py`"
+    assert own in captured.err  # the pipeline is refused, and the way to run one's own said
     assert "Starting an embedded Ray cluster" not in captured.out and not list(tmp_path.glob("topology.*"))
 
 
@@ -95,7 +99,7 @@ def test_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "(default: 14G)" in out and "(default: table)" in out
+    assert "else 14G, a 7B model in bf16, said to be assumed" in out and "(default: table)" in out
 
 
 def test_plan_without_nodes_and_no_cluster_suggests_planning_offline(tmp_path):

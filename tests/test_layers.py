@@ -76,6 +76,27 @@ def test_a_cycle_is_found_where_there_is_one():
     assert _cycles(graph) == [["a.x", "a.y"]]
 
 
+def test_the_cli_imports_the_example_pipeline_only_for_demo_and_run():
+    """`rlplace.commands` holds the CLI; what only the demo needs (its node-loss options, its report) lives with the
+    example, which only `demo` and `run` (its bundled pipeline) import."""
+    graph = grimp.build_graph("rlplace")
+    examples = {m for m in graph.modules if m.startswith("rlplace.examples")}
+    importers = {m for e in examples for m in graph.find_modules_that_directly_import(e)}
+    cli = {m for m in importers if m == "rlplace.cli" or m.startswith("rlplace.commands")}
+    assert cli == {"rlplace.commands.demo", "rlplace.commands.run"}
+
+
+def test_every_command_prints_through_the_one_console_with_the_wrapping_rule():
+    """`run` and `demo` wrapped at 80 columns mid-sentence when piped while `plan` never wrapped: every rich
+    Console is now made by rlplace.viz.console (a terminal's width on a terminal, whole lines elsewhere)."""
+    made = {
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if re.search(r"\bConsole\(", path.read_text()) and path != SRC / "viz" / "console.py"
+    }
+    assert made == set()
+
+
 def test_rays_private_api_is_named_only_in_the_compat_module():
     named = {
         str(path.relative_to(SRC))

@@ -121,7 +121,7 @@ def test_dry_run_shows_the_token_environment_creates_nothing_and_never_shows_the
     [
         (["--address", "10.0.0.1:6379", "--insecure"], {}, "--insecure: only a head is started open"),
         (["--head", "--insecure", "--token-file", "t"], {}, "--insecure: contradicts --token-file t"),
-        (["--head"], {"RAY_AUTH_MODE": "disabled"}, "$RAY_AUTH_MODE: rlplace start --head requires a token unless"),
+        (["--head"], {"RAY_AUTH_MODE": "disabled"}, "$RAY_AUTH_MODE=disabled: rlplace start --head requires a token"),
     ],
 )
 def test_opening_a_cluster_takes_insecure_on_a_head(home, argv, env, where, capsys, monkeypatch):

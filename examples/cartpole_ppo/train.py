@@ -3,7 +3,9 @@
     rlplace start --head --node-rank 0          # and `rlplace start --address HEAD:6379 --node-rank N` elsewhere
     python examples/cartpole_ppo/train.py examples/cartpole_ppo/configs/disaggregate.yaml
 
-No cluster at hand? `rlplace run CONFIG --simulate 2x4:A800,1x2:RTX4090,1x0` does the same on an embedded one.
+No cluster at hand? `rlplace run CONFIG --simulate 2x4:A800,1x2:RTX4090,1x0` does the same on an embedded one, and
+`rlplace run CONFIG --simulate 2x4:A800,1x2:RTX4090,1x0 -- python examples/cartpole_ppo/train.py CONFIG` runs this
+very script there (it joins the cluster `rlplace run` started: $RAY_ADDRESS).
 The pipeline itself (what to copy into your own codebase) is src/rlplace/examples/cartpole_ppo/pipeline.py.
 """
 

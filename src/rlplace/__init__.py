@@ -1,9 +1,10 @@
 """rlplace: place and run the workers of distributed RL jobs on Ray clusters, from one YAML section.
 
 This is the public surface the docs teach: `connect`, `worker_placement`, `Job`, `WorkerGroup`, `NodeEvent`,
-`ResizeEvent` and the errors. The Ray layer's names are resolved on first use (module `__getattr__`), so
-`import rlplace` -- and with it `rlplace validate` / `rlplace plan` -- never imports Ray. Runtime services
-(buffer routing, weight sync, phases, torch.distributed) are imported from `rlplace.runtime`.
+`ResizeEvent`, `simulated_cluster` (a cluster of fake GPU nodes on this machine) and the errors. The Ray layer's
+names are resolved on first use (module `__getattr__`), so `import rlplace` -- and with it `rlplace validate` /
+`rlplace plan` -- never imports Ray. Runtime services (buffer routing, weight sync, phases, torch.distributed) are
+imported from `rlplace.runtime`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rlplace.errors import (
 if TYPE_CHECKING:
     from rlplace.ray.group import WorkerGroup
     from rlplace.ray.job import Job, connect
+    from rlplace.ray.simulated import simulated_cluster
     from rlplace.ray.state import NodeEvent, ResizeEvent
     from rlplace.ray.worker import placement as worker_placement
 
@@ -44,6 +46,7 @@ __all__ = [
     "WorkerGroup",
     "__version__",
     "connect",
+    "simulated_cluster",
     "worker_placement",
 ]
 
@@ -54,6 +57,7 @@ _LAZY = {
     "NodeEvent": ("rlplace.ray.state", "NodeEvent"),
     "ResizeEvent": ("rlplace.ray.state", "ResizeEvent"),
     "worker_placement": ("rlplace.ray.worker", "placement"),
+    "simulated_cluster": ("rlplace.ray.simulated", "simulated_cluster"),
 }
 
 

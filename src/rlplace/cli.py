@@ -14,7 +14,7 @@ import warnings
 from typing import Any
 
 from rlplace import __version__
-from rlplace.errors import ConfigError, PlacementError, PlanError, RlplaceError
+from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, RlplaceError
 
 COMMANDS = ("validate", "schema", "plan", "start", "stop", "run", "demo", "status")
 
@@ -70,10 +70,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = None
+    if argv[:1] == ["run"]:  # `rlplace run CONFIG ... -- COMMAND ...`: the words after `--` are not rlplace's
+        from rlplace.commands.driver import split_command
+
+        argv, command = split_command(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse takes positionals only before the options: overrides after them are the command's too
+        if getattr(args, "overrides", None) is None or not all(_is_override(w) for w in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
+    if argv[:1] == ["run"]:
+        if command == []:
+            return usage_error("run", "nothing to run after --: write the command, e.g. -- python train.py")
+        args.command_line = command
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:
+        if all(_on_command_line(p) for p in e.problems):
+            return usage_error(args.command, "; ".join(_as_argument(p) for p in e.problems))
         print(e, file=sys.stderr)
         return EXIT_CONFIG
     except PlanError as e:
@@ -92,6 +109,28 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def usage_error(command: str, message: str) -> int:
+    """A command-line mistake found after parsing, said as argparse says the ones it finds itself."""
+    print(f"rlplace {command}: error: {message}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _is_override(word: str) -> bool:
+    """A Hydra override (`key=value`, `+key=value`, `~key`), not a mistyped option."""
+    return not word.startswith("-") and ("=" in word or word.startswith(("+", "~")))
+
+
+def _on_command_line(problem: Problem) -> bool:
+    """A problem with a flag (`--spare`) or an environment variable (`$RLPLACE_NODE_RANK`), not with a config file."""
+    return problem.file is None and problem.path.startswith(("--", "$"))
+
+
+def _as_argument(problem: Problem) -> str:
+    if problem.path.startswith("$"):
+        return f"{problem.path}={problem.value}: {problem.message}"
+    return f"argument {problem.path}: {problem.message}"
 
 
 def _warning_line(message: Warning | str, *_: object, **__: object) -> str:

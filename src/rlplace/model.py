@@ -258,8 +258,10 @@ class JobSpec:
     warnings: tuple[str, ...] = ()
     #: Components that may change size while the job runs (`cluster.elastic`), in written order.
     elastic: tuple[ElasticRange, ...] = ()
-    #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3"}`), by key path
-    #: relative to the cluster section; empty for a dict source.
+    #: The model's size in bytes where the config says it (`cluster.model_bytes`), for the estimate of weight sync.
+    model_bytes: int | None = None
+    #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3",
+    #: "component_placement.actor": "job.yaml:5"}`), by key path relative to the cluster section; empty for a dict.
     locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: The topology levels, innermost first, and the node labels naming them (`cluster.topology`).
     topology: tuple[TopologyLevel, ...] = DEFAULT_TOPOLOGY
@@ -268,6 +270,11 @@ class JobSpec:
 
     def component(self, name: str) -> ComponentSpec | None:
         return next((c for c in self.components if c.name == name), None)
+
+    def written_at(self, path: str) -> str | None:
+        """`file:line` of the key at `path` (as problems name it: `cluster.component_placement.rollout`), where
+        `locations` knows it; else the config's file."""
+        return self.locations.get(path.removeprefix("cluster."), self.source)
 
     def group(self, label: str) -> NodeGroupSpec | None:
         return next((g for g in self.node_groups if g.label == label), None)

@@ -208,6 +208,8 @@ class Plan:
     topology: PlanTopology = field(default_factory=PlanTopology, hash=False)
     #: Model-parallel groups whose ranks span several NVLink domains (each named in a warning too).
     split_groups: tuple[MixedGroup, ...] = ()
+    #: The model's size in bytes as the config writes it (`cluster.model_bytes`), for the estimate; None: unsaid.
+    model_bytes: int | None = None
 
     def by_component(self, component: str) -> list[Worker]:
         return sorted((w for w in self.workers if w.component == component), key=lambda w: w.rank)
@@ -282,6 +284,7 @@ class Plan:
                 MixedGroup(g["component"], g["kind"], tuple(g["ranks"]), tuple(g["domains"]))
                 for g in d.get("split_groups", ())
             ),
+            model_bytes=d.get("model_bytes"),
         )
 
     def to_dict(self) -> dict:
@@ -319,6 +322,7 @@ class Plan:
             "elastic": {c: asdict(r) for c, r in self.elastic.items()},
             "topology": self.topology.to_dict(),
             "split_groups": [asdict(g) for g in self.split_groups],
+            "model_bytes": self.model_bytes,
         }
 
 

@@ -198,3 +198,15 @@ def test_the_json_schema_accepts_the_framework_configs_and_flags_their_typos(cap
     for typo in ("typos_beside_real_keys.yaml", "pools_typos.yaml", "remote_storge.yaml"):
         document = yaml.safe_load((CORPUS / "typos" / typo).read_text())
         assert list(validator.iter_errors(document if "cluster" in document else {"cluster": document})), typo
+
+
+def test_an_overridden_buffer_count_says_where_the_count_came_from():
+    """RLightning's unified storage holds one buffer worker; with train on two nodes the planner puts a shard on
+    each, and says the 1 came from buffer.storage.type (the file writes buffer_worker_num: auto, or nothing)."""
+    pytest.importorskip("hydra")
+    spec = load(CORPUS / "rlightning/conf/train_ppo.yaml", overrides=["cluster=1t1e", "cluster.train_worker_num=2"])
+    warnings = [w for w in plan(spec, parse_nodes("2x1,2x8")).warnings if "overridden" in w]
+    assert warnings == [
+        "buffer_worker_num: 1 (from buffer.storage.type, as RLightning counts it) overridden to 2: under pool "
+        "strategies there is one buffer shard per node holding train workers (nodes 0, 1)"
+    ]

@@ -219,6 +219,24 @@ def test_an_override_of_a_key_that_does_not_exist_gets_did_you_mean_on_that_over
     assert "there is no key cluster.colour to override (write +cluster.colour=red to add it)" in str(e.value)
 
 
+def test_an_override_of_a_valid_key_the_file_does_not_write_is_applied_or_answered_with_what_works(tmp_path):
+    """`cluster.train_each_cpu_num=0.25` on a file that does not write the key: a key of the cluster section, so it
+    is set (Hydra alone refuses it, and the did-you-mean answered with the text typed). Where rlplace cannot tell it
+    is the section's, the answer is the form that works, never the same text back."""
+    pytest.importorskip("hydra")
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster:\n  train_worker_num: 2\n")
+    spec = load(job, overrides=["cluster.train_each_cpu_num=0.25", "cluster.placement.strategy=colocate"])
+    assert spec.component("train").cpus_per_worker == 0.25 and spec.settings.strategy == "colocate"
+    spec = load(CONF / "train_ppo.yaml", overrides=["cluster=1t1e", "cluster.eval_each_cpu_num=0.5"])
+    assert spec.component("eval").cpus_per_worker == 0.5
+    with pytest.raises(ConfigError) as e:  # a cluster group file on its own: its keys have no `cluster.` prefix
+        load(CONF / "cluster" / "1t1e.yaml", overrides=["train_each_cpu_num=0.25"])
+    (problem,) = e.value.problems
+    assert problem.message.endswith("write +train_each_cpu_num=0.25 to add it"), problem.message
+    assert "did you mean 'train_each_cpu_num=0.25'" not in problem.message
+
+
 def test_an_unknown_option_names_the_closest_and_where_hydra_looked():
     pytest.importorskip("hydra")
     with pytest.raises(ConfigError) as e:

@@ -9,6 +9,8 @@ The convention, also written in docs/decisions.md ("Executable docs"):
 - ` ```python `: Sybil runs it in the page's namespace, blocks in order; a block that starts with `>>>` is a
   doctest (ELLIPSIS and NORMALIZE_WHITESPACE on).
 - ` ```yaml ` with a top-level `cluster:` key must load with `rlplace.config.load`.
+- ` ```python train.py ` (a language, then a file name): the block is that file, written into the page's scratch
+  directory (not run); a later block runs it (`rlplace run job.yaml --simulate 2x8,1x4 -- python train.py`).
 - Opting out: `<!-- skip: next "REASON" -->` on the line before the fence (Sybil's skip directive), with one
   of the fixed reasons: "needs a live multi-node cluster", "needs a browser", "illustrative: names not
   defined here", "long-running: covered by a slow test", "needs the framework's checkout (DEVELOPERS.md)"
@@ -34,8 +36,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
-from sybil import Example, Sybil
+from sybil import Example, Region, Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: The pages whose blocks run, relative to the repository root.
@@ -66,12 +69,23 @@ def sybil(root: pathlib.Path = ROOT, pages: Sequence[str] = PAGES) -> Sybil:
             CodeBlockParser("sh", run_bash),
             CodeBlockParser("console", run_console),
             CodeBlockParser("yaml", load_cluster_yaml),
+            FileBlockParser(),
         ],
         patterns=list(pages),
         path=str(root),
         setup=enter_sandbox,
         teardown=leave_sandbox,
     )
+
+
+class FileBlockParser:
+    """` ```python train.py `: a block that is a file of the page (written into its scratch directory, not run)."""
+
+    lexer = RawFencedCodeBlockLexer(info_pattern=re.compile(r"(?P<language>\w+) (?P<file>[\w.-]+)$\n", re.MULTILINE))
+
+    def __call__(self, document: Any) -> Any:
+        for region in self.lexer(document):
+            yield Region(region.start, region.end, region.lexemes["source"], write_file, region.lexemes)
 
 
 # -- the scratch directory -------------------------------------------------------------------------------
@@ -164,6 +178,11 @@ def run_console(example: Example) -> str | None:
         if not output_matches(expected, actual):
             return f"$ {command}\nexpected:\n{expected}\ngot (exit code {done.returncode}):\n{actual}"
     return None
+
+
+def write_file(example: Example) -> None:
+    """A file block: its text is the file named on its fence, in the page's scratch directory."""
+    (_cwd(example) / example.region.lexemes["file"]).write_text(str(example.parsed))
 
 
 def load_cluster_yaml(example: Example) -> str | None:

@@ -93,3 +93,29 @@ def test_wrong_blocks_fail_and_skipped_blocks_do_not_run(tmp_path):
     assert "4 failed, 2 passed, 1 skipped" in done.stdout, done.stdout
     failed = sorted(int(n) for n in re.findall(r"^FAILED .*::line:(\d+),", done.stdout, re.MULTILINE))
     assert failed == [5, 9, 14, 20], done.stdout
+
+
+def test_a_file_block_is_written_for_the_blocks_after_it_not_run(tmp_path):
+    """` ```python hello.py `: the page's file (docs/guide.md's train.py), written into the page's scratch
+    directory for a later block to run; running it in the page's namespace would end the test (sys.exit)."""
+    (tmp_path / "conftest.py").write_text(
+        "import pathlib\nfrom tests.docs.blocks import sybil\n\n"
+        "pytest_collect_file = sybil(pathlib.Path(__file__).parent, ['*.md']).pytest()\n"
+    )
+    done = run_page(
+        tmp_path,
+        """\
+        ```python hello.py
+        import sys
+        print("hello from", sys.argv[1])
+        sys.exit(3)
+        ```
+
+        ```console
+        $ python hello.py the-page; echo "exit $?"
+        hello from the-page
+        exit 3
+        ```
+        """,
+    )
+    assert "2 passed" in done.stdout and "failed" not in done.stdout, done.stdout

@@ -20,6 +20,7 @@ import pytest
 
 from rlplace.cli import main
 from rlplace.config import load
+from rlplace.config.driver_env import load_driver_config
 from rlplace.errors import RlplaceError
 from rlplace.inventory import parse_nodes, with_node_env
 from rlplace.planner import plan, resize
@@ -214,7 +215,7 @@ CONFIG: dict[str, Provoker] = {
     ),
     "unknown hardware type 'Frank'; did you mean 'Franka'? RLinf refuses a type it does not register (...). Known "
     "types: ...": config(NG + ROBOT.replace("type: Franka", "type: Frank") % "{node_rank: 0, robot_ip: '10.0.0.1'}"),
-    "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'? Valid keys: ...": config(
+    "unknown key 'eval_worker_nm' in the cluster section; did you mean 'eval_worker_num'?": config(
         "cluster:\n  eval_worker_nm: 2\n"
     ),
     "must be an integer >= 1, got '2'": config("cluster:\n  train_worker_num: '2'\n"),
@@ -492,7 +493,7 @@ PLAN: dict[str, Provoker] = {
         "    - {label: g, node_ranks: 5-7}\n",
         "4x8",
     ),
-    "actor: placement asks for resource rank 8 in a800, which has ranks 0-7": planned(
+    "cluster.component_placement.actor: placement asks for resource rank 8 in a800, which has ranks 0-7": planned(
         "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a800, placement: 0-8}}\n"
         "  node_groups:\n    - {label: a800, node_ranks: 0}\n",
         "1x8",
@@ -588,7 +589,7 @@ def without_gymnasium(request: pytest.FixtureRequest) -> str:
 
 
 def simulated_while_connected(request: pytest.FixtureRequest) -> str:
-    from rlplace.examples.local_cluster import simulated_cluster
+    from rlplace.ray.simulated import simulated_cluster
 
     request.getfixturevalue("ray_cluster")
     return raised(lambda: simulated_cluster(parse_nodes("1x0")).__enter__())
@@ -623,6 +624,14 @@ def not_a_gcs(request: pytest.FixtureRequest) -> str:
         return rlplace_as_user("status", "--address", f"127.0.0.1:{port}")(request)
 
 
+def loopback_head_without_the_switch(request: pytest.FixtureRequest) -> str:
+    """A client of a head that listens on 127.0.0.1 only (here a plain socket, as such a head's GCS is)."""
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        return rlplace_as_user("status", "--address", f"127.0.0.1:{head.getsockname()[1]}")(request)
+
+
 def token_of(environ: dict[str, str], token_file: str | None = None) -> Provoker:
     from rlplace.ray import auth
 
@@ -650,6 +659,20 @@ COMMAND_LINE: dict[str, Provoker] = {
     ),
     "cluster.component_placement: the CartPole pipeline needs components train, eval, env, buffer; this config has "
     "actor, rollout and lacks train, eval, env, buffer": run_with(NOT_THE_PIPELINES, "--simulate", "2x4"),
+    "nothing to run after --: write the command, e.g. -- python train.py": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--"
+    ),
+    "cannot run 'pyhton': not found on PATH (the command after -- is started without a shell)": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "pyhton", "train.py"
+    ),
+    "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one": lambda _request: raised(
+        lambda: load_driver_config({})
+    ),
+    "rlplace.connect() in the command would join 10.0.0.1:6379, not the simulated cluster": run_with(
+        "cluster:\n  ray_address: 10.0.0.1:6379\n  train_worker_num: 1\n", "--simulate", "2x4", "--", "python"
+    ),
+    "the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
+    "here": loopback_head_without_the_switch,
     "argument --timeout: must be more than 0 seconds, got 0": cli(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--timeout", "0"
     ),
@@ -693,7 +716,7 @@ COMMAND_LINE: dict[str, Provoker] = {
     "--insecure: only a head is started open; a node takes the head's mode": cli(
         "start", "--address", "10.0.0.1:6379", "--insecure", "--accelerator", "A800", "--dry-run"
     ),
-    "$RAY_AUTH_MODE: rlplace start --head requires a token unless --insecure is given": rlplace_as_user(
+    "$RAY_AUTH_MODE=disabled: rlplace start --head requires a token unless --insecure is given": rlplace_as_user(
         "start", "--head", "--accelerator", "A800", "--dry-run", RAY_AUTH_MODE="disabled"
     ),
     "... belongs to another user (uid ...), who can then choose the token; use a token file of your own": (

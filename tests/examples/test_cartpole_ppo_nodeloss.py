@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from rlplace.cli import main
-from rlplace.examples.local_cluster import session_processes
+from rlplace.ray.simulated import session_processes
 
 
 def demo(tmp_path, *args: str) -> subprocess.CompletedProcess:
@@ -102,9 +102,12 @@ def test_bad_node_loss_options_fail_before_a_cluster_starts(argv, message, tmp_p
     assert message in err and "Traceback" not in err
 
 
-def test_kill_node_needs_the_embedded_cluster(tmp_path, capsys):
+def test_the_node_loss_options_are_the_demos_not_runs(tmp_path, capsys):
+    """Losing a node on purpose is what the demo shows; `rlplace run` runs a config's pipeline or one's own
+    command and has no such option."""
     from rlplace.examples.cartpole_ppo import CONFIGS
 
-    argv = ["run", str(CONFIGS / "disaggregate.yaml"), "--address", "127.0.0.1:1", "--kill-node", "1"]
-    assert main([*argv, "--out", str(tmp_path)]) == 1
-    assert "--kill-node works only on an embedded cluster (--simulate NODES)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--kill-node", "1"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: --kill-node 1" in capsys.readouterr().err

@@ -57,6 +57,34 @@ def test_config_errors_exit_2(capsys, tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["plan", str(EXAMPLES / "auto-default.yaml"), "--nodes", "2y4"],
+            "rlplace plan: error: argument --nodes: '2y4'",
+        ),
+        (
+            ["start", "--address", "10.0.0.1:6379", "--insecure"],
+            "rlplace start: error: argument --insecure: only a head",
+        ),
+        (
+            ["start", "--head", "--hardware", "franka", "--dry-run"],
+            "rlplace start: error: argument --hardware: expected",
+        ),
+        (["demo", "--spare", "2y"], "rlplace demo: error: argument --spare: '2y' is neither a count (1) nor node"),
+    ],
+)
+def test_command_line_mistakes_are_command_line_errors_not_config_problems(argv, said, capsys):
+    """A mistyped flag is said as argparse says its own mistakes, not as "1 problem in the config: <config>: ..."."""
+    try:
+        code = main(argv)
+    except SystemExit as e:  # found while parsing
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "problem in the config" not in err and "<config>" not in err, err
+
+
 def test_export_of_a_plan_without_pools_exits_2(capsys, tmp_path):
     code, _, err = run(capsys, str(EXAMPLES / "auto-default.yaml"), "--nodes", "2x4", "--export", str(tmp_path / "x"))
     assert code == 2 and "strategy default creates no resource pools" in err
@@ -154,7 +182,7 @@ def test_a_plan_never_uses_nodes_past_num_nodes_and_the_refusal_names_its_line(n
     job.write_text(NUM_NODES_1)
     code, _, err = run(capsys, str(job), "--nodes", nodes)
     assert code == 3
-    assert "actor: placement asks for resource rank 8 in cluster, which has ranks 0-7" in err
+    assert f"{job}:4: cluster.component_placement.actor: placement asks for resource rank 8 in cluster, which" in err
     assert f"num_nodes: 1 at {job}:2 makes the cluster node 0" in err
 
 
@@ -190,3 +218,24 @@ def test_plan_usage_shows_overrides_as_optional(capsys):
         main(["plan"])
     err = capsys.readouterr().err
     assert "file [OVERRIDE ...]" in " ".join(err.split()) and "the following arguments are required: file\n" in err
+
+
+def test_the_model_size_comes_from_the_config_else_every_view_says_it_is_assumed(capsys, tmp_path):
+    """CartPole's plan said "weight sync 14 GB (model 14 GB)" and drew "weights 14 GB": the --model-bytes default,
+    unsaid. Now the config's cluster.model_bytes is read, and without it the text, the picture and JSON say
+    "assumed"."""
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster:\n  train_worker_num: 2\n  eval_worker_num: 2\n  placement: {strategy: disaggregate}\n")
+    picture = tmp_path / "plan.svg"
+    code, out, _ = run(capsys, str(job), "--nodes", "2x4", "--svg", str(picture))
+    assert code == 0
+    assert "weight sync (train -> eval) 14 GB (model 14 GB, assumed: write cluster.model_bytes or pass" in out
+    assert ">weights 14 GB (assumed)</text>" in picture.read_text()
+    code, out, _ = run(capsys, str(job), "cluster.model_bytes=2.2MiB", "--nodes", "2x4", "--svg", str(picture))
+    assert "weight sync (train -> eval) 2.31 MB (model 2.31 MB from cluster.model_bytes)" in out
+    assert ">weights 2.31 MB</text>" in picture.read_text() and "assumed" not in picture.read_text()
+    code, out, _ = run(capsys, str(job), "cluster.model_bytes=2.2MiB", "--nodes", "2x4", "--format", "json")
+    est = json.loads(out)["estimate"]
+    assert (est["model_bytes"], est["model_bytes_source"]) == (2306867, "cluster.model_bytes")
+    code, out, _ = run(capsys, str(job), "--nodes", "2x4", "--model-bytes", "1G", "--format", "json")
+    assert json.loads(out)["estimate"]["model_bytes_source"] == "--model-bytes"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from tests.planner.specs import groups_spec, hetero, r
 
+from rlplace.config import load
 from rlplace.errors import ConfigError, PlanError
 from rlplace.inventory import parse_nodes
 from rlplace.model import EnvConfigSpec, NodeGroupSpec
@@ -38,6 +39,19 @@ def test_resource_rank_beyond_the_group_names_what_it_has():
     spec = groups_spec({"actor": (("a",), [(r(0, 15), None)])}, [NodeGroupSpec("a", (0,))])
     with pytest.raises(PlanError, match=r"resource rank 8 in a, which has ranks 0-7 \(a: 8 GPUs on node 0\)"):
         plan(spec, parse_nodes("1x8"))
+
+
+def test_a_range_error_names_the_line_of_the_placement_at_fault(tmp_path):
+    """RLinf's `num_nodes: 1` then `rollout: 4-11` on one 8-GPU node: the error starts at the placement's line (5),
+    as config problems do, and says that num_nodes (line 2) is why the cluster ends at node 0."""
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster:\n  num_nodes: 1\n  component_placement:\n    actor: 0-3\n    rollout: 4-11\n")
+    with pytest.raises(PlanError) as e:
+        plan(load(job), parse_nodes("1x8"))
+    assert str(e.value) == (
+        f"{job}:5: cluster.component_placement.rollout: placement asks for resource rank 8 in cluster, which has "
+        f"ranks 0-7 (cluster: 8 GPUs on node 0; num_nodes: 1 at {job}:2 makes the cluster node 0)"
+    )
 
 
 def test_group_naming_missing_nodes():

@@ -9,10 +9,10 @@ import pytest
 from test_ray_inventory import raw
 
 from rlplace.errors import ConfigError
-from rlplace.examples.local_cluster import simulated_inventory, simulated_spares
 from rlplace.inventory import Node
 from rlplace.ray.failover import hardware_of, spare_refusal
 from rlplace.ray.nodes import inventory_from_nodes, raylet_refuses, spare_nodes
+from rlplace.ray.simulated import simulated_inventory, simulated_spares
 
 LOST = Node(rank=1, num_gpus=4, gpu_model="A800", num_cpus=8.0, node_id="lost", address="10.0.0.2")
 DEMAND = {"GPU": 2.0, "CPU": 6.0}

@@ -118,7 +118,7 @@ def test_a_spare_is_labelled_as_such_and_carries_no_rank(capsys, monkeypatch):
     ("argv", "env", "where"),
     [
         (["--spare", "--node-rank", "2", "--address", "10.0.0.1:6379"], {}, "--node-rank"),
-        (["--spare", "--address", "10.0.0.1:6379"], {"RLPLACE_NODE_RANK": "2"}, "$RLPLACE_NODE_RANK"),
+        (["--spare", "--address", "10.0.0.1:6379"], {"RLPLACE_NODE_RANK": "2"}, "$RLPLACE_NODE_RANK=2"),
         (["--spare", "--head"], {}, "--spare"),
     ],
 )

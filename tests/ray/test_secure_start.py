@@ -10,6 +10,7 @@ importing Ray), up to 7 s under load; the module takes about a minute.
 from __future__ import annotations
 
 import pathlib
+import re
 import stat
 import sys
 
@@ -19,6 +20,7 @@ import real_heads
 from real_heads import RLPLACE
 from rlplace.commands import local_nodes
 from rlplace.examples.cartpole_ppo import CONFIGS
+from rlplace.ray.labels import LOOPBACK_ENV
 
 pytestmark = pytest.mark.ray
 
@@ -150,6 +152,39 @@ def test_rlplace_run_with_the_token_trains_as_before(secured_head, tmp_path):
     assert "Where each worker ran" in done.stdout
 
 
+#: The user's own script for `rlplace run ... -- python my_train.py`: connect() with no argument, its own actor class.
+MY_TRAIN = """
+import os, sys, rlplace
+class Learner:
+    def where(self):
+        return f"train {rlplace.worker_placement().rank} on node {rlplace.worker_placement().node_rank}"
+with rlplace.connect() as job:
+    print(*job.launch("train", Learner).call("where"), sep="\\n")
+print("mode", os.environ["RAY_AUTH_MODE"])
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 4])
+def test_rlplace_run_runs_the_users_script_on_the_secured_head(secured_head, tmp_path, code):
+    """`rlplace run CONFIG --address HEAD -- python my_train.py` (the token from the head's file, in
+    $RAY_AUTH_TOKEN_PATH): the script joins with `rlplace.connect()`, launches its own class on the plan and its exit
+    code is run's; its job is gone afterwards. 4 s on a quiet machine."""
+    (tmp_path / "my_train.py").write_text(MY_TRAIN)
+    (tmp_path / "job.yaml").write_text("cluster:\n  num_nodes: 1\n  component_placement: {train: 0-1}\n")
+    where = ["--address", secured_head.address]
+    argv = [RLPLACE, "run", str(tmp_path / "job.yaml"), *where, "--", sys.executable, str(tmp_path / "my_train.py")]
+    argv.append(str(code))
+    token = {"RAY_AUTH_TOKEN_PATH": str(secured_head.token_file)}
+    done, _ = real_heads.run(argv, tmp_path, timeout=300, **token)
+    assert done.returncode == code, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["train 0 on node 0", "train 1 on node 0", "mode token"], done.stderr[-3000:]
+    port = secured_head.address.rsplit(":", 1)[1]  # Ray names the head by this machine's IP, not 127.0.0.1
+    assert re.search(rf"planning on the live Ray cluster at \S+:{port}: 1 node", done.stderr), done.stderr
+    status, _ = real_heads.run([RLPLACE, "status", "--address", secured_head.address], tmp_path, **token)
+    assert "no rlplace workers" in status.stdout, status.stdout + status.stderr
+
+
 @pytest.mark.parametrize("token", ["none", "wrong"])
 def test_a_node_without_the_token_is_refused_within_seconds_and_nothing_is_left(secured_head, token, tmp_path):
     wrong = tmp_path / "wrong_token"
@@ -231,6 +266,44 @@ def session_processes(ray_cluster) -> list[tuple[int, str]]:
 
 def alive(pid: int) -> bool:
     return local_nodes.running(pid)
+
+
+def listening(processes: list[tuple[int, str]]) -> dict[str, set[str]]:
+    """The addresses each of `processes` (by name) accepts TCP connections on."""
+    import psutil
+
+    found: dict[str, set[str]] = {}
+    for pid, name in processes:
+        try:
+            sockets = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        found.setdefault(name, set()).update(s.laddr.ip for s in sockets if s.status == psutil.CONN_LISTEN)
+    return found
+
+
+def test_a_head_on_127_0_0_1_listens_there_only_and_says_how_to_stop_it(tmp_path):
+    """`rlplace start --head -- --node-ip-address 127.0.0.1`: Ray 2.60 alone turns 127.0.0.1 into this machine's
+    address and its GCS and raylet listen on every address; rlplace keeps it on loopback (Ray's one-machine mode).
+    Its report, after Ray's own lines, says `rlplace stop`, and Ray's `ray stop` advice is not printed. A client of
+    this machine without Ray's switch is told to set it. 5-10 s."""
+    head = real_heads.start(
+        tmp_path, "--insecure", "--node-rank", "0", cpus=1, gpus=0, ray_args=("--node-ip-address=127.0.0.1",)
+    )
+    try:
+        assert head.returncode == 0, head.output
+        servers = listening(head.processes())
+        assert servers["gcs_server"] and servers["raylet"], servers
+        assert set().union(*servers.values()) <= {"127.0.0.1", "::ffff:127.0.0.1"}, servers
+        assert f"the Ray cluster at {head.address} listens on 127.0.0.1 only" in head.output
+        assert "ray stop\n" not in head.output and "To terminate the Ray runtime" not in head.output
+        assert head.output.index("Ray runtime started") < head.output.index("Stop this node: rlplace stop (not")
+        done, _ = real_heads.run([RLPLACE, "status", "--address", head.address], tmp_path)
+        assert "the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set " in done.stderr, done.stderr
+        done, _ = real_heads.run([RLPLACE, "status", "--address", head.address], tmp_path, **{LOOPBACK_ENV: "0"})
+        assert done.returncode == 0 and "no rlplace workers" in done.stdout, done.stdout + done.stderr
+    finally:
+        real_heads.kill_marked(head)
 
 
 @pytest.mark.parametrize("case", ["two-lines", "tab", "non-ascii"])

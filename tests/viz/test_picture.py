@@ -10,6 +10,7 @@ from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
+from tests.conftest import EXAMPLES
 from tests.viz.plans import PLANS, all_colocated, colocated_node, default_strategy, hetero, mixed, settings, workers
 
 from rlplace.config.ranges import parse_ranks
@@ -340,3 +341,68 @@ def test_html_page_has_the_plan_tables_rows_the_pictures_hover_titles_and_escape
     assert "<title>eval ranks 0-15 · nodes 1-2 GPU 0-7 · GPU share 1/2 each</title>" in page  # the picture's hover
     assert "&lt;reserves&gt; &amp; idles" in page and "<reserves>" not in page.split("<svg", 1)[0]
     assert page.count("<svg") == 1 and "<script" not in page
+
+
+def _planned(text: str, nodes: str):
+    from rlplace.config import load
+    from rlplace.planner import plan
+
+    inventory = parse_nodes(nodes)
+    return plan(load(text), inventory), inventory
+
+
+GROUPS_WITH_ENV = """\
+cluster:
+  num_nodes: 3
+  node_groups:
+    - label: a800
+      node_ranks: 0-1
+      env_configs:
+        - node_ranks: 0-1
+          python_interpreter_path: /opt/venv/openpi/bin/python3
+          env_vars:
+            - GLOO_SOCKET_IFNAME: eth0
+  component_placement:
+    actor: {node_group: a800, placement: 0-7}
+    rollout: {node_group: cluster, placement: 8-11}
+"""
+
+
+def test_the_env_vars_and_interpreter_of_node_groups_are_in_the_table_picture_and_page():
+    """RLinf's env_configs appeared only in --format json."""
+    from rich.console import Console
+
+    from rlplace.viz.table import render
+
+    p, inventory = _planned(GROUPS_WITH_ENV, "2x4,1x4")
+    line = (
+        "env of actor 0-7 on nodes 0-1 (node group a800): GLOO_SOCKET_IFNAME=eth0, python /opt/venv/openpi/bin/python3"
+    )
+    for detail in (False, True):
+        console = Console(width=300, record=True)
+        console.print(render(p, inventory, detail=detail))
+        assert line in console.export_text().splitlines()
+    root = parse(svg(p, inventory))
+    (environments,) = groups(root, "environments")
+    assert text_of(environments) == f"1 environment: - {line}"
+    assert f"<li>{line}</li>" in html(p, inventory)
+
+
+def test_notes_in_the_picture_are_wrapped_whole_not_cut():
+    p, inventory = _planned((EXAMPLES / "auto-disaggregate.yaml").read_text(), "3x8")
+    assert p.notes and any(len(n) > 200 for n in p.notes)
+    root = parse(svg(p, inventory))
+    for note, drawn in zip(p.notes, groups(root, "note"), strict=True):
+        assert "…" not in text_of(drawn)
+        assert " ".join(text_of(drawn).removeprefix("- ").split()) == note
+
+
+def test_the_pictures_title_and_heading_are_one_sentence():
+    """One SVG's embedded title said "7 workers on 3 nodes" and its heading "on 2 nodes": the inventory's nodes
+    against those the workers are on."""
+    p, inventory = _planned((EXAMPLES / "auto-disaggregate.yaml").read_text(), "3x8,1x0")
+    root = parse(svg(p, inventory))
+    heading = next(t.text for t in root.iter(f"{{{NS['s']}}}text") if t.get("class") == "title")
+    assert root.find("s:title", NS).text == heading == f"rlplace plan: {len(p.workers)} workers on 2 of 4 nodes"
+    page = html(p, inventory)
+    assert f"<title>{heading}</title>" in page and f"<h1>{heading}</h1>" in page

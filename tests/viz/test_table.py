@@ -172,8 +172,9 @@ def piped(*argv: str, columns: str = "80") -> str:
 def test_piped_output_is_never_wrapped_mid_value_nor_cut():
     out = piped("plan", str(RLINF / "grpo_collocated.yaml"), "--nodes", "2x8")
     assert "…" not in out
-    assert out.splitlines()[0].startswith("plan mode manual · strategy node_groups · env_strategy default · ")
-    assert "is_colocated true · enable_offload true" in out.splitlines()[0]
+    assert out.splitlines()[0] == (  # the RLinf config's own words: no strategies, no buffer shards it lacks
+        "plan node groups (component_placement) · is_colocated true · enable_offload true · placement groups"
+    )
     body = [line for line in out.splitlines() if line.startswith("│")]
     assert len(body) == 2 and all(line.endswith("│") for line in body), "one line per table row"
     compared = piped("plan", str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "2x4", "--compare")

@@ -26,8 +26,9 @@ from rlplace.plan import Plan
 from rlplace.planner import estimate, plan
 from rlplace.planner.estimate import WEIGHTS, Estimate, format_bytes
 from rlplace.viz.collapse import node_runs, rows
+from rlplace.viz.environments import environments
 from rlplace.viz.picture import html, svg
-from rlplace.viz.text import estimate_line, fraction_label, settings_parts
+from rlplace.viz.text import estimate_line, flow_label, fraction_label, settings_parts
 
 SVG = "{http://www.w3.org/2000/svg}"
 CASES = [(path, nodes, ()) for path, nodes in SPEC] + FRAMEWORKS
@@ -46,6 +47,7 @@ VOCABULARY = frozenset(
     sampling scheduled schedules sees settings several shards share shared shares spanning spans step strategy
     stream streams stride sync table tb the them these they to true unknown unused used warning warnings weight
     weights what whole wide with worker workers x zone zones
+    assumed cluster.model_bytes model-bytes pass write env environment environments
     """.split()  # noqa: SIM905 (a word list reads better as words)
 )
 WORD = re.compile(r"[A-Za-z][\w./-]*(?:'[a-z]+)?")
@@ -96,7 +98,8 @@ def page_texts(page: str) -> list[str]:
 def held_sentences(p: Plan, est: Estimate) -> list[str]:
     """Text the plan and estimate hold whole: it must appear as written, and is then set aside."""
     origins = [s.origin for s in p.process_shapes.values() if s.origin]
-    return [*p.warnings, *p.notes, *origins, estimate_line(p, est), *settings_parts(p)]
+    envs = [e.settings() for e in environments(p)]  # env vars and interpreters, as the config writes them
+    return [*p.warnings, *p.notes, *origins, estimate_line(p, est), *settings_parts(p), *envs]
 
 
 def names(p: Plan, inventory: Inventory) -> set[str]:
@@ -258,4 +261,4 @@ def test_arrows_are_the_estimates_streams(built):
         across = "".join(
             f" · {format_bytes(int(x))} across {names[level]}" for level, x in (a.split(":") for a in _across(g))
         )
-        assert label == f"{g.get('data-kind')} {format_bytes(int(g.get('data-bytes')))}{across}"
+        assert label == flow_label(g.get("data-kind"), int(g.get("data-bytes")), est) + across

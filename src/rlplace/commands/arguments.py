@@ -1,4 +1,5 @@
-"""argparse types shared by the commands: checked at parse time, so a message names the flag as typed."""
+"""argparse types shared by the commands: checked at parse time, so a message names the flag as typed (numbers:
+`rlplace.cli_types`, which the example pipeline's options share)."""
 
 from __future__ import annotations
 
@@ -44,29 +45,6 @@ def _one_line(problem: object) -> str:
     """A problem without the `<config>` a ConfigError names when there is no file."""
     text = str(problem)
     return text.removeprefix("<config>: ")
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
-
-
-def non_negative_seconds(text: str) -> float:
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return positive_seconds(text)
 
 
 def add_show_env_argument(p: argparse.ArgumentParser) -> None:

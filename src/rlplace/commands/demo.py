@@ -1,8 +1,9 @@
 """`rlplace demo`: the whole system in one command, no GPU and no cluster needed (what `make demo` runs).
 
-It starts an embedded Ray cluster simulating three nodes with two logical GPUs each and one CPU-only
-node, places the CartPole PPO pipeline on it with the node-group config shipped in
-`rlplace.examples.cartpole_ppo`, and then does everything `rlplace run` does.
+It starts an embedded Ray cluster simulating two nodes of four A800s, one of two RTX 4090s and a CPU-only
+node (logical GPUs), places the CartPole PPO pipeline on it with the node-group config shipped in
+`rlplace.examples.cartpole_ppo`, and then does everything `rlplace run` does with it; the example also holds the
+demo's node-loss options (`--kill-node`, `--spare`, `--elastic`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import difflib
 import pathlib
 
 from rlplace.commands.arguments import nodes_argument
-from rlplace.commands.node_loss import add_failover_arguments
-from rlplace.commands.run import add_budget_arguments, execute
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from rlplace.examples.cartpole_ppo import DEMO_CONFIG, DEMO_NODES
+    from rlplace.examples.cartpole_ppo.command import add_pipeline_arguments
+    from rlplace.examples.cartpole_ppo.node_loss import add_node_loss_arguments
 
     p = sub.add_parser(
         "demo",
@@ -38,19 +39,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the simulated cluster (COUNTxGPUS[:MODEL] groups); default: %(default)s",
     )
     p.add_argument("--list-configs", action="store_true", help="list the shipped configs and exit")
-    add_budget_arguments(p)
-    add_failover_arguments(p)  # --kill-node 1 --kill-after 5: a node lost mid-training, a hot spare takes over
+    add_pipeline_arguments(p, "the pipeline")
+    add_node_loss_arguments(p)  # --kill-node 1 --kill-after 5: a node lost mid-training, a hot spare takes over
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlplace import config
     from rlplace.examples.cartpole_ppo import CONFIGS, config_names
+    from rlplace.examples.cartpole_ppo.command import check_fits, execute
 
     if args.list_configs:
         for name in config_names():
             print(f"{name:20} {CONFIGS / (name + '.yaml')}")
         return 0
-    return execute(args.config, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology")
+    spec = config.load(args.config)
+    check_fits(spec)  # before any cluster starts
+    return execute(spec, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology")
 
 
 def config_argument(text: str) -> pathlib.Path:

@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import re
 import sys
 from collections import Counter
 
@@ -24,9 +23,6 @@ from rlplace.planner.gc_pause import gc_paused
 
 COMPARED = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
-#: Console width when stdout is not a terminal: wide enough that no line wraps mid-value or is cut with "…".
-UNWRAPPED = 100_000
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=inventory_file,
         help="inventory YAML (nodes: list or COUNTxGPUS string); `cpus` are checked",
     )
+    src.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="plan on the live cluster whose head is there (default without --nodes/--inventory: $RAY_ADDRESS, else "
+        "the cluster started on this machine)",
+    )
     p.add_argument(
         "--node-env",
         action="append",
@@ -68,7 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--detail", action="store_true", help="the table with a row per device (= --format table-full)")
     p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
     p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
-    p.add_argument("--model-bytes", type=_size, default="14G", help="model size for the estimate (14G, 512M, 1GiB)")
+    p.add_argument(
+        "--model-bytes",
+        type=_size,
+        help="model size for the estimate (14G, 512M, 1GiB; default: the config's cluster.model_bytes, else 14G, "
+        "a 7B model in bf16, said to be assumed)",
+    )
     p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
     p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
     p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
@@ -77,25 +84,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _size(text: str) -> int:
-    """``"14G" -> 14e9``, ``"1GiB" -> 2**30``: byte counts for the estimate."""
-    m = _SIZE.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 14G, 512M, 1GiB or 1000000")
-    unit = (m.group(2) or "").lower()
-    base = 1024 if unit.endswith("i") else 1000
-    return int(float(m.group(1)) * base ** ("kmgt".index(unit[0]) + 1 if unit else 0))
+    """An argparse type for byte counts (`rlplace.config.sizes`)."""
+    from rlplace.config.sizes import SIZE_FORM, parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {SIZE_FORM}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.config import load
-    from rlplace.planner import estimate, plan, write_resource_pool
+    from rlplace.planner import capacity, estimate, plan, write_resource_pool
     from rlplace.viz.shown import from_environment, shown_plan
 
     spec = load(pathlib.Path(args.file), overrides=args.overrides, show_env=args.show_env)
     inventory = _inventory(args)
     hidden = () if args.show_env else spec.from_env
     try:
-        planned = _checked(plan(spec, inventory), inventory)
+        planned = capacity.checked(plan(spec, inventory), inventory)
     except PlanError as e:
         raise PlanError(hide(str(e), hidden)) from None
     if args.export:
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
         _write_pictures(result, inventory, est, args)
-    compared = _compare(spec, planned, inventory, args) if args.compare else None
+    compared = _compare(spec, planned, inventory, est, args) if args.compare else None
     if args.format in ("table", "table-full"):
         _print_table(result, inventory, est, compared, args)
     else:
@@ -118,18 +125,6 @@ def run(args: argparse.Namespace) -> int:
                 doc["from_environment"] = from_environment(spec.from_env)
             _dump(doc, args.format)
     return 0
-
-
-def _checked(result: Plan, inventory: Inventory) -> Plan:
-    """Refuse a plan some node cannot hold (CPUs and custom resources, where the inventory states them), with
-    the words `rlplace run` would stop with; add the warnings run would give about unadvertised hardware."""
-    from rlplace.planner import capacity
-
-    problems = capacity.problems(result, inventory)
-    if problems:
-        raise PlanError(capacity.refusal(problems))
-    more = capacity.warnings(result, inventory)
-    return dataclasses.replace(result, warnings=(*result.warnings, *more)) if more else result
 
 
 def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Namespace) -> None:
@@ -154,11 +149,11 @@ def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
 
 def _inventory(args: argparse.Namespace) -> Inventory:
     """--nodes and --inventory were read when the command line was (commands/arguments.py)."""
-    inventory = args.nodes or args.inventory or _live_inventory()
+    inventory = args.nodes or args.inventory or _live_inventory(args.address)
     return with_node_env(inventory, args.node_env) if args.node_env else inventory
 
 
-def _live_inventory() -> Inventory:
+def _live_inventory(address: str | None) -> Inventory:
     """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
         import ray
@@ -167,7 +162,7 @@ def _live_inventory() -> Inventory:
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e
-    inventory = live_inventory()
+    inventory = live_inventory(address or "auto")
     address = ray.get_runtime_context().gcs_address
     print(
         f"planning on the live Ray cluster at {address}: {len(inventory)} node(s), {inventory.total_gpus} GPU(s) "
@@ -177,7 +172,7 @@ def _live_inventory() -> Inventory:
     return inventory
 
 
-def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.Namespace) -> dict[str, dict]:
+def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argparse.Namespace) -> dict[str, dict]:
     """Plan the worker counts of `planned` under each auto strategy; a strategy that does not fit says why."""
     from rlplace.planner import estimate, plan
 
@@ -211,7 +206,7 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, args: argparse.
             "fits": True,
             "env_strategy": p.settings.env_strategy,
             "nodes_used": len({w.node_rank for w in p.workers if w.node_rank is not None}),
-            **estimate(p, args.model_bytes, args.batch_bytes, inventory).to_dict(),
+            **estimate(p, est.model_bytes, args.batch_bytes, inventory, est.model_source).to_dict(),
             "warnings": len(p.warnings),
         }
     return out
@@ -238,29 +233,20 @@ def _dump(doc: dict, fmt: str) -> None:
     sys.stdout.write(yaml.dump(doc, Dumper=dumper, sort_keys=False))
 
 
-def _console():
-    """The terminal's width; anywhere else (a pipe, a file) wide enough that no line wraps mid-value or is cut."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=UNWRAPPED)
-
-
 def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None, args: argparse.Namespace) -> None:
     from rich.table import Table
 
+    from rlplace.viz.console import console as terminal
     from rlplace.viz.table import render
-    from rlplace.viz.text import estimate_line
+    from rlplace.viz.text import estimate_line, model_size
 
-    console = _console()
+    console = terminal()
     console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
     console.print(estimate_line(result, est))
     if args.export:
         console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
-        t = Table(
-            title=f"strategies compared (model {_human(args.model_bytes)}, experience "
-            f"{_human(args.batch_bytes)} per iteration)"
-        )
+        t = Table(title=f"strategies compared ({model_size(est)}, experience {_human(args.batch_bytes)} per iteration)")
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
             t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():

@@ -1,28 +1,38 @@
-"""`rlplace run CONFIG`: the CartPole PPO pipeline placed by CONFIG, on a cluster, end to end.
+"""`rlplace run CONFIG [OVERRIDE ...] [--simulate NODES | --address A] [-- COMMAND ...]`: run on the plan.
 
-On an existing cluster (`--address`, or one this machine is already part of) or on an embedded
-simulated one (`--simulate 3x2,1x0`). It shows the plan, writes the topology picture, trains with a
-progress bar until CartPole is solved or the budget ends, prints the reward curve and where every
-worker ran, and removes everything it created (and stops the simulated cluster).
+With `-- COMMAND` (`-- python train.py --lr 3e-4`) your command runs as the job's driver: inside it,
+`rlplace.connect()` with no argument plans this config, on this cluster. Without it, the bundled CartPole PPO
+pipeline runs, for a config that plans its components. Either way on an existing cluster (`--address`, else
+$RAY_ADDRESS, else the one this machine is part of) or on an embedded simulated one (`--simulate 2x8:A800,1x4`),
+and the plan is shown before anything starts.
+
+The command's part is `rlplace.commands.driver`; the pipeline's is the example's,
+`rlplace.examples.cartpole_ppo.command`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import pathlib
-from typing import Any
+import dataclasses
+import shlex
 
-from rlplace.commands.arguments import nodes_argument, positive_int, positive_seconds
-from rlplace.commands.node_loss import NodeKiller, add_failover_arguments, simulated_spares_of
-from rlplace.errors import PlacementError, RlplaceError
+from rlplace.commands.arguments import nodes_argument
+from rlplace.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from rlplace.examples.cartpole_ppo.command import add_pipeline_arguments
+
     p = sub.add_parser(
         "run",
-        help="run the CartPole PPO pipeline with a cluster config (embedded simulated cluster or existing one)",
-        description=__doc__.splitlines()[0],
+        help="run your command (-- python train.py) or the bundled CartPole pipeline on a config's plan, on an "
+        "embedded simulated cluster or an existing one",
+        description=__doc__.split("\n\n")[1],
+        usage="rlplace run [-h] CONFIG [OVERRIDE ...] [--simulate NODES | --address HOST:PORT] [options] "
+        "[-- COMMAND ...]",
+        epilog="After `--`: the command to run as the job's driver (-- python train.py --lr 3e-4). It gets "
+        "RAY_ADDRESS, the cluster's token mode, RLPLACE_CONFIG and RLPLACE_OVERRIDES, so that rlplace.connect() "
+        "with no argument plans this config there; its stdin, stdout, stderr and exit status are run's.",
     )
     p.add_argument("config", help="cluster config YAML (either dialect), e.g. one of `rlplace demo --list-configs`")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=2")
@@ -31,187 +41,38 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--simulate",
         metavar="NODES",
         type=nodes_argument,
-        help="start an embedded cluster of these nodes (COUNTxGPUS groups in node-rank order, e.g. 2x4 or 3x2,1x0)",
+        help="start an embedded cluster of these nodes (COUNTxGPUS[:MODEL] groups in node-rank order, e.g. 2x8,1x4 "
+        "or 2x4:A800,1x0), stopped when the run ends",
     )
     where.add_argument(
         "--address",
         metavar="HOST:PORT",
         help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the cluster started on this machine)",
     )
-    add_budget_arguments(p)
-    add_failover_arguments(p)
+    add_pipeline_arguments(p, "the bundled CartPole pipeline (without -- COMMAND)")
     p.set_defaults(func=run)
 
 
-def add_budget_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared with `rlplace demo`."""
-    from rlplace.examples.cartpole_ppo.budget import Budget
-
-    default = Budget()
-    p.add_argument(
-        "--iterations", type=positive_int, default=default.iterations, help="training budget: stop after N iterations"
-    )
-    p.add_argument("--seed", type=int, default=default.seed, help="seed of the environments and the networks")
-    p.add_argument(
-        "--out",
-        type=pathlib.Path,
-        default=pathlib.Path("."),
-        help="directory for the topology picture (.svg, .html) and, in auto mode, resource_pool_auto.yaml",
-    )
-    p.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=60.0,
-        help="seconds the placement groups may take; then the run fails naming what is missing on which node",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    return execute(args.config, simulate=args.simulate, address=args.address, args=args, picture_stem="topology")
+    from rlplace import config
+    from rlplace.examples.cartpole_ppo.command import check_fits, execute
 
+    spec = config.load(args.config, overrides=args.overrides)  # errors before any cluster starts
+    command = getattr(args, "command_line", None)
+    if command is not None:
+        from rlplace.commands.driver import run_command
 
-def execute(
-    config: Any, *, simulate: str | None, address: str | None, args: argparse.Namespace, picture_stem: str
-) -> int:
-    """Load, plan, place, train, report, tear down. Returns 0 once the run completed, solved or not (the report
-    says which); failures raise the RlplaceError the CLI turns into exit codes 2-4."""
-    from rich.console import Console
-
-    from rlplace import config as config_module
-
-    _require_demo_extra()
-    from rlplace.examples.cartpole_ppo.pipeline import check_config
-
-    spec = config_module.load(config, overrides=getattr(args, "overrides", ()))  # errors before any cluster starts
-    check_config(spec)  # so is a config that cannot run this pipeline
-    if getattr(args, "elastic", False):
-        from rlplace.examples.cartpole_ppo.pipeline import elastic_spec
-
-        spec = elastic_spec(spec)
-    args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out, too
-    console = Console()
-    if simulate:
-        from rlplace.examples.local_cluster import simulated_cluster, simulated_inventory
-
-        nodes = simulated_inventory(simulate)
-        from rlplace.planner import plan
-
-        plan(spec, nodes)  # a plan that cannot fit fails here, before a cluster is started for nothing
-        spares = simulated_spares_of(args, nodes)
-        more = f" and {len(spares)} hot spare{'s' if len(spares) != 1 else ''}" if spares else ""
-        console.print(f"Starting an embedded Ray cluster: {simulate}{more} (COUNTxGPUS[:MODEL], logical GPUs) ...")
-        cluster = None
-        try:
-            with simulated_cluster(nodes, spares) as cluster:
-                return _train(spec, console, args, picture_stem, cluster)
-        finally:  # also when training failed (a NodeLostError, say): the cluster is gone either way
-            if cluster is not None:
-                session = os.path.basename(cluster.session_dir)
-                if cluster.killed:
-                    killed = ", ".join(cluster.killed)
-                    console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {killed}[/]")
-                else:
-                    console.print(
-                        f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
-                    )
-    from rlplace.ray.cluster import address_to_join, join
-
-    # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
-    # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
-    for flag in ("spare", "kill_node", "add_node_after"):
-        if getattr(args, flag, None) is not None:
-            raise RlplaceError(f"--{flag.replace('_', '-')} works only on an embedded cluster (--simulate NODES)")
-    # The same choice as rlplace.connect, except that the CLI never starts a cluster: "auto" when nothing says.
-    join(address_to_join(address, spec.ray_address) or "auto")
-    return _train(spec, console, args, picture_stem)
-
-
-def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str, cluster: Any | None = None) -> int:
-    """Place and run the pipeline on the cluster this process is connected to (`cluster`: the embedded one)."""
-    import rlplace
-    from rlplace.examples.cartpole_ppo.budget import Budget
-    from rlplace.examples.cartpole_ppo.pipeline import run_pipeline
-    from rlplace.examples.cartpole_ppo.report import summary
-
-    export = args.out / "resource_pool_auto.yaml"
-    window = getattr(args, "replace_within", None)
-    window = window if window is not None else (10.0 if cluster is not None else 60.0)
-    job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export, replace_within_s=window)
-    rank, after = getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0)
-    kill = NodeKiller(cluster, rank, after, getattr(args, "add_node_after", None))
-    with job, kill:
-        _show_plan(job, console, args.out / picture_stem)
-        budget = Budget(iterations=args.iterations, seed=args.seed)
-        with _progress(console, budget.iterations) as advance:
-            checkpoints = getattr(args, "checkpoint_dir", None)
-            result = run_pipeline(
-                job,
-                budget,
-                progress=kill.counting(advance),
-                checkpoint_dir=checkpoints,
-                on_start=kill.start,
-                may_stop=lambda: kill.settled(job.events),
-            )
-        if job.events:  # the picture as it ends: lost nodes, ranks served by spares
-            _write_picture(job, args.out / picture_stem, job.node_health())
-            console.print(f"Topology picture after the node loss: {(args.out / picture_stem).with_suffix('.svg')}")
-    if kill.rank is not None and kill.cluster is not None:
-        result.failover.insert(0, kill.describe(job.events))
-    console.print(summary(result))
-    wrong = [p.mismatch for p in result.placed if p.mismatch]
-    if wrong:
-        raise PlacementError("workers ran off their plan:\n  " + "\n  ".join(wrong))
-    return 0
-
-
-def _write_picture(job: Any, stem: pathlib.Path, health: Any = None) -> None:
-    from rlplace.viz.picture import write_html, write_svg
-
-    write_svg(job.plan, stem.with_suffix(".svg"), job.live, health=health)
-    write_html(job.plan, stem.with_suffix(".html"), job.live, health=health)
-
-
-def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
-    from rlplace.viz.table import render
-
-    console.print(render(job.plan, job.live))
-    for warning in job.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
-    _write_picture(job, stem)
-    console.print(f"Topology picture: {stem.with_suffix('.svg')} and {stem.with_suffix('.html')}")
-
-
-class _progress:
-    """A rich progress bar over iterations showing the windowed average return; yields its advance callback."""
-
-    def __init__(self, console: Any, total: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._bar = Progress(
-            TextColumn("training"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("avg return {task.fields[avg]:>5.1f}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
-        self._task = self._bar.add_task("train", total=total, avg=0.0)
-
-    def __enter__(self) -> Any:
-        self._bar.start()
-        return self.advance
-
-    def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
-
-    def advance(self, iteration: int, curve: Any) -> None:
-        self._bar.update(self._task, completed=iteration, avg=curve.average)
-
-
-def _require_demo_extra() -> None:
-    """The pipeline needs numpy and gymnasium, which a plain `pip install rlplace` does not bring."""
+        return run_command(args, spec, command)
     try:
-        import gymnasium  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as e:
-        raise RlplaceError(f"the CartPole pipeline needs {e.name}: pip install 'rlplace[demo]'") from e
+        check_fits(spec)  # so is a config that cannot run this pipeline
+    except ConfigError as e:
+        own = shlex.join(["rlplace", "run", args.config, *args.overrides, *_where(args), "--", "python", "train.py"])
+        hint = f"; or run your own script on this plan: `{own}` (docs/guide.md, section 6)"
+        raise ConfigError([dataclasses.replace(p, message=p.message + hint) for p in e.problems]) from None
+    return execute(spec, simulate=args.simulate, address=args.address, args=args, picture_stem="topology")
+
+
+def _where(args: argparse.Namespace) -> list[str]:
+    if args.simulate:
+        return ["--simulate", args.simulate]
+    return ["--address", args.address] if args.address else []

@@ -34,6 +34,7 @@ from rlplace.ray import auth, token_file
 from rlplace.ray.labels import (
     ACCELERATOR_LABEL,
     HIDE_GPUS_ENV,
+    LOOPBACK_ENV,
     NODE_RANK_ENV_VARS,
     NODE_RANK_LABEL,
     SPARE_LABEL,
@@ -44,6 +45,12 @@ from rlplace.ray.labels import (
 
 #: `ray start --head` listens here unless `--port` says otherwise.
 DEFAULT_RAY_PORT = 6379
+#: `--node-ip-address` values that confine a head to this machine (`LOOPBACK_ENV`).
+LOOPBACK = ("127.0.0.1", "localhost")
+#: Ray's advice at the end of `ray start` (`ray stop`, which ends every Ray process of this machine), left out of
+#: its output, and rlplace's, which the report ends with.
+RAY_STOP_ADVICE = "To terminate the Ray runtime, run"
+STOP_ADVICE = "Stop this node: rlplace stop (not `ray stop`, which ends every Ray process of this machine)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -124,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not os.path.exists(ray):
         raise RlplaceError(f"the `ray` command is not installed next to {sys.executable} nor on PATH")
-    address = check_can_start(head=args.head, address=args.address, ray_args=args.ray_args)
+    node_ip = _take_option([a for a in args.ray_args if a != "--"], "--node-ip-address")[0]
+    loopback = args.head and node_ip in LOOPBACK
+    address = check_can_start(head=args.head, address=args.address, ray_args=args.ray_args, node_ip=node_ip)
     token, created = None, False
     if args.head and not args.insecure:
         token, created = auth.token_for_head(os.environ, args.token_file)
@@ -137,7 +146,9 @@ def run(args: argparse.Namespace) -> int:
     token_path = access.token.path if access.token else None
     record = local_nodes.new_record(role, address, str(token_path) if token_path else None)
     added = {**auth.ray_start_environment(access.token), **zone, local_nodes.MARKER_ENV: record.id}
-    report = head_report(access, created) if args.head else node_report(access)
+    if loopback:
+        added[LOOPBACK_ENV] = "0"
+    report = head_report(access, created, node_ip) if args.head else node_report(access)
     block = "--block" in args.ray_args
     if block:  # `ray start --block` returns only when the node ends: say how to join it now
         print(report, file=sys.stdout if access.requires_token else sys.stderr, flush=True)
@@ -190,7 +201,7 @@ def run_recorded(cmd: list[str], env: dict[str, str], record: local_nodes.NodeRe
     `--block`) start leaves running is stopped, so no half-started raylet stays behind."""
     record.save()
     try:
-        code = subprocess.run(cmd, env=env, check=False).returncode
+        code = ray_start(cmd, env)
     except BaseException:
         local_nodes.stop(record)
         raise
@@ -206,15 +217,53 @@ def run_recorded(cmd: list[str], env: dict[str, str], record: local_nodes.NodeRe
     return code
 
 
-def head_report(access: auth.Access, created: bool) -> str:
-    """What the user needs after `rlplace start --head`: how nodes and clients get in (never the token itself)."""
+def ray_start(cmd: list[str], env: dict[str, str]) -> int:
+    """`ray start`, its output passed through line by line, except Ray's advice to stop the node with `ray stop`,
+    which ends every Ray process of this machine (other users' nodes, other starts): rlplace's report says how.
+    On a terminal Ray keeps its pretty style (it writes timestamped records into a pipe)."""
+    if sys.stdout.isatty() and not any(a.startswith("--log-style") for a in cmd):
+        cmd = [*cmd, "--log-style=pretty", "--log-color=true"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True, bufsize=1)
+    assert proc.stdout is not None
+    try:
+        held: str | None = None
+        for line in proc.stdout:
+            if held is not None:
+                line = "" if line.strip().endswith("ray stop") else held + line
+                held = None
+            elif line.rstrip().endswith(RAY_STOP_ADVICE):
+                held = line
+                continue
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        if held is not None:
+            sys.stdout.write(held)
+        return proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def head_report(access: auth.Access, created: bool, node_ip: str | None = None) -> str:
+    """What the user needs after `rlplace start --head`: how nodes and clients get in (never the token itself);
+    for a head on 127.0.0.1 (`-- --node-ip-address 127.0.0.1`), that it runs alone and how clients of this machine
+    reach it."""
     join = f"rlplace start --address {access.address} --node-rank N"
+    if node_ip in LOOPBACK:
+        return _loopback_report(access)
+    listens = (
+        ""
+        if node_ip is None
+        else f"\nnote: Ray's GCS and raylets listen on every address of this machine, whatever --node-ip-address "
+        f"{node_ip} says (only 127.0.0.1 confines them)"
+    )
     if not access.requires_token:
         return (
             f"warning: --insecure: the Ray cluster at {access.address} requires no token. Anyone who can reach its "
             "ports can join a node or connect a client and run any code on every node, as the user who started Ray, "
             "and read its data (how Ray clusters were taken over in the wild, CVE-2023-48022). Use it only on a "
-            f"network you trust.\nA node joins with: {join}\nStop this node: rlplace stop"
+            f"network you trust.\nA node joins with: {join}{listens}\n{STOP_ADVICE}"
         )
     token = access.token
     assert token is not None
@@ -236,8 +285,20 @@ def head_report(access: auth.Access, created: bool) -> str:
         f"rlplace: the Ray cluster at {access.address} requires its token (Ray token authentication).\n"
         f"{where}\n"
         f"A node joins with (a copy of the token file on it, or a shared one):\n  {node}\n"
-        f"Clients (rlplace run/status/plan, rlplace.connect) find the token where Ray looks for it, e.g.:\n  {client}\n"
-        "Stop this node: rlplace stop"
+        f"Clients (rlplace run/status/plan, rlplace.connect) find the token where Ray looks for it, e.g.:\n  {client}"
+        f"{listens}\n{STOP_ADVICE}"
+    )
+
+
+def _loopback_report(access: auth.Access) -> str:
+    """A head on 127.0.0.1: Ray runs it as a one-machine cluster listening on loopback only (`LOOPBACK_ENV`)."""
+    token = access.token
+    env = f"{LOOPBACK_ENV}=0" + (f" {auth.TOKEN_PATH_ENV}={token.path}" if token and token.path else "")
+    return (
+        f"rlplace: the Ray cluster at {access.address} listens on 127.0.0.1 only: a one-machine cluster, which no "
+        f"other node can join ({'it requires its token' if access.requires_token else 'no token: --insecure'}).\n"
+        f"Clients on this machine set {LOOPBACK_ENV}=0 (Ray's switch that keeps 127.0.0.1 as their address), e.g.:\n"
+        f"  {env} rlplace status --address {access.address}\n{STOP_ADVICE}"
     )
 
 
@@ -253,9 +314,10 @@ def node_report(access: auth.Access) -> str:
     )
 
 
-def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str]) -> str:
+def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str], node_ip: str | None = None) -> str:
     """Refuse within seconds what `ray start` would answer with a traceback (a head whose port is taken)
-    or with minutes of retries (a worker whose head is unreachable). Returns the head's address (HOST:PORT)."""
+    or with minutes of retries (a worker whose head is unreachable). Returns the head's address (HOST:PORT): on
+    `node_ip` (`--node-ip-address`) where given, else on the address Ray picks for this machine."""
     from rlplace.ray.cluster import reachable_address
 
     if not head:
@@ -264,7 +326,7 @@ def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str])
     from rlplace.ray import _compat
 
     port = _take_option([a for a in ray_args if a != "--"], "--port")[0] or str(DEFAULT_RAY_PORT)
-    ip = _compat.node_ip_address()
+    ip = "127.0.0.1" if node_ip in LOOPBACK else node_ip or _compat.node_ip_address()
     here = f"{ip}:{port}"
     try:
         socket.create_connection((ip, int(port)), timeout=2.0).close()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlplace.cli_types import positive_seconds
 from rlplace.commands import local_nodes
-from rlplace.commands.arguments import positive_seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -324,9 +324,8 @@ class Section(Kind):
                 key,
             )
             return
-        rep.add(
-            where, f"unknown key '{key}' in {self.name}{did_you_mean(key, valid)} Valid keys: {', '.join(valid)}", key
-        )
+        hint = did_you_mean(key, valid) or f"; valid keys: {', '.join(valid)}"  # the list only without a guess
+        rep.add(where, f"unknown key '{key}' in {self.name}{hint}", key)
 
     def schema(self) -> JsonSchema:
         props = {k: {**f.kind.schema(), "description": f.doc} for k, f in self.fields.items()}

@@ -42,7 +42,7 @@ from rlplace.config.compose import (
 from rlplace.config.from_env import token_variable_refused
 from rlplace.config.problems import Reporter, near_miss
 from rlplace.config.search_path import SearchPath, package_folder, search_path
-from rlplace.config.sections import NODE_GROUPS_KEYS, POOLS_SECTION
+from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, PLACEMENT_BLOCK, POOLS_SECTION
 from rlplace.config.yaml_source import Budget
 from rlplace.errors import ConfigError, Problem
 
@@ -95,7 +95,10 @@ def compose_with_hydra(
         if extra:  # the configs missing without overrides: stood in for at once, not one retry each
             for gap in preflight.gaps:
                 _write_stand_in(standins, gap.config_path)
-        cfg, defaults, reading = _compose(path, [*overrides, *extra], search if extra else None, standins, budget)
+        added = [_added_if_in_schema(o) for o in overrides]
+        cfg, defaults, reading = _compose(
+            path, [*added, *extra], search if extra else None, standins, budget, overrides
+        )
         choices = cfg.hydra.runtime.choices
         sources = _sources(cfg.hydra.runtime.config_sources, path)
         with open_dict(cfg):
@@ -147,17 +150,36 @@ def _searchpath_override(search: SearchPath, standins: str) -> str:
     return f"{_SEARCHPATH_KEY}=[{quoted}]"
 
 
+def _added_if_in_schema(override: str) -> str:
+    """`cluster.train_each_cpu_num=0.25` as Hydra's add-or-override `++cluster.train_each_cpu_num=0.25` when the key
+    is one of the cluster section's (either dialect, or `placement`'s): a valid key the file does not write is set,
+    as written, rather than refused by Hydra (which adds a key only with `+`). Any other override is left as typed."""
+    key, sep, _ = override.partition("=")
+    parts = key.split(".")
+    if not sep or key.startswith(("+", "~")) or parts[0] != "cluster" or len(parts) not in (2, 3):
+        return override
+    sections = (POOLS_SECTION, NODE_GROUPS_SECTION) if len(parts) == 2 else (PLACEMENT_BLOCK,)
+    known = parts[-1] in {k for s in sections for k in s.fields}
+    return f"++{override}" if known and (len(parts) == 2 or parts[1] == "placement") else override
+
+
 def _compose(
-    path: pathlib.Path, overrides: list[str], search: SearchPath | None, standins: str, budget: Budget
+    path: pathlib.Path,
+    overrides: list[str],
+    search: SearchPath | None,
+    standins: str,
+    budget: Budget,
+    typed: Sequence[str],
 ) -> tuple[object, list, hydra_guard.Reading]:
     """(DictConfig with the hydra node, Hydra's final defaults list, what was read); a config missing only because
-    of a skipped search path gets an empty stand-in and the composition is retried."""
+    of a skipped search path gets an empty stand-in and the composition is retried. Errors name the overrides as
+    `typed`."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
     from hydra.types import RunMode
 
-    user = [o for o in overrides if not o.startswith(f"{_SEARCHPATH_KEY}=")]
+    user = list(typed)
     for _ in range(_MAX_STANDINS):
         with hydra_guard.reading(budget) as reading:
             try:
@@ -337,6 +359,8 @@ def _unknown_key(path: pathlib.Path, overrides: Sequence[str], culprit: str | No
         known |= set(POOLS_SECTION.fields) | set(NODE_GROUPS_KEYS)
     close = _closest(last, known)
     value = culprit.split("=", 1)[1] if "=" in culprit else ""
+    if close == last:  # the key exists elsewhere (a group's option, another section): adding it is what works
+        return f"there is no key {key} to override here; write +{culprit.lstrip('+')} to add it"
     if close:
         fixed = f"{parent}.{close}" if parent else close
         return f"there is no key {key} to override; did you mean '{fixed}={value}'?"
@@ -369,8 +393,11 @@ def _keys_at(path: pathlib.Path, overrides: list[str], parent: str) -> list[str]
 def _culprit(overrides: Sequence[str], e: Exception) -> str | None:
     """The override an error is about: the one whose key or line the message quotes."""
     text = str(e)
-    if getattr(e, "override", None) in overrides:  # an override that does not parse
-        return e.override  # type: ignore[attr-defined]
+    failed = getattr(e, "override", None)
+    if isinstance(failed, str):  # an override that does not parse (as typed, or as `_added_if_in_schema` wrote it)
+        typed = next((o for o in overrides if o.lstrip("+") == failed.lstrip("+")), None)
+        if typed is not None:
+            return typed
     quoted = set(re.findall(r"'([^']+)'", text))
     missing = getattr(e, "missing_cfg_file", None)
     for o in overrides:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from rlplace.config import elastic, names, node_groups, pools, topology, training
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
-from rlplace.config.fields import INVALID
+from rlplace.config.fields import INVALID, written
 from rlplace.config.files import read_config_text
 from rlplace.config.from_env import hide
 from rlplace.config.hydra_compose import compose_with_hydra
@@ -43,6 +43,8 @@ from rlplace.model import EnvValue, JobSpec
 
 POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
 _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
+#: The key of the node-groups dialect's placements, whose entries' lines JobSpec.locations keeps.
+PLACEMENTS = "component_placement"
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -89,17 +91,25 @@ def _hidden(problem: Problem, values: tuple[EnvValue, ...]) -> Problem:
 
 
 def _locations(rep: Reporter, data: object) -> dict[str, str]:
-    """`file:line` of the keys the planner names in its messages (JobSpec.locations)."""
+    """`file:line` of the keys the planner and the CLI name in their messages (JobSpec.locations): the cluster
+    section's own keys and each component placement (`component_placement.rollout`), relative to the section, and
+    each node group's hardware (`cluster.node_groups[0].hardware`, as the robots' refusals name it)."""
     base: Path = ("cluster",) if isinstance(data, Mapping) and "cluster" in data else ()
     out = {}
+    for path, line in rep.lines.items():
+        rest = path[len(base) :]
+        if path[: len(base)] != base or not rest or len(rest) > 2 or (len(rest) == 2 and rest[0] != PLACEMENTS):
+            continue
+        file = rep.files.get(path, rep.file)
+        out[format_path(rest)] = f"{file}:{line}" if line is not None else str(file)
     section = data.get("cluster") if base else data  # type: ignore[union-attr]
     groups = section.get("node_groups") if isinstance(section, Mapping) else None
     hardware = [(*base, "node_groups", i, "hardware") for i in range(len(groups) if isinstance(groups, list) else 0)]
-    for key, path in [("num_nodes", (*base, "num_nodes")), *((format_path(p), p) for p in hardware)]:
+    for path in hardware:  # named with the section's key, as the robots' refusals name them
         if path in rep.lines:
             line = rep.lines[path]
             file = rep.files.get(path, rep.file)
-            out[key] = f"{file}:{line}" if line is not None else str(file)
+            out[format_path(path)] = f"{file}:{line}" if line is not None else str(file)
     return out
 
 
@@ -203,8 +213,7 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
         spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
         names.warn_near_misses(spec, data, base, rep)
-        spec = topology.apply(spec, checked, base, rep)  # type: ignore[arg-type]
-        return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
+        return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
     checked = POOLS_SECTION.check(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
     pool_list = checked.get("resource_pool")  # type: ignore[union-attr]
@@ -215,8 +224,15 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
     spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
     spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
-    spec = topology.apply(spec, checked, base, rep)  # type: ignore[arg-type]
-    return elastic.apply(spec, checked, base, rep)  # type: ignore[arg-type]
+    return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
+
+
+def _both_dialects(spec: JobSpec, checked: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
+    """`spec` with the keys either dialect may write: `topology`, `elastic`, and rlplace's `model_bytes`."""
+    size = written(checked, "model_bytes")
+    spec = dataclasses.replace(spec, model_bytes=size) if isinstance(size, int) else spec
+    spec = topology.apply(spec, checked, base, rep)
+    return elastic.apply(spec, checked, base, rep)
 
 
 _ABSENT = object()

@@ -374,11 +374,8 @@ def _without_strays(names: tuple[str, ...]) -> str:
 def _groups_exist(labels: tuple[str, ...], known: list[str], path: Path, rep: Reporter) -> bool:
     missing = [label for label in labels if label not in known]
     for label in missing:
-        rep.add(
-            path,
-            f"node group '{label}' is not defined{did_you_mean(label, known)} Defined groups: {', '.join(known)}",
-            label,
-        )
+        guess = did_you_mean(label, known) or "."
+        rep.add(path, f"node group '{label}' is not defined{guess} Defined groups: {', '.join(known)}", label)
     return not missing
 
 

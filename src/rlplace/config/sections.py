@@ -31,6 +31,7 @@ from rlplace.config.hardware import TEXT, HardwareBlock
 from rlplace.config.problems import Path, Reporter, show
 from rlplace.config.profiling import Profiling
 from rlplace.config.ranges import parse_placement, parse_ranks
+from rlplace.config.sizes import SIZE_FORM, parse_size
 from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES_PER_NODE, MAX_NODES, POOL_COMPONENTS
 
 _RANK_TERM = r"\s*[0-9]+\s*(-\s*[0-9]+\s*)?"
@@ -184,7 +185,7 @@ ELASTIC_RANGE = Section(
     },
 )
 #: Keys of both dialects: they do not tell the dialect.
-BOTH_DIALECTS = ("elastic", "topology")
+BOTH_DIALECTS = ("elastic", "topology", "model_bytes")
 #: `cluster.elastic`: component -> {min, max}; the rules relating it to the components are in `elastic.py`.
 ELASTIC = Field(
     Maybe(MapOf(Maybe(ELASTIC_RANGE), "component names to elastic ranges {min: N, max: M}")),
@@ -282,6 +283,12 @@ COMPONENT_ENTRY = Section(
 )
 
 NODE_GROUPS_KEYS = ("num_nodes", "node_groups", "component_placement")
+#: rlplace's own key, in both dialects (both frameworks' cluster sections let unknown keys through).
+MODEL_BYTES = Field(
+    Parsed(parse_size, {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}, SIZE_FORM),
+    "rlplace: the model's size for the estimate of weight sync across nodes, e.g. 14G, 512M, 2.2MiB (unsaid: 14 "
+    "GB, a 7B model in bf16, shown as assumed)",
+)
 #: Keys RLinf reads from its cluster section besides the placement: kept on JobSpec.extras for the app.
 RLINF_SWITCHES = (
     "auto_scheduler",
@@ -322,6 +329,7 @@ NODE_GROUPS_SECTION = Section(
         ),
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
+        "model_bytes": MODEL_BYTES,
     },
     doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
     lenient=True,
@@ -420,6 +428,7 @@ POOLS_SECTION = Section(
         ),
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
+        "model_bytes": MODEL_BYTES,
     },
     doc="Placement strategy: worker counts, placement mode/strategy, resource pools (spec/placement-strategy).",
     lenient=True,

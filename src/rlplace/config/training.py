@@ -176,6 +176,7 @@ def _buffer(
     written_num = spec.settings.buffer_worker_num
     if kind == "unified":
         count: object = 1
+        source = "buffer.storage.type"
         if written_num not in (None, "auto", 1):
             rep.warn(
                 ("cluster", "buffer_worker_num"),
@@ -196,8 +197,10 @@ def _buffer(
                 device,
             )
         count = written_num
+        source = "cluster.buffer_worker_num"
         shards = values.at((*where, "num_shards"))
         if shards is not None:
+            source = "buffer.storage.num_shards"
             count = checked(Integer(1), shards, ("buffer", "storage", "num_shards"), rep)
             if count is not INVALID and written_num is not None and written_num != count:
                 rep.warn(
@@ -216,7 +219,7 @@ def _buffer(
         gpus_per_worker=0.0,
         cpus_per_worker=_buffer_cpus(cluster),
         remote=written(cluster, "remote_storage") is not False,
-        path="buffer.storage.type",
+        path=source,  # where the count came from (the planner names it when it overrides the count)
     )
     return settings, component
 

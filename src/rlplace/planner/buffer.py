@@ -10,16 +10,26 @@ from __future__ import annotations
 from rlplace.inventory import Inventory
 from rlplace.planner.builder import Block, PlanBuilder, gather
 
+#: Where a buffer count may come from besides `buffer_worker_num` (RLightning's storage), as config key paths.
+STORAGE_SOURCES = ("buffer.storage.type", "buffer.storage.num_shards")
+
 
 def aligned(
-    builder: PlanBuilder, train: Block | None, written: int | str | None, cpus: float, group: str | None
+    builder: PlanBuilder,
+    train: Block | None,
+    written: int | str | None,
+    cpus: float,
+    group: str | None,
+    source: str = "",
 ) -> int:
-    """One shard per node holding train workers; a different written count is overridden, with a warning."""
+    """One shard per node holding train workers; a different written count is overridden, with a warning that
+    says where the count came from (`source`: a key of `STORAGE_SOURCES`, else buffer_worker_num itself)."""
     nodes = list(dict.fromkeys(gather(builder.slot_node, train.slots))) if train is not None else []
     if isinstance(written, int) and written != len(nodes):
+        origin = f" (from {source}, as RLightning counts it)" if source in STORAGE_SOURCES else ""
         builder.warnings.append(
-            f"buffer_worker_num: {written} overridden to {len(nodes)}: under pool strategies there is one buffer "
-            f"shard per node holding train workers (nodes {', '.join(map(str, nodes)) or 'none'})"
+            f"buffer_worker_num: {written}{origin} overridden to {len(nodes)}: under pool strategies there is one "
+            f"buffer shard per node holding train workers (nodes {', '.join(map(str, nodes)) or 'none'})"
         )
     _place(builder, nodes, cpus, group)
     return len(nodes)

@@ -14,10 +14,12 @@ here; the Ray layer's reservation reports it (a placement group that cannot be p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from rlplace.errors import PlanError
 from rlplace.inventory import Inventory, Node
 from rlplace.plan import Bundle, Plan
 
@@ -160,6 +162,17 @@ def warnings(plan: Plan, inventory: Inventory) -> list[str]:
         if node is not None and node.node_id is not None and (names := unadvertised(bundles, node)):
             out.append(unadvertised_warning(node, names))
     return out
+
+
+def checked(plan: Plan, inventory: Inventory) -> Plan:
+    """Refuse (PlanError) a plan some node of `inventory` cannot hold, with the words `rlplace.ray.reserve` would
+    stop with; add the warnings it would give about unadvertised hardware (`rlplace plan` and `rlplace run`
+    ask before anything starts)."""
+    found = problems(plan, inventory)
+    if found:
+        raise PlanError(refusal(found))
+    more = warnings(plan, inventory)
+    return dataclasses.replace(plan, warnings=(*plan.warnings, *more)) if more else plan
 
 
 def refusal(problems: list[str]) -> str:

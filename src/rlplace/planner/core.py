@@ -23,9 +23,10 @@ from rlplace.planner.topology import read_topology
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
     """Place every worker of `spec` on `inventory`; PlanError names what is missing where. Elastic components
-    carry their ranges (`Plan.elastic`)."""
+    carry their ranges (`Plan.elastic`), and the model's size where the config says it (`Plan.model_bytes`)."""
     with gc_paused():
-        return elastic.attach(spec, _plan(spec, inventory), inventory)
+        placed = elastic.attach(spec, _plan(spec, inventory), inventory)
+    return dataclasses.replace(placed, model_bytes=spec.model_bytes) if spec.model_bytes else placed
 
 
 def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
@@ -74,7 +75,7 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
         spec,
         in_driver,
         written_buffer,
-        lambda w: buffer.aligned(builder, train, w, buffer_cpus(spec), train_pool),
+        lambda w: buffer.aligned(builder, train, w, buffer_cpus(spec), train_pool, _buffer_path(spec)),
     )
     is_colocated = r.is_colocated
     if is_colocated is None:
@@ -96,6 +97,12 @@ def _placed_counts(builder: PlanBuilder, counts: dict[str, Counted], in_driver: 
             builder.add(InDriver(name, c.count, c.cpus))
         out[name] = dataclasses.replace(c, count=0)
     return out
+
+
+def _buffer_path(spec: JobSpec) -> str:
+    """The key the buffer component's count came from (RLightning's `buffer.storage`), else ""."""
+    c = spec.component("buffer")
+    return c.path if c is not None else ""
 
 
 def _buffer(
@@ -147,7 +154,7 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
                     Problem(
                         path=f"cluster.{name}_worker_num",
                         value=c.num_workers,
-                        file=spec.source,
+                        file=spec.written_at(f"cluster.{name}_worker_num"),
                         message=f"{c.num_workers} {name} worker(s) asked for, but no resource_pool entry gives "
                         f'{name} a GPU range; add e.g. `{name}: "0-{c.num_workers - 1}"` to a pool',
                     )

@@ -56,6 +56,10 @@ NODE = "node"
 #: Defaults of `rlplace plan --model-bytes/--batch-bytes`: a 7B model in bf16, 256 MB of experience.
 DEFAULT_MODEL_BYTES = 14 * 10**9
 DEFAULT_BATCH_BYTES = 256 * 10**6
+#: Where the model's size came from, when nobody said it (`Estimate.model_source`).
+ASSUMED = "assumed"
+#: The config's key for the model's size (`Plan.model_bytes`).
+MODEL_BYTES_KEY = "cluster.model_bytes"
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ class Estimate:
     crossing_lower_bound: dict[str, int] | None = None
     #: Bytes per step (experience, interaction, sampling: those known) crossing each level.
     crossing_per_step: dict[str, int] = field(default_factory=dict)
+    #: Who said the model's size: ASSUMED (nobody: the default), MODEL_BYTES_KEY, or the caller's words.
+    model_source: str = ASSUMED
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -124,6 +130,7 @@ class Estimate:
             "interaction_bytes": self.interaction_bytes,
             "sampling_bytes": self.sampling_bytes,
             "model_bytes": self.model_bytes,
+            "model_bytes_source": self.model_source,
             "batch_bytes": self.batch_bytes,
             "crossing": self.crossing,
             "crossing_lower_bound": self.crossing_lower_bound,
@@ -145,10 +152,17 @@ class Estimate:
 
 def estimate(
     plan: Plan,
-    model_bytes: int = DEFAULT_MODEL_BYTES,
+    model_bytes: int | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     inventory: Inventory | None = None,
+    model_source: str = "--model-bytes",
 ) -> Estimate:
+    """The plan's cost. The model's size: `model_bytes` where given (said by `model_source`), else the config's
+    (`Plan.model_bytes`), else DEFAULT_MODEL_BYTES, which every view then calls assumed."""
+    if model_bytes is None:
+        model_bytes, model_source = (
+            (plan.model_bytes, MODEL_BYTES_KEY) if plan.model_bytes else (DEFAULT_MODEL_BYTES, ASSUMED)
+        )
     by: dict[str, list[Worker]] = {}
     for w in plan.workers:
         by.setdefault(w.component, []).append(w)
@@ -185,6 +199,7 @@ def estimate(
         crossing,
         None if weights is None else _lower_bound(by, model_bytes, topology, inventory),
         crossing_of(step, topology),
+        model_source,
     )
 
 
@@ -343,11 +358,12 @@ def _lower_bound(
 
 
 def format_bytes(n: float | None, none: str = "unknown") -> str:
-    """`14 GB`, `256 MB`, `0 B` (powers of 1000): how every view prints a byte count."""
+    """`14 GB`, `256 MB`, `2.31 MB`, `0 B` (powers of 1000, two decimals at most): how every view prints a byte
+    count."""
     if n is None:
         return none
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000:
-            return f"{n:g} {unit}"
+            return f"{round(n, 2):g} {unit}"
         n /= 1000
     return f"{n:.1f} TB"

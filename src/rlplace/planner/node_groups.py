@@ -92,7 +92,7 @@ def plan_node_groups(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) 
                 Problem(
                     path=c.path or f"cluster.component_placement.{c.name}",
                     value=None,
-                    file=spec.source,
+                    file=spec.written_at(c.path or f"cluster.component_placement.{c.name}"),
                     message=f"component {c.name} has no placement; give node_group and placement",
                 )
             )
@@ -246,8 +246,8 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
             have = "; ".join(f"{r.label}: {r.describe()}" for r in res)
             span = f"which has ranks 0-{total - 1}" if total else "which has none"
             raise PlanError(
-                f"{c.name}: placement asks for resource rank {bad} in {'+'.join(r.label for r in res)}, "
-                f"{span} ({have}{_num_nodes_limit(spec)}){_robots_hint(res, spec)}"
+                f"{spec.written_at(where)}: {where}: placement asks for resource rank {bad} in "
+                f"{'+'.join(r.label for r in res)}, {span} ({have}{_num_nodes_limit(spec)}){_robots_hint(res, spec)}"
             )
         if c.process_shape is not None:
             picks.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does
@@ -259,7 +259,7 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
                 Problem(
                     path=where,
                     value=format_ranks(procs),
-                    file=spec.source,
+                    file=spec.written_at(where),
                     message=(
                         f"{n} processes on {m} resources: the process count must be a multiple of the resource count "
                         "(processes share a resource) or divide it (each process owns several)"
@@ -340,7 +340,7 @@ def _shaped(
             Problem(
                 path=where,
                 value=len(flat),
-                file=spec.source,
+                file=spec.written_at(where),
                 message=f"{c.name} has {len(flat)} resource(s), which do not split into processes of {d} device(s) "
                 f"with stride {st}{origin}; the resource count must be a multiple of {d * st}",
             )
@@ -384,7 +384,7 @@ def _several(c: ComponentSpec, mine: list[tuple[Resources, int]], where: str, sp
             Problem(
                 path=where,
                 value=None,
-                file=spec.source,
+                file=spec.written_at(where),
                 message=(
                     f"a {c.name} process would own {len(mine)} resources ({', '.join(sorted(map(str, kinds)))} on "
                     f"nodes {nodes}); several resources of one process must be GPUs of one node, or robots of one "
@@ -445,7 +445,7 @@ def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) 
             Problem(
                 path=where,
                 value=format_ranks(ranks),
-                file=spec.source,
+                file=spec.written_at(where),
                 message=(f"{what}; the processes of {c.name} must be numbered 0-{len(ranks) - 1}, each once"),
             )
         )

@@ -13,6 +13,7 @@ import socket
 from rlplace.errors import RlplaceError
 from rlplace.ray import _compat
 from rlplace.ray.auth import Access, authenticate
+from rlplace.ray.labels import LOOPBACK_ENV
 
 JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
 START_HEAD = "rlplace start --head --node-rank 0"
@@ -54,8 +55,23 @@ def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
     except (OSError, ValueError) as e:
         tried = "" if resolved == address else f"tried {resolved}: "
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        if _listens_on_loopback_only(address, resolved):
+            hint = f"the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set {LOOPBACK_ENV}=0 here"
         raise RlplaceError(f"no Ray cluster reachable at {typed} ({tried}{reason}); {hint}") from None
     return resolved
+
+
+def _listens_on_loopback_only(typed: str, resolved: str) -> bool:
+    """Ray turned a typed 127.0.0.1 into this machine's address, where nothing listens, but 127.0.0.1 answers: a
+    head started on loopback (see LOOPBACK_ENV)."""
+    host, _, port = typed.rpartition(":")
+    if host not in ("127.0.0.1", "localhost") or resolved == typed or not port.isdigit():
+        return False
+    try:
+        socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
 
 
 def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> Access:

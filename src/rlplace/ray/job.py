@@ -303,7 +303,7 @@ class Job:
 
 
 def connect(
-    config: Any,
+    config: Any = None,
     *,
     inventory: Inventory | None = None,
     timeout_s: float = 30.0,
@@ -312,7 +312,8 @@ def connect(
     export_path: str | os.PathLike | None = AUTO_EXPORT,
     replace_within_s: float = REPLACE_WITHIN_S,
 ) -> Job:
-    """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray.
+    """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray; without
+    `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
     the plan). Without `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running
@@ -349,6 +350,10 @@ def _join(address: str | None) -> None:
 
 def _spec(config: Any) -> JobSpec | None:
     """The JobSpec of `config` (None for a ready Plan), loaded before Ray starts: it may say where to connect."""
+    if config is None:
+        from rlplace.config.driver_env import load_driver_config
+
+        return load_driver_config()
     if isinstance(config, Plan | JobSpec):
         return config if isinstance(config, JobSpec) else None
     from rlplace import config as config_module

@@ -26,6 +26,11 @@ NODE_RANK_ENV_VARS = ("RLPLACE_NODE_RANK", "RLINF_NODE_RANK")
 #: no GPU (by default Ray 2.60 leaves it untouched, and a CPU-only worker sees every GPU of its node).
 HIDE_GPUS_ENV = {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "1"}
 
+#: Ray's switch that keeps a loopback node address: Ray 2.60 otherwise replaces 127.0.0.1 by this machine's address
+#: (`ray start --node-ip-address`, `ray.init`), and its GCS and raylets listen on every address the machine has.
+#: Off ("0"), Ray runs a one-machine cluster on 127.0.0.1 only, and a client of this machine needs it off too.
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")
 
 

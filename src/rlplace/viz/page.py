@@ -13,7 +13,8 @@ from rlplace.planner.estimate import format_bytes
 from rlplace.planner.ranges import format_ranks
 from rlplace.viz.collapse import COLUMNS, rows
 from rlplace.viz.components import component_facts
-from rlplace.viz.scene import Scene, counted
+from rlplace.viz.environments import environments
+from rlplace.viz.scene import Scene, headline
 from rlplace.viz.text import estimate_line, flow_name, settings_parts
 
 CSS = """
@@ -34,21 +35,25 @@ code { font-family: ui-monospace, Menlo, Consolas, monospace; }
 
 def render_page(scene: Scene, svg_text: str) -> str:
     plan = scene.plan
-    used = sum(len(n.nodes) for n in scene.nodes if n.used)
-    headline = f"rlplace plan: {counted(len(plan.workers), 'worker')} on {counted(used, 'node')}"
+    title = escape(headline(scene))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{headline}</title>",
+        f"<title>{title}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>{headline}</h1>",
+        f"<h1>{title}</h1>",
         f'<p class="settings">{escape(" · ".join(settings_parts(plan)))}</p>',
     ]
     if scene.estimate is not None:
         parts.append(f'<p class="estimate">{escape(estimate_line(plan, scene.estimate))}</p>')
     parts += [
         f'<div class="picture">{svg_text}</div>',
+        *(
+            _listed("Environments", "environments", envs)
+            for envs in [tuple(e.line() for e in environments(plan))]
+            if envs
+        ),
         _listed("Warnings", "warnings", plan.warnings),
         _listed("Notes", "notes", plan.notes),
         "<h2>Components</h2><ul>",

@@ -35,6 +35,7 @@ from rlplace.planner.estimate import (
     format_bytes,
 )
 from rlplace.viz.collapse import HARDWARE as HARDWARE_KIND
+from rlplace.viz.environments import environments
 from rlplace.viz.layout import (
     CELL_GAP,
     CELL_W,
@@ -67,9 +68,10 @@ from rlplace.viz.scene import (
     build_scene,
     counted,
     entries_of,
+    headline,
 )
-from rlplace.viz.svgkit import Svg, fit, num, text_width
-from rlplace.viz.text import ABSENT, LEVEL_NAMES, UNKNOWN, estimate_line, flow_name, settings_parts
+from rlplace.viz.svgkit import Svg, escape, fit, num, text_width
+from rlplace.viz.text import ABSENT, LEVEL_NAMES, UNKNOWN, estimate_line, flow_label, flow_name, settings_parts
 from rlplace.viz.units import frame, group_level
 
 MAX_NODES = 64
@@ -215,6 +217,9 @@ class _Drawing:
         if self.scene.driver:
             heading = "in the driver process (remote: false): not Ray actors, nothing reserved"
             y = self._area(y, "driver", heading, self.scene.driver, "in the driver process")
+        envs = tuple(e.line() for e in environments(self.scene.plan))
+        if envs:
+            y = self._listed(y, "environment", envs)
         if self.scene.plan.warnings:
             y = self._listed(y, "warning", self.scene.plan.warnings)
         if self.scene.plan.notes:
@@ -228,7 +233,7 @@ class _Drawing:
             f'{head}<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
             f'viewBox="0 0 {num(self.width)} {num(height)}" style="max-width: {num(self.width)}px; height: auto" '
             f'data-workers="{len(plan.workers)}" data-nodes="{nodes}">\n'
-            f"<title>rlplace plan: {counted(len(plan.workers), 'worker')} on {counted(nodes, 'node')}</title>\n"
+            f"<title>{escape(headline(self.scene))}</title>\n"
             f"<style>{STYLE}</style>\n{self._markers()}\n"
             f'<rect x="0" y="0" width="{num(self.width)}" height="{num(height)}" fill="#fff"/>\n'
             f"{body.render()}\n</svg>\n"
@@ -237,9 +242,7 @@ class _Drawing:
     # ---- header and legend -------------------------------------------------------------------------
     def _header(self, y: float) -> float:
         plan = self.scene.plan
-        used = sum(len(n.nodes) for n in self.scene.nodes if n.used)
-        title = f"rlplace plan · {counted(len(plan.workers), 'worker')} on {counted(used, 'node')}"
-        self.out.text(MARGIN, y + TITLE, title, class_="title")
+        self.out.text(MARGIN, y + TITLE, headline(self.scene), class_="title")
         room = self.width - 2 * MARGIN
         lines = _wrapped(settings_parts(plan), " · ", room)  # wrap at the separators, never inside a setting
         if self.scene.estimate is not None:  # the estimate as the terminal prints it, broken only between figures
@@ -558,22 +561,23 @@ class _Drawing:
         return y + h + 16
 
     def _listed(self, y: float, kind: str, lines: tuple[str, ...]) -> float:
-        """The plan's warnings (or notes), one line each, in full on hover."""
+        """The plan's warnings (or notes, or its node groups' environments), each wrapped between words to the
+        picture's width, never cut."""
         style = "warn" if kind == "warning" else "muted"
+        room = self.width - 2 * MARGIN - 24
         self.out.open("g", class_=f"{kind}s")
         self.out.text(MARGIN, y + 14, f"{counted(len(lines), kind)}:", class_=f"body bold {style}")
-        for i, line in enumerate(lines):
+        row = 0
+        for line in lines:
             self.out.open("g", class_=kind)
             self.out.title(line)
-            self.out.text(
-                MARGIN + 12,
-                y + 32 + i * 16,
-                fit(f"- {line}", self.width - 2 * MARGIN - 12, BODY),
-                class_=f"body {style}",
-            )
+            for i, part in enumerate(_wrapped(line.split(" "), " ", room)):
+                x = MARGIN + (12 if i == 0 else 24)
+                self.out.text(x, y + 32 + row * 16, f"- {part}" if i == 0 else part, class_=f"body {style}")
+                row += 1
             self.out.close("g")
         self.out.close("g")
-        return y + 32 + len(lines) * 16
+        return y + 32 + row * 16
 
     # ---- flows -----------------------------------------------------------------------------------------
     def _flows(self, boxes: dict[int, Box]) -> None:
@@ -598,7 +602,7 @@ class _Drawing:
             self.out.title(self._flow_title(f))
             path = "M" + " L".join(f"{num(x)} {num(y)}" for x, y in points)
             self.out.empty("path", d=path, stroke_linejoin="round", **_flow_style(f.kind, bool(across)))
-            label = f"{f.kind} {format_bytes(f.bytes)}"
+            label = flow_label(f.kind, f.bytes, self.scene.estimate)
             more = "".join(f" · {format_bytes(x)} across {LEVEL_NAMES[lv]}" for lv, x in across)
             self.out.text(
                 lx, ly, label + more, class_="legend bold halo", text_anchor=anchor, fill=FLOW_COLOURS[f.kind]

@@ -34,7 +34,7 @@ from rlplace.viz.collapse import (
 )
 from rlplace.viz.text import counted, fraction_label
 
-__all__ = ["Device", "Entry", "NodeHealth", "NodeView", "Scene", "build_scene", "counted", "entries_of"]
+__all__ = ["Device", "Entry", "NodeHealth", "NodeView", "Scene", "build_scene", "counted", "entries_of", "headline"]
 
 #: More workers of one component at one place than this are drawn as one "x N (ranks)" entry.
 LIST_LIMIT = 3
@@ -179,6 +179,15 @@ class Scene:
     driver: tuple[Entry, ...] = ()  # workers run in the driver process (remote: false), nothing reserved
     estimate: Estimate | None = None
     runs: tuple[NodeRun, ...] = ()  # the table's runs, which the boxes draw
+
+
+def headline(scene: Scene) -> str:
+    """`rlplace plan: 7 workers on 2 of 3 nodes`: the picture's title and heading and the page's, from one place
+    (the nodes the workers are on, of the nodes drawn)."""
+    used = sum(len(n.nodes) for n in scene.nodes if n.used)
+    every = sum(len(n.nodes) for n in scene.nodes)
+    where = counted(used, "node") if used == every else f"{used} of {counted(every, 'node')}"
+    return f"rlplace plan: {counted(len(scene.plan.workers), 'worker')} on {where}"
 
 
 def build_scene(

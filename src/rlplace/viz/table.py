@@ -18,11 +18,13 @@ from rlplace.inventory import Inventory
 from rlplace.plan import Plan, Worker
 from rlplace.viz.collapse import COLUMNS, NodeRun, node_runs, ranks_text, rows
 from rlplace.viz.components import component_facts, unplaced
+from rlplace.viz.environments import environments
 from rlplace.viz.text import settings_parts
 
 
 def render(plan: Plan, inventory: Inventory | None = None, detail: bool = False) -> Group:
-    """A rich renderable: settings line, components, the node table, unpinned workers, warnings, notes."""
+    """A rich renderable: settings line, components, the node table, the node groups' environments, unpinned
+    workers, warnings, notes."""
     parts: list = [Parts("plan ", settings_parts(plan))]
     accelerators = sorted({b.accelerator for b in plan.bundles if b.gpus} - {"GPU"})
     if accelerators:
@@ -31,6 +33,7 @@ def render(plan: Plan, inventory: Inventory | None = None, detail: bool = False)
     parts += [Text(f.line()) for f in component_facts(plan, runs)]
     if runs:
         parts.append(node_table(runs))
+    parts += [Text(e.line()) for e in environments(plan)]  # node groups' env vars and interpreters
     free, driver = unplaced(plan)
     if free:
         parts.append(Text("left to Ray's scheduler (not pinned): " + _listed(free, requested=True)))

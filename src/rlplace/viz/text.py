@@ -7,7 +7,17 @@ so a share, a byte count or a setting reads the same wherever it is shown. Pure 
 from __future__ import annotations
 
 from rlplace.plan import Plan
-from rlplace.planner.estimate import EXPERIENCE, INTERACTION, NODE, SAMPLING, WEIGHTS, Estimate, format_bytes
+from rlplace.planner.estimate import (
+    ASSUMED,
+    EXPERIENCE,
+    INTERACTION,
+    MODEL_BYTES_KEY,
+    NODE,
+    SAMPLING,
+    WEIGHTS,
+    Estimate,
+    format_bytes,
+)
 
 #: What the estimate says when the plan leaves the workers' nodes to Ray, and when it lacks the roles.
 UNKNOWN = "unknown (Ray schedules)"
@@ -37,16 +47,22 @@ def cpus(n: float) -> str:
 
 
 def settings_parts(plan: Plan) -> list[str]:
-    """The settings actually used, one `key value` part each (a view joins them, and wraps only between them)."""
+    """The settings actually used, one `key value` part each (a view joins them, and wraps only between them), in
+    the words of the config's dialect: a node-groups (RLinf) plan has no strategies and, unless it places a
+    component named buffer, no buffer shards, so neither is shown."""
     s = plan.settings
+    where = "placement groups" if plan.uses_placement_groups else "no placement groups"
+    shared = [f"is_colocated {str(s.is_colocated).lower()}", f"enable_offload {str(s.enable_offload).lower()}"]
+    if s.dialect == "node_groups":
+        buffer = [f"buffer shards {s.buffer_worker_num}"] if s.buffer_worker_num else []
+        return ["node groups (component_placement)", *shared, *buffer, where]
     return [
         f"mode {s.mode}",
         f"strategy {s.strategy}",
         f"env_strategy {s.env_strategy}",
-        f"is_colocated {str(s.is_colocated).lower()}",
-        f"enable_offload {str(s.enable_offload).lower()}",
+        *shared,
         f"buffer shards {s.buffer_worker_num}",
-        "placement groups" if plan.uses_placement_groups else "no placement groups",
+        where,
     ]
 
 
@@ -65,7 +81,7 @@ def estimate_line(plan: Plan, est: Estimate) -> str:
     more = "".join(f", {_named(k, est, format_bytes(v))}" for k, v in _step_streams(est))
     return (
         f"estimate: {est.gpus_used} GPU(s) used, {idle} idle; per iteration across nodes: {weights} "
-        f"(model {format_bytes(est.model_bytes)}), {experience} (batch {format_bytes(est.batch_bytes)}){more}"
+        f"({model_size(est)}), {experience} (batch {format_bytes(est.batch_bytes)}){more}"
         + "".join(f"; {part}" for part in crossing_parts(est))
     )
 
@@ -89,6 +105,20 @@ def crossing_parts(est: Estimate) -> list[str]:
             f"{format_bytes(est.crossing_per_step[level])}"
         )
     return out
+
+
+def model_size(est: Estimate) -> str:
+    """`model 14 GB, assumed: ...` when nobody said it, else `model 2.2 MB from cluster.model_bytes`."""
+    size = f"model {format_bytes(est.model_bytes)}"
+    if est.model_source == ASSUMED:
+        return f"{size}, assumed: write {MODEL_BYTES_KEY} or pass --model-bytes"
+    return f"{size} from {est.model_source}"
+
+
+def flow_label(kind: str, amount: int, est: Estimate | None) -> str:
+    """An arrow's label: `weights 14 GB`, with `(assumed)` when the model's size is."""
+    assumed = kind == WEIGHTS and est is not None and est.model_source == ASSUMED
+    return f"{kind} {format_bytes(amount)}" + (" (assumed)" if assumed else "")
 
 
 def _named(kind: str, est: Estimate, amount: str) -> str:

@@ -1,9 +1,11 @@
 """An embedded Ray cluster on this machine that looks like several nodes with GPUs (no GPU needed).
 
-`rlplace demo` and `rlplace run --simulate` use it so a newcomer sees placement across nodes and GPUs on
-a laptop. Each simulated node is a real raylet (`ray.cluster_utils.Cluster`) with logical GPUs and the
-node-rank label `rlplace start` would set, so the planner, placement groups and workers behave exactly
-as on a real cluster. Everything started here is stopped on exit, also after an error or Ctrl-C.
+`rlplace.simulated_cluster("2x8:A800,1x4:RTX4090,1x0")` (the public API), `rlplace demo` and `rlplace run
+--simulate` use it so that placement across nodes and GPUs can be tried on a laptop, with one's own actor
+classes. Each simulated node is a real raylet (`ray.cluster_utils.Cluster`) with logical GPUs, the node-rank
+and accelerator labels `rlplace start` would set, and workers given no GPU see none, so the planner, placement
+groups and workers behave exactly as on a real cluster. Everything started here is stopped on exit, also after
+an error or Ctrl-C, and the process table is checked for what is left.
 
 Hot spares (`spares=`) join as `rlplace start --spare` would: no rank, the `rlplace/spare` label. A node
 can be lost abruptly (`lose_node`: its raylet and workers are killed, as when a machine goes), to watch a
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +40,8 @@ HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold
 
 @dataclass
 class SimulatedCluster:
-    """The running cluster: its nodes and Ray session; after exit, what had to be killed (normally nothing)."""
+    """The running cluster: its nodes and Ray session, `address` (what `ray.init`, `rlplace.connect(address=...)`
+    or `$RAY_ADDRESS` take); after exit, what had to be killed (normally nothing)."""
 
     inventory: Inventory
     session_dir: str
@@ -46,6 +49,11 @@ class SimulatedCluster:
     spares: tuple[Node, ...] = ()
     nodes: dict[int, Any] = field(default_factory=dict, repr=False)  # rank -> ray.cluster_utils node handle
     cluster: Any = field(default=None, repr=False)
+
+    @property
+    def address(self) -> str:
+        """The head's GCS address, HOST:PORT."""
+        return self.cluster.address
 
     def lose_node(self, rank: int) -> float:
         """Remove node `rank` abruptly (raylet and workers killed, no goodbye to Ray); returns when (time.time())."""
@@ -85,7 +93,10 @@ def simulated_spares(text: str | None, inventory: Inventory, like: int | None = 
         try:
             shapes = list(parse_nodes(text, num_cpus=CPUS_PER_NODE).nodes)
         except ConfigError as e:
-            message = f"{text!r} is neither a count (1) nor node shapes COUNTxGPUS[:MODEL] (1x4:A800): {e.problems[0]}"
+            message = (
+                f"{text!r} is neither a count (1) nor node shapes COUNTxGPUS[:MODEL] (1x4:A800): "
+                f"{e.problems[0].message}"
+            )
             raise ConfigError(Problem(path="--spare", value=text, message=message)) from e
     return tuple(
         Node(rank=-1, num_gpus=n.num_gpus, gpu_model=n.gpu_model, num_cpus=n.num_cpus, resources=dict(n.resources))
@@ -94,8 +105,12 @@ def simulated_spares(text: str | None, inventory: Inventory, like: int | None = 
 
 
 @contextmanager
-def simulated_cluster(inventory: Inventory, spares: tuple[Node, ...] = ()) -> Iterator[SimulatedCluster]:
-    """Start the nodes of `inventory` (see `simulated_inventory`) and `spares`, connect, yield the cluster.
+def simulated_cluster(
+    nodes: str | Inventory, spares: str | Sequence[Node] = (), *, connect: bool = True
+) -> Iterator[SimulatedCluster]:
+    """Start a simulated cluster of `nodes` (`--nodes` syntax, "2x8:A800,1x4:RTX4090,1x0", or an Inventory) and
+    hot `spares` (a count or node shapes, as `rlplace demo --spare`), connect this process to it (unless not
+    `connect`: another process joins it at `.address`), and yield the running cluster.
 
     Node rank 0 is the head (this process's node). On exit Ray is shut down, every node stopped, and
     every process of this Ray session checked gone (`ps`); one that outlives the grace period is killed.
@@ -103,7 +118,10 @@ def simulated_cluster(inventory: Inventory, spares: tuple[Node, ...] = ()) -> It
     import ray
     from ray.cluster_utils import Cluster
 
-    if ray.is_initialized():
+    inventory = simulated_inventory(nodes) if isinstance(nodes, str) else nodes
+    if isinstance(spares, str):
+        spares = simulated_spares(spares, inventory)
+    if connect and ray.is_initialized():
         raise PlacementError("this process is already connected to a Ray cluster; cannot start a simulated one")
     logging.getLogger("ray").setLevel(logging.WARNING)  # no "Overwriting previous Ray address" chatter
     for key, value in HIDE_GPUS_ENV.items():
@@ -111,16 +129,20 @@ def simulated_cluster(inventory: Inventory, spares: tuple[Node, ...] = ()) -> It
     args = [_node_args(n) for n in inventory.nodes]
     head = {**args[0], "include_dashboard": False, "_system_config": HEALTH_CHECKS}
     cluster = Cluster(initialize_head=True, head_node_args=head)
-    handle = SimulatedCluster(inventory, cluster.head_node.get_session_dir_path(), spares=spares, cluster=cluster)
+    handle = SimulatedCluster(
+        inventory, cluster.head_node.get_session_dir_path(), spares=tuple(spares), cluster=cluster
+    )
     try:
         for node, node_args in zip(inventory.nodes[1:], args[1:], strict=True):
             handle.nodes[node.rank] = cluster.add_node(**node_args)
-        for spare in spares:
+        for spare in handle.spares:
             cluster.add_node(**_node_args(spare))
-        ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
+        if connect:
+            ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
         yield handle
     finally:
-        ray.shutdown()
+        if connect:
+            ray.shutdown()
         cluster.shutdown()
         handle.killed = _stop_stragglers(os.path.basename(handle.session_dir))
 

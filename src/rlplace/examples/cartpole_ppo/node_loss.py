@@ -1,6 +1,6 @@
-"""The node-loss flags of `rlplace run` and `rlplace demo`: hot spares for the embedded cluster, a node removed
-on purpose during training to show a spare taking over, elastic components that shrink instead, and the node
-started again later to show them growing back."""
+"""The demo's node-loss flags (`rlplace demo`): hot spares for the embedded cluster, a node removed on purpose
+during training to show a spare taking over, elastic components that shrink instead, and the node started again
+later to show them growing back."""
 
 from __future__ import annotations
 
@@ -9,24 +9,24 @@ import threading
 import time
 from typing import Any
 
-from rlplace.commands.arguments import non_negative_seconds, positive_seconds
+from rlplace.cli_types import positive_seconds
 from rlplace.errors import RlplaceError
 
 
-def add_failover_arguments(p: argparse.ArgumentParser) -> None:
-    """Spares, a node lost on purpose, the replacement window (`rlplace run` and `rlplace demo`)."""
+def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
+    """Spares, a node lost on purpose and started again, elastic components (`rlplace demo`)."""
     g = p.add_argument_group("node loss")
     g.add_argument(
         "--spare",
         metavar="N|NODES",
-        help="embedded cluster only: hot spares to join, a count (shaped like the --kill-node node, else like the "
+        help="hot spares to join, a count (shaped like the --kill-node node, else like the "
         "largest node) or shapes (1x4:A800); with --kill-node the default is 1",
     )
     g.add_argument(
         "--kill-node",
         type=int,
         metavar="RANK",
-        help="embedded cluster only: remove this node abruptly during training (not 0: the head holds the cluster)",
+        help="remove this node abruptly during training (not 0: the head holds the cluster)",
     )
     g.add_argument(
         "--kill-after",
@@ -35,12 +35,6 @@ def add_failover_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="with --kill-node: seconds after training starts; a run solved before then keeps training until the "
         "loss is handled (default: %(default)s)",
-    )
-    g.add_argument(
-        "--checkpoint-dir",
-        metavar="DIR",
-        help="where train rank 0 checkpoints after each iteration, for workers relaunched after a node loss; on a "
-        "real cluster a directory every train node can read (default: a temporary directory on this machine)",
     )
     g.add_argument(
         "--elastic",
@@ -52,21 +46,14 @@ def add_failover_arguments(p: argparse.ArgumentParser) -> None:
         "--add-node-after",
         type=positive_seconds,
         metavar="SECONDS",
-        help="embedded cluster, with --kill-node: start the lost node again this many seconds after it went (the "
+        help="with --kill-node: start the lost node again this many seconds after it went (the "
         "shrunk components grow back onto it)",
-    )
-    g.add_argument(
-        "--replace-within",
-        type=non_negative_seconds,
-        metavar="SECONDS",
-        help="how long a lost node's workers wait for a spare or replacement before the run fails with "
-        "NodeLostError (default: 60; 10 on an embedded cluster, which nothing else can join; 0: fail at once)",
     )
 
 
 def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
     """The embedded cluster's spares from --spare / --kill-node (checked before anything starts)."""
-    from rlplace.examples.local_cluster import simulated_spares
+    from rlplace.ray.simulated import simulated_spares
 
     kill = getattr(args, "kill_node", None)
     if kill is not None and not 0 < kill < len(nodes):

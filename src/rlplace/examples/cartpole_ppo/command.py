@@ -1,0 +1,202 @@
+"""The CartPole PPO pipeline as `rlplace demo` and `rlplace run CONFIG` (without a command of one's own) run it.
+
+On an existing cluster (`--address`, or one this machine is already part of) or on an embedded simulated one
+(`--simulate 3x2,1x0`, the demo's `--nodes`). It shows the plan, writes the topology picture, trains with a
+progress bar until CartPole is solved or the budget ends, prints the reward curve and where every worker ran,
+and removes everything it created (and stops the simulated cluster). The demo's node-loss options
+(`--kill-node`, `--spare`, `--elastic`, ...) are in `node_loss`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+from typing import Any
+
+from rlplace.cli_types import non_negative_seconds, positive_int, positive_seconds
+from rlplace.errors import PlacementError, RlplaceError
+from rlplace.examples.cartpole_ppo.node_loss import NodeKiller, simulated_spares_of
+
+
+def add_pipeline_arguments(p: argparse.ArgumentParser, title: str) -> None:
+    """The pipeline's options (`rlplace run CONFIG` and `rlplace demo`), in a help section of `title`: its budget,
+    outputs and time limits."""
+    from rlplace.examples.cartpole_ppo.budget import Budget
+
+    default = Budget()
+    g = p.add_argument_group(title)
+    g.add_argument(
+        "--iterations", type=positive_int, default=default.iterations, help="training budget: stop after N iterations"
+    )
+    g.add_argument("--seed", type=int, default=default.seed, help="seed of the environments and the networks")
+    g.add_argument(
+        "--out",
+        type=pathlib.Path,
+        default=pathlib.Path("."),
+        help="directory for the topology picture (.svg, .html) and, in auto mode, resource_pool_auto.yaml",
+    )
+    g.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=60.0,
+        help="seconds the placement groups may take; then the run fails naming what is missing on which node",
+    )
+    g.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="where train rank 0 checkpoints after each iteration, for workers relaunched after a node loss; on a "
+        "real cluster a directory every train node can read (default: a temporary directory on this machine)",
+    )
+    g.add_argument(
+        "--replace-within",
+        type=non_negative_seconds,
+        metavar="SECONDS",
+        help="how long a lost node's workers wait for a spare or replacement before the run fails with "
+        "NodeLostError (default: 60; 10 on an embedded cluster, which nothing else can join; 0: fail at once)",
+    )
+
+
+def check_fits(spec: Any) -> None:
+    """Refuse a config the pipeline cannot run (before any cluster starts), and a missing demo extra."""
+    _require_demo_extra()
+    from rlplace.examples.cartpole_ppo.pipeline import check_config
+
+    check_config(spec)
+
+
+def execute(
+    spec: Any, *, simulate: str | None, address: str | None, args: argparse.Namespace, picture_stem: str
+) -> int:
+    """Plan, place, train, report, tear down, for a loaded `spec` the pipeline fits (`check_fits`). Returns 0 once
+    the run completed, solved or not (the report says which); failures raise the RlplaceError the CLI turns into
+    exit codes 2-4."""
+    from rlplace.viz.console import console as terminal
+
+    if getattr(args, "elastic", False):
+        from rlplace.examples.cartpole_ppo.pipeline import elastic_spec
+
+        spec = elastic_spec(spec)
+    args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails before any cluster starts, too
+    console = terminal()
+    if simulate:
+        from rlplace.ray.simulated import simulated_cluster, simulated_inventory
+
+        nodes = simulated_inventory(simulate)
+        from rlplace.planner import plan
+
+        plan(spec, nodes)  # a plan that cannot fit fails here, before a cluster is started for nothing
+        spares = simulated_spares_of(args, nodes)
+        more = f" and {len(spares)} hot spare{'s' if len(spares) != 1 else ''}" if spares else ""
+        console.print(f"Starting an embedded Ray cluster: {simulate}{more} (COUNTxGPUS[:MODEL], logical GPUs) ...")
+        cluster = None
+        try:
+            with simulated_cluster(nodes, spares) as cluster:
+                return _train(spec, console, args, picture_stem, cluster)
+        finally:  # also when training failed (a NodeLostError, say): the cluster is gone either way
+            if cluster is not None:
+                session = os.path.basename(cluster.session_dir)
+                if cluster.killed:
+                    killed = ", ".join(cluster.killed)
+                    console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {killed}[/]")
+                else:
+                    console.print(
+                        f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
+                    )
+    from rlplace.ray.cluster import address_to_join, join
+
+    # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
+    # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
+    # The same choice as rlplace.connect, except that the CLI never starts a cluster: "auto" when nothing says.
+    join(address_to_join(address, spec.ray_address) or "auto")
+    return _train(spec, console, args, picture_stem)
+
+
+def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str, cluster: Any | None = None) -> int:
+    """Place and run the pipeline on the cluster this process is connected to (`cluster`: the embedded one)."""
+    import rlplace
+    from rlplace.examples.cartpole_ppo.budget import Budget
+    from rlplace.examples.cartpole_ppo.pipeline import run_pipeline
+    from rlplace.examples.cartpole_ppo.report import summary
+
+    export = args.out / "resource_pool_auto.yaml"
+    window = args.replace_within
+    window = window if window is not None else (10.0 if cluster is not None else 60.0)
+    job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export, replace_within_s=window)
+    rank, after = getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0)
+    kill = NodeKiller(cluster, rank, after, getattr(args, "add_node_after", None))
+    with job, kill:
+        _show_plan(job, console, args.out / picture_stem)
+        budget = Budget(iterations=args.iterations, seed=args.seed)
+        with _progress(console, budget.iterations) as advance:
+            result = run_pipeline(
+                job,
+                budget,
+                progress=kill.counting(advance),
+                checkpoint_dir=args.checkpoint_dir,
+                on_start=kill.start,
+                may_stop=lambda: kill.settled(job.events),
+            )
+        if job.events:  # the picture as it ends: lost nodes, ranks served by spares
+            _write_picture(job, args.out / picture_stem, job.node_health())
+            console.print(f"Topology picture after the node loss: {(args.out / picture_stem).with_suffix('.svg')}")
+    if kill.rank is not None and kill.cluster is not None:
+        result.failover.insert(0, kill.describe(job.events))
+    console.print(summary(result))
+    wrong = [p.mismatch for p in result.placed if p.mismatch]
+    if wrong:
+        raise PlacementError("workers ran off their plan:\n  " + "\n  ".join(wrong))
+    return 0
+
+
+def _write_picture(job: Any, stem: pathlib.Path, health: Any = None) -> None:
+    from rlplace.viz.picture import write_html, write_svg
+
+    write_svg(job.plan, stem.with_suffix(".svg"), job.live, health=health)
+    write_html(job.plan, stem.with_suffix(".html"), job.live, health=health)
+
+
+def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
+    from rlplace.viz.table import render
+
+    console.print(render(job.plan, job.live))
+    for warning in job.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    _write_picture(job, stem)
+    console.print(f"Topology picture: {stem.with_suffix('.svg')} and {stem.with_suffix('.html')}")
+
+
+class _progress:
+    """A rich progress bar over iterations showing the windowed average return; yields its advance callback."""
+
+    def __init__(self, console: Any, total: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("training"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("avg return {task.fields[avg]:>5.1f}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._task = self._bar.add_task("train", total=total, avg=0.0)
+
+    def __enter__(self) -> Any:
+        self._bar.start()
+        return self.advance
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def advance(self, iteration: int, curve: Any) -> None:
+        self._bar.update(self._task, completed=iteration, avg=curve.average)
+
+
+def _require_demo_extra() -> None:
+    """The pipeline needs numpy and gymnasium, which a plain `pip install rlplace` does not bring."""
+    try:
+        import gymnasium  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as e:
+        raise RlplaceError(f"the CartPole pipeline needs {e.name}: pip install 'rlplace[demo]'") from e

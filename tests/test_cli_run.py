@@ -1,0 +1,215 @@
+"""`rlplace run CONFIG --simulate NODES -- COMMAND` (issue 25): the user's own script as the job's driver.
+
+The scripts are written here, as a user writes one: they call `rlplace.connect()` with no argument and launch
+their own actor class on the plan. Every process a run starts (the simulated cluster's GCS, raylets and workers,
+the command) inherits a marker of the test's in its environment, so "nothing left running" is checked in the
+process table. Measured on the loaded 2-core machine (load 4-8): 15-30 s per run, most of it starting the
+simulated cluster.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pathlib
+import pty
+import signal
+import subprocess
+import sys
+import termios
+import uuid
+
+import pytest
+
+from rlplace.cli import main
+from rlplace.commands import local_nodes
+from rlplace.config import load
+from rlplace.config.driver_env import CONFIG_ENV, OVERRIDES_ENV, driver_environment, load_driver_config
+from rlplace.errors import RlplaceError
+from rlplace.examples.cartpole_ppo import CONFIGS
+
+RLPLACE = str(pathlib.Path(sys.executable).with_name("rlplace"))
+MARK = "RLPLACE_TEST_RUN"
+#: The user's script: its own actor class, launched on the plan `run` made; it prints where each worker ran and
+#: exits with the code it is given.
+MY_TRAIN = """\
+import os, sys
+import rlplace
+
+class Learner:
+    def __init__(self, lr):
+        self.lr = lr
+
+    def where(self):
+        p = rlplace.worker_placement()
+        return f"{p.component} {p.rank} node {p.node_rank} {p.accelerator} gpus {list(p.gpus)} lr {self.lr}"
+
+with rlplace.connect() as job:
+    for line in job.launch("train", Learner, lr=float(sys.argv[2])).call("where"):
+        print(line)
+    print("overrides", os.environ["RLPLACE_OVERRIDES"])
+sys.exit(int(sys.argv[1]))
+"""
+#: A script that waits to be interrupted, cleans up when it is, and says how many SIGINTs it got (a second one
+#: would interrupt its clean-up).
+WAITER = """\
+import signal, sys, time
+import rlplace
+
+class Echo:
+    def ping(self):
+        return "pong"
+
+received = []
+
+def on_sigint(signum, frame):
+    received.append(signum)
+    if len(received) == 1:
+        raise KeyboardInterrupt
+
+try:
+    with rlplace.connect() as job:
+        job.launch("train", Echo).call("ping")
+        signal.signal(signal.SIGINT, on_sigint)
+        print("ready", flush=True)
+        time.sleep(600)
+except KeyboardInterrupt:
+    print(f"interrupted: the job is shut down; SIGINTs received: {len(received)}", flush=True)
+    sys.exit(7)
+"""
+
+
+def rlplace_run(tmp_path: pathlib.Path, *argv: str, **popen: object) -> tuple[subprocess.Popen, str]:
+    """`rlplace run ARGV` in `tmp_path`, its processes marked; returns it and the mark."""
+    mark = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update({MARK: mark, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"})
+    proc = subprocess.Popen(
+        [RLPLACE, "run", *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        **popen,
+    )  # fmt: skip
+    return proc, mark
+
+
+def left_running(mark: str) -> list[tuple[int, str]]:
+    return local_nodes.marked_processes(MARK, mark)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [0, 3])
+def test_run_runs_the_users_script_on_the_plan_and_exits_with_its_code(tmp_path, code):
+    (tmp_path / "my_train.py").write_text(MY_TRAIN)
+    (tmp_path / "job.yaml").write_text((CONFIGS / "disaggregate.yaml").read_text())
+    argv = ["job.yaml", "cluster.train_worker_num=3", "--simulate", "2x8:A800,1x4", "--"]
+    proc, mark = rlplace_run(tmp_path, *argv, "python", "my_train.py", str(code), "3e-4")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == code, err[-3000:]
+    assert out.splitlines() == [  # stdout is the script's alone: the plan and run's own lines go to stderr
+        "train 0 node 0 A800 gpus [0] lr 0.0003",
+        "train 1 node 0 A800 gpus [1] lr 0.0003",
+        "train 2 node 0 A800 gpus [2] lr 0.0003",
+        'overrides ["cluster.train_worker_num=3"]',
+    ]
+    assert "train 0-2, one per GPU" in err  # the plan, shown before the cluster started
+    assert "rlplace: simulated cluster stopped, none of its processes left" in err
+    assert left_running(mark) == []
+
+
+def _on_a_terminal(slave: int) -> None:
+    """In the child before exec: a session of its own whose controlling terminal is the pty `slave` (its stdin),
+    with its process group in the foreground, as a shell starts a command."""
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sent_to", ["Ctrl-C at the terminal", "kill -INT of run alone"])
+def test_ctrl_c_stops_the_command_then_the_simulated_cluster(tmp_path, sent_to):
+    """Ctrl-C typed at a terminal (a pty here) reaches `run` and the command, one foreground process group, and
+    `run` sends no second one; `kill -INT` of `run` alone is passed on. Either way the command cleans up and ends
+    with its own code, then the cluster goes."""
+    (tmp_path / "waiter.py").write_text(WAITER)
+    (tmp_path / "job.yaml").write_text((CONFIGS / "disaggregate.yaml").read_text())
+    master, slave = pty.openpty()
+    try:
+        proc, mark = rlplace_run(
+            tmp_path, "job.yaml", "--simulate", "1x4,1x4", "--", "python", "waiter.py", stdin=slave,
+            preexec_fn=lambda: _on_a_terminal(slave),
+        )  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+        if sent_to == "kill -INT of run alone":
+            os.kill(proc.pid, signal.SIGINT)
+        else:
+            os.write(master, b"\x03")  # the terminal's interrupt character: SIGINT to its foreground group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == 7, err[-3000:]
+    assert out.splitlines() == ["interrupted: the job is shut down; SIGINTs received: 1"]
+    assert "rlplace: simulated cluster stopped, none of its processes left" in err
+    assert left_running(mark) == []
+
+
+def test_a_command_that_cannot_start_is_refused_before_a_cluster_starts(tmp_path, capsys):
+    config = str(CONFIGS / "disaggregate.yaml")
+    assert main(["run", config, "--simulate", "2x4", "--", "no-such-program-here", "x"]) == 1
+    out, err = capsys.readouterr()
+    assert "cannot run 'no-such-program-here': not found on PATH" in err
+    assert "starting a simulated cluster" not in out + err
+
+
+def test_runs_output_is_not_wrapped_at_80_columns_when_piped(tmp_path):
+    """One wrapping rule for every command: off a terminal lines are whole (`run` wrapped at 80 columns
+    mid-sentence, `plan` never did); here the plan `run` shows before refusing a command it cannot start."""
+    env = {**os.environ, "COLUMNS": "80"}
+    argv = [RLPLACE, "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4,1x4", "--", "no-such-program-here"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    note = next(line for line in done.stderr.splitlines() if line.startswith("note: strategy disaggregate"))
+    assert note.endswith("(docs/migrating.md)") and len(note) > 200
+
+
+def test_nothing_after_the_dashes_is_a_command_line_error(capsys):
+    assert main(["run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--"]) == 2
+    assert capsys.readouterr().err.startswith("rlplace run: error: nothing to run after --")
+
+
+def test_a_config_that_does_not_fit_is_refused_before_the_command_runs(tmp_path, capsys):
+    argv = ["run", str(CONFIGS / "node-groups.yaml"), "--simulate", "1x4", "--", sys.executable, "-c", "print(1)"]
+    assert main(argv) == 3
+    out, err = capsys.readouterr()
+    assert "inventory has 1 node" in err and "starting a simulated cluster" not in err and out == ""
+
+
+def test_a_configured_ray_address_elsewhere_is_refused_with_simulate(tmp_path, capsys):
+    """RLightning's `ray_address: HOST:PORT` sends connect() there, not to the simulated cluster."""
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster:\n  ray_address: 10.1.2.3:6379\n  train_worker_num: 1\n")
+    assert main(["run", str(job), "--simulate", "2x4", "--", sys.executable, "-c", "print(1)"]) == 2
+    err = capsys.readouterr().err
+    assert f"{job}:2: cluster.ray_address: rlplace.connect() in the command would join 10.1.2.3:6379" in err
+
+
+def test_connect_without_a_config_loads_what_run_planned(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text((CONFIGS / "disaggregate.yaml").read_text())
+    env = driver_environment(job, ["cluster.train_worker_num=5"])
+    assert env[CONFIG_ENV] == str(job.resolve())
+    spec = load_driver_config(env)
+    assert spec == load(job, overrides=["cluster.train_worker_num=5"])
+    assert spec.component("train").num_workers == 5
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({}, "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one"),
+        ({CONFIG_ENV: "job.yaml", OVERRIDES_ENV: "a=1"}, "$RLPLACE_OVERRIDES must be a JSON list of override strings"),
+    ],
+)
+def test_connect_without_a_config_outside_run_says_what_to_do(env, said):
+    with pytest.raises(RlplaceError) as e:
+        load_driver_config(env)
+    assert str(e.value).startswith(said)
