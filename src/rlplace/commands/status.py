@@ -72,13 +72,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ray
-
     from rlplace.ray.auth import connected_access
     from rlplace.ray.cluster import join
+    from rlplace.ray.raycluster import RAY
 
-    connected_here = not ray.is_initialized()
-    access = join(args.address) if connected_here else connected_access(ray.get_runtime_context().gcs_address)
+    connected_here = not RAY.connected()
+    access = join(args.address) if connected_here else connected_access(RAY.gcs_address())
     shown = 0
     try:
         while True:
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         if connected_here:
-            ray.shutdown()
+            RAY.disconnect()
     return 0
 
 
@@ -115,17 +114,15 @@ def collect() -> list[WorkerRow]:
 
 def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     """The troubled nodes of live jobs, and every rlplace worker of every live job (by job, component, rank)."""
-    import ray
-
-    from rlplace.ray import _compat
+    from rlplace.ray.raycluster import RAY
     from rlplace.ray.records import read_all
 
-    live_jobs = _compat.live_ray_jobs()
-    records = [r for r in read_all() if r.ray_job_id in live_jobs]
-    raw_nodes = ray.nodes()
+    live_jobs = RAY.live_jobs()
+    records = [r for r in read_all(RAY) if r.ray_job_id in live_jobs]
+    raw_nodes = RAY.nodes()
     planned = _planned_names(records)
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
-    for a in _compat.actor_table().values():
+    for a in RAY.actor_table().values():
         if (
             a.get("Name", "").startswith("rlplace:")
             and a.get("JobID") in live_jobs
@@ -194,11 +191,11 @@ class SizeRow:
 def sizes(records: list[JobRecord] | None = None) -> list[SizeRow]:
     """The elastic components of every live job (`cluster.elastic`), with their sizes now."""
     if records is None:
-        from rlplace.ray import _compat
+        from rlplace.ray.raycluster import RAY
         from rlplace.ray.records import read_all
 
-        live_jobs = _compat.live_ray_jobs()
-        records = [r for r in read_all() if r.ray_job_id in live_jobs]
+        live_jobs = RAY.live_jobs()
+        records = [r for r in read_all(RAY) if r.ray_job_id in live_jobs]
     return [
         SizeRow(name, c.world_size, *c.elastic, r.ray_job_id)
         for r in records
@@ -367,9 +364,10 @@ def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, st
 
 
 def _gpu_ids(_instance: Any) -> list[str]:
-    import ray
+    """Runs in the worker: the GPUs Ray gave it."""
+    from rlplace.ray.worker import here
 
-    return [str(g) for g in ray.get_gpu_ids()]
+    return [str(g) for g in here().gpus]
 
 
 def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
@@ -377,27 +375,23 @@ def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
 
     Handles come from the named-actor registry (names repeat across jobs' namespaces; ids do not).
     """
-    import ray
-
-    from rlplace.ray import _compat
+    from rlplace.ray.raycluster import RAY
 
     refs = {}
-    for entry in ray.util.list_named_actors(all_namespaces=True):
+    for entry in RAY.named_actors():
         if not entry["name"].startswith("rlplace:"):
             continue
         try:
-            handle = ray.get_actor(entry["name"], namespace=entry["namespace"])
+            handle = RAY.get_actor(entry["name"], entry["namespace"])
         except ValueError:  # died between listing and lookup
             continue
-        if _compat.actor_id(handle) in actor_ids:
-            refs[handle.__ray_call__.remote(_gpu_ids)] = _compat.actor_id(handle)
-    if not refs:
-        return {}
-    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=PROBE_TIMEOUT_S)
+        if RAY.actor_id(handle) in actor_ids:
+            refs[RAY.run_on(handle, _gpu_ids)] = RAY.actor_id(handle)
+    ready, _ = RAY.wait(list(refs), PROBE_TIMEOUT_S)
     out = {}
     for ref in ready:
         try:
-            out[refs[ref]] = ",".join(ray.get(ref)) or "-"
-        except ray.exceptions.RayError:
+            out[refs[ref]] = ",".join(RAY.get(ref)) or "-"
+        except Exception:  # the worker died meanwhile: no GPUs to show
             continue
     return out

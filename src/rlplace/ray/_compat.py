@@ -63,6 +63,13 @@ def actor_table() -> dict[str, dict[str, Any]]:
     return state.actors()
 
 
+def draining_nodes() -> dict[str, int]:
+    """Node id (hex) -> drain deadline (ms since the epoch, 0 when none) of every node being drained."""
+    from ray._private import state
+
+    return {str(k): int(v) for k, v in state.state.get_draining_nodes().items()}
+
+
 def live_ray_jobs() -> set[str]:
     """The ids (hex) of the Ray jobs whose driver still runs."""
     from ray._private import state
@@ -116,18 +123,24 @@ def reload_auth_settings() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+class GcsUnreachable(ConnectionError):
+    """Nothing answered as a Ray head (GCS) at an address within Ray's connect timeouts."""
+
+
 def gcs_accepts(address: str) -> bool:
     """Ask the GCS at `address` for its cluster id (one request), with the auth settings os.environ holds now:
-    True when it answers, False when it refuses the token or its absence. Raises ray.exceptions.RpcError when
-    nothing answers as a GCS within Ray's connect timeouts (RAY_gcs_rpc_server_connect_timeout_s, ...)."""
+    True when it answers, False when it refuses the token or its absence. Raises GcsUnreachable when nothing
+    answers as a GCS within Ray's connect timeouts (RAY_gcs_rpc_server_connect_timeout_s, ...)."""
     from ray._raylet import GcsClient
-    from ray.exceptions import AuthenticationError
+    from ray.exceptions import AuthenticationError, RpcError
 
     reload_auth_settings()
     try:
         GcsClient(address=address)
     except AuthenticationError:
         return False
+    except RpcError as e:
+        raise GcsUnreachable(str(e)) from e
     return True
 
 

@@ -38,13 +38,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-import ray
-
 from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
-from rlplace.ray import _compat
 from rlplace.ray.failover import Loss, candidates, death_reason, joiners, lost_error, size_changes
 from rlplace.ray.nodes import raylet_refuses
+from rlplace.ray.port import Cluster
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
 log = logging.getLogger(__name__)
@@ -86,7 +84,10 @@ class Reserved(Protocol):
 class NodeWatcher:
     """The node-loss watcher of one job (see the module docstring)."""
 
-    def __init__(self, state: JobState, reserved: Reserved, mover: Mover, *, period_s: float = WATCH_PERIOD_S):
+    def __init__(
+        self, cluster: Cluster, state: JobState, reserved: Reserved, mover: Mover, *, period_s: float = WATCH_PERIOD_S
+    ):
+        self._cluster = cluster
         self._state = state
         self._reserved = reserved
         self._mover = mover
@@ -131,7 +132,7 @@ class NodeWatcher:
         if self._state.health(rank) != "ok":
             return True
         node = self._state.live.node(rank)
-        deadline = time.monotonic() + max(self._state.replace_within_s, 30.0)
+        deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
         while not self._stopped:
             raylet = self._raylets.get(str(node.node_id))
             refused = raylet_refuses(*raylet) if raylet else None
@@ -141,9 +142,9 @@ class NodeWatcher:
             if str(node.node_id) not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
                 self._declare(rank, "Ray declared it dead")
                 return True
-            if refused is False or time.monotonic() >= deadline:
+            if refused is False or self._cluster.now() >= deadline:
                 return False
-            time.sleep(self.period_s)
+            self._cluster.sleep(self.period_s)
         return self._state.health(rank) != "ok"
 
     def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
@@ -163,10 +164,10 @@ class NodeWatcher:
                 if trouble is None:
                     return True
                 loss = self._losses.get(rank)  # type: ignore[arg-type]
-                if loss is not None and time.monotonic() > loss.deadline + 2 * self.period_s + 5:
+                if loss is not None and self._cluster.now() > loss.deadline + 2 * self.period_s + 5:
                     self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
                     continue
-                wait = None if deadline is None else deadline - time.monotonic()
+                wait = None if deadline is None else deadline - self._cluster.now()
                 if wait is not None and wait <= 0:
                     return False
                 state.changed.wait(timeout=wait if wait is not None else 1.0)
@@ -189,7 +190,7 @@ class NodeWatcher:
                 try:
                     self._tick()
                 except Exception as e:  # never let the watcher die silently: say so, try again next period
-                    if self._stopped or not ray.is_initialized():
+                    if self._stopped or not self._cluster.connected():
                         return
                     log.warning("rlplace node watcher of job %s: %s", self._state.name, e, exc_info=True)
                 self._wake.wait(self.period_s)
@@ -213,7 +214,7 @@ class NodeWatcher:
             self._grow_back(raw)
 
     def _read_nodes(self) -> list[dict[str, Any]]:
-        raw = ray.nodes()
+        raw = self._cluster.nodes()
         for n in raw:
             if n.get("Alive") and n.get("NodeManagerPort"):
                 self._raylets[n["NodeID"]] = (n["NodeManagerAddress"], int(n["NodeManagerPort"]))
@@ -228,7 +229,7 @@ class NodeWatcher:
             node = self._state.live.node(rank)
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
             workers = self._mover.workers_on(rank)
-            now, wall = time.monotonic(), time.time()
+            now, wall = self._cluster.now(), time.time()
             window = self._state.replace_within_s
             self._losses[rank] = Loss(node, workers, now, wall, now + window)
             where = f"{node.address or '?'} (id {str(node.node_id)[:8]})"
@@ -248,7 +249,7 @@ class NodeWatcher:
             if loss is None or self._stopped:
                 return
             alive = [n for n in raw if n.get("Alive")]
-            free: Mapping[str, Mapping[str, float]] = _compat.available_resources_per_node() if alive else {}
+            free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if alive else {}
             serving = {str(n.node_id) for n in self._state.live.nodes}
             demand = self._reserved.demand(rank)
             for how, node in candidates(rank, loss, alive, serving=serving, demand=demand, free=free):
@@ -264,7 +265,7 @@ class NodeWatcher:
                     )
             if self._shrink(rank, loss):
                 return
-            if time.monotonic() >= loss.deadline:
+            if self._cluster.now() >= loss.deadline:
                 self._fail(rank)
 
     def _shrink(self, rank: int, loss: Loss) -> bool:
@@ -284,7 +285,7 @@ class NodeWatcher:
                 str(node.node_id),
                 node.address or "?",
                 detail,
-                time.monotonic() - loss.declared,
+                self._cluster.now() - loss.declared,
             )
             del self._losses[rank]
             self._state.apply(Change(trouble={rank: None}, down={rank: True}, event=event))
@@ -336,7 +337,7 @@ class NodeWatcher:
         detail = f"{what} {node.address} (id {str(node.node_id)[:8]}) took over node {rank}"
         event = NodeEvent(how, rank, loss.workers, time.time(), str(node.node_id), node.address or "?", detail)
         self._mover.move_rank(rank, node, event)
-        done = dataclasses.replace(event, at=time.time(), seconds=time.monotonic() - loss.declared)
+        done = dataclasses.replace(event, at=time.time(), seconds=self._cluster.now() - loss.declared)
         del self._losses[rank]
         self._state.apply(Change(trouble={rank: None}, event=done))
         log.warning("rlplace job %s: %s", self._state.name, done)
@@ -349,7 +350,7 @@ class NodeWatcher:
             if loss is None or self._state.health(rank) == "failed":
                 return
             error = lost_error(rank, loss, self._reserved.demand(rank), self._state.replace_within_s)
-            now = time.monotonic()
+            now = self._cluster.now()
             event = NodeEvent(
                 "failed",
                 rank,
