@@ -14,6 +14,7 @@ Handles (placement groups, actors, results) are opaque to the services: they pas
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -25,6 +26,16 @@ class CallTimedOut(Exception):
 class WorkerDied(Exception):
     """`Cluster.get` of a call whose actor died (or whose result was lost with its node) before it answered.
     An exception the user's method raised is not this: it comes back as the cluster raised it."""
+
+
+class Ticker(Protocol):
+    """A repeated task of `Cluster.every`."""
+
+    def wake(self) -> None:
+        """Run the next tick now rather than a period from now."""
+
+    def stop(self, timeout_s: float) -> None:
+        """No tick starts after this; waits up to `timeout_s` for one under way (not when called from a tick)."""
 
 
 class Cluster(Protocol):
@@ -55,6 +66,17 @@ class Cluster(Protocol):
 
     def sleep(self, seconds: float) -> None:
         """Let `seconds` pass on the clock of `now`."""
+
+    def every(self, period_s: float, tick: Callable[[], bool], name: str) -> Ticker:
+        """Run `tick()` every `period_s` until it returns False or the ticker is stopped (the node watcher: a
+        thread on Ray, a timer on the simulation's clock)."""
+
+    def wait_on(self, condition: threading.Condition, timeout_s: float | None) -> None:
+        """Wait on `condition` (the caller holds it) until notified or `timeout_s` passed on the clock of `now`."""
+
+    def lock(self) -> Any:
+        """A re-entrant lock for a service's one-change-at-a-time rule (a `threading.RLock` on Ray; in the
+        simulation one that keeps the watcher's ticks out while a change holds it, as a thread would wait)."""
 
     # -- nodes ----------------------------------------------------------------------------------------
 

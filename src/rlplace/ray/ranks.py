@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
@@ -63,7 +62,7 @@ class Ranks:
         self._rendezvous = rendezvous
         self._launcher = launcher
         self._groups = groups  # the Job's own dict: components launched later are seen too
-        self._lock = threading.RLock()  # a resize and a takeover never interleave
+        self._lock = cluster.lock()  # a resize and a takeover never interleave
 
     # -- node loss: dropping and moving a rank (rlplace.ray.watcher) ------------------------------------------
 

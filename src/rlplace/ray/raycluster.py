@@ -9,6 +9,7 @@ nothing until a cluster is asked something.
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -72,6 +73,15 @@ class RayCluster:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def every(self, period_s: float, tick: Callable[[], bool], name: str) -> _ThreadTicker:
+        return _ThreadTicker(period_s, tick, name)
+
+    def wait_on(self, condition: threading.Condition, timeout_s: float | None) -> None:
+        condition.wait(timeout=timeout_s)
+
+    def lock(self) -> Any:
+        return threading.RLock()
 
     # -- nodes ----------------------------------------------------------------------------------------
 
@@ -239,6 +249,32 @@ class RayCluster:
 
     def live_jobs(self) -> set[str]:
         return _compat.live_ray_jobs()
+
+
+class _ThreadTicker:
+    """`RayCluster.every`: a daemon thread that calls `tick` every period (at once after `wake`)."""
+
+    def __init__(self, period_s: float, tick: Callable[[], bool], name: str):
+        self._period_s = period_s
+        self._tick = tick
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped and self._tick():
+            self._wake.wait(self._period_s)
+            self._wake.clear()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout_s: float) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=timeout_s)
 
 
 #: The process's one connection to Ray, for the callers that have no job to take a port from (commands,

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -42,7 +41,7 @@ from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
 from rlplace.ray.failover import Loss, candidates, death_reason, joiners, lost_error, size_changes
 from rlplace.ray.nodes import raylet_refuses
-from rlplace.ray.port import Cluster
+from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
 log = logging.getLogger(__name__)
@@ -95,10 +94,9 @@ class NodeWatcher:
         self._losses: dict[int, Loss] = {}
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
-        self._work = threading.RLock()  # one declaration or takeover at a time (they create and remove groups)
-        self._wake = threading.Event()
+        self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
         self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._ticker: Ticker | None = None
 
     # -- life cycle --------------------------------------------------------------------------------------
 
@@ -106,18 +104,20 @@ class NodeWatcher:
         if not self._state.pinned_ranks():
             return  # nothing pinned to a node: Ray alone decides where the workers run
         self._read_nodes()
-        name = f"rlplace-watcher-{self._state.name}"
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._ticker = self._cluster.every(self.period_s, self._run_once, f"rlplace-watcher-{self._state.name}")
 
     def stop(self) -> None:
         """Stop watching; calls waiting on a lost node wake up (they raise: the job is shut down)."""
         self._stopped = True
-        self._wake.set()
         with self._state.changed:
             self._state.changed.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self._state.timeout_s + 5)
+        if self._ticker is not None:
+            self._ticker.stop(self._state.timeout_s + 5)
+
+    def _wake(self) -> None:
+        """Look again at once (a loss was just declared: its takeover need not wait a period)."""
+        if self._ticker is not None:
+            self._ticker.wake()
 
     # -- what calls ask (in memory; never a GCS request on the fast path) --------------------------------
 
@@ -170,7 +170,7 @@ class NodeWatcher:
                 wait = None if deadline is None else deadline - self._cluster.now()
                 if wait is not None and wait <= 0:
                     return False
-                state.changed.wait(timeout=wait if wait is not None else 1.0)
+                self._cluster.wait_on(state.changed, wait if wait is not None else 1.0)
 
     def wait_all(self) -> None:
         """Block until no rank is lost (or raise the NodeLostError of one that failed): taken over, or its
@@ -182,23 +182,23 @@ class NodeWatcher:
         """Is any node of the job lost? (Probes every node; see `check`.)"""
         return any([self.check(rank) for rank in self._state.pinned_ranks()])
 
-    # -- the thread ------------------------------------------------------------------------------------
+    # -- the ticks (a thread on Ray, a timer in the simulation) ------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            while not self._stopped:
-                try:
-                    self._tick()
-                except Exception as e:  # never let the watcher die silently: say so, try again next period
-                    if self._stopped or not self._cluster.connected():
-                        return
+    def _run_once(self) -> bool:
+        """One look at the nodes; False ends the ticks (the job was shut down, or the cluster went away)."""
+        if not self._stopped:
+            try:
+                self._tick()
+                return True
+            except Exception as e:  # never let the watcher die silently: say so, try again next period
+                if not self._stopped and self._cluster.connected():
                     log.warning("rlplace node watcher of job %s: %s", self._state.name, e, exc_info=True)
-                self._wake.wait(self.period_s)
-                self._wake.clear()
-        finally:  # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
-            self._stopped = True
-            with self._state.changed:
-                self._state.changed.notify_all()
+                    return True
+        # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
+        self._stopped = True
+        with self._state.changed:
+            self._state.changed.notify_all()
+        return False
 
     def _tick(self) -> None:
         raw = self._read_nodes()
@@ -241,7 +241,7 @@ class NodeWatcher:
             self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
             if window == 0 and not self._shrink(rank, self._losses[rank]):
                 self._fail(rank)
-        self._wake.set()
+        self._wake()
 
     def _resolve(self, rank: int, raw: list[dict[str, Any]]) -> None:
         with self._work:

@@ -1,0 +1,487 @@
+"""The explorer: seeded fault schedules run against the real control plane on `SimCluster`, with the invariants
+checked after every step (docs/ray.md, "The simulation"; `scripts/explore.py` is its command line).
+
+A schedule is a config (one of the repository's examples, sometimes made elastic) and a list of moves: calls
+(also across a node's loss), resizes, node losses, joins, hot spares, drains, slow nodes, calls that hang until
+their node dies, time passing, and always a shutdown at the end. Moves carry every choice they need, so a
+schedule replays exactly and can be shrunk: a failing schedule is cut down, one move at a time, to the
+shortest one that still fails. The invariants are the promises of docs/guide.md: nothing waits past its bound,
+every call returns, raises a documented error or is in `RanksRemovedError`'s accounting, ranks are 0..n-1 and
+sizes inside their `elastic` range (in the state and in what each worker installed), no node holds more than it
+has, the job record says what the state says, and after shutdown nothing of the job is left on the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlplace.errors import RlplaceError
+from rlplace.inventory import Inventory
+from rlplace.model import JobSpec
+from rlplace.plan import Plan
+from rlplace.ray import records
+from rlplace.ray.job import Job
+from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
+from rlplace.ray.nodes import inventory_from_nodes
+from rlplace.sim.cluster import SimCluster, SimHang
+
+#: The job's bounds in the simulation (virtual seconds): a call's own timeout, the replacement window.
+CALL_TIMEOUT_S = 30.0
+REPLACE_WITHIN_S = 5.0
+JOB_TIMEOUT_S = 10.0
+#: A move may take at most this long in virtual time: its own timeouts, the replacement window, the deaths.
+MOVE_BOUND_S = CALL_TIMEOUT_S + REPLACE_WITHIN_S + 2 * JOB_TIMEOUT_S + 15.0
+#: The cluster operations one move may make before it counts as spinning (a hang that time does not show).
+MOVE_BUDGET = 5_000
+#: Violations shrunk to their shortest schedule (shrinking reruns a schedule many times); the rest are counted.
+SHRUNK = 3
+
+
+class SimWorker:
+    """The worker class of every component in the simulation: `step(x)` answers x, so a lost or doubled call shows."""
+
+    def __init__(self, *_: Any, **__: Any):
+        self.steps = 0
+
+    def step(self, x: int) -> int:
+        self.steps += 1
+        return x
+
+    def on_replaced(self, event: Any) -> None:
+        return None
+
+    def on_resized(self, event: Any) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of a schedule; `args` are every choice it needs (so it replays)."""
+
+    kind: str
+    args: tuple = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}({', '.join(map(repr, self.args))})"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A config planned on a simulated inventory, ready for schedules (planned once, run many times)."""
+
+    name: str
+    spec: JobSpec
+    inventory: Inventory
+    plan: Plan
+
+
+@dataclass
+class Outcome:
+    """What one schedule did: the first violated invariant (None: none), after which move."""
+
+    violation: str | None = None
+    at: int = -1
+
+
+@dataclass
+class Report:
+    schedules: int = 0
+    violations: list[tuple[int, Case, list[Move], str]] = field(default_factory=list)
+
+
+# -- the cases: the repository's examples on simulated inventories --------------------------------------
+
+#: Inventories the examples are planned on (`--nodes` syntax): the first that plans wins.
+INVENTORIES = ("2x4:A800", "4x2:A800", "3x4:A800", "3x8:A800", "4x8:A800", "1x8:A800,2x4:A800")
+
+
+def cases(root: Path) -> list[Case]:
+    """Every example config of the repository that plans on a simulated inventory with every worker pinned to a
+    node by rlplace (the simulation has no Ray to place the others), and each also with every component elastic
+    (down to one worker) where it plans so."""
+    from rlplace.config import load
+    from rlplace.inventory import parse_nodes
+    from rlplace.planner import plan
+
+    shipped = root / "src/rlplace/examples"  # examples/ links its configs there
+    files = [*sorted(shipped.rglob("*.yaml")), *sorted((root / "tests/data/spec_examples").glob("*.yaml"))]
+    found: list[Case] = []
+    for path in files:
+        written = path.read_text()
+        for nodes in INVENTORIES:
+            try:
+                spec = load(written)
+                inventory = parse_nodes(nodes, num_cpus=16)
+                made = plan(spec, inventory)
+            except (RlplaceError, ValueError):
+                continue
+            if made.workers and all(w.node_rank is not None and not w.in_driver for w in made.workers):
+                name = f"{path.relative_to(root)} on {nodes}"
+                found.append(Case(name, spec, inventory, made))
+                for elastic in _elastic_variants(written, made.components):
+                    try:
+                        spec = load(elastic)
+                        found.append(Case(f"{name}, elastic", spec, inventory, plan(spec, inventory)))
+                        break
+                    except (RlplaceError, ValueError):
+                        continue  # components that follow another cannot change size on their own
+            break  # the first inventory it plans on
+    return found
+
+
+def _elastic_variants(text: str, components: Sequence[str]) -> list[str]:
+    """The config with every component elastic down to one worker, then with fewer (a buffer or an env that
+    follows another component cannot change size on its own), where the config says nothing of elastic."""
+    if "elastic" in text or "cluster:" not in text:
+        return []
+    out = []
+    for drop in ((), ("buffer",), ("buffer", "env"), ("buffer", "env", "eval")):
+        ranges = ", ".join(f"{c}: {{min: 1}}" for c in components if c not in drop)
+        out.append(text.replace("cluster:", f"cluster:\n  elastic: {{{ranges}}}", 1))
+    return out
+
+
+# -- schedules ----------------------------------------------------------------------------------------------
+
+#: The moves and how often a schedule draws each (weights).
+MOVES = {
+    "call": 3, "call_rank": 1, "call_across_loss": 2, "lose": 2, "join": 1, "grow": 1, "spare": 1, "drain": 1,
+    "resize": 3, "slow": 1, "hang": 1, "wait": 2,
+}
+
+
+def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
+    """A random schedule for `case`: `length` moves (each with its choices), then shutdown."""
+    components = list(case.plan.components)
+    ranks = sorted({w.node_rank for w in case.plan.workers if w.node_rank is not None})
+    moves = [Move("launch", (c,)) for c in components]
+    for _ in range(length):
+        kind = rng.choices(list(MOVES), weights=list(MOVES.values()))[0]
+        component = rng.choice(components)
+        if kind in ("call", "call_rank"):
+            moves.append(Move(kind, (component, rng.randrange(8), rng.randrange(1000))))
+        elif kind == "call_across_loss":
+            moves.append(Move(kind, (component, rng.choice(ranks), rng.randrange(1000))))
+        elif kind in ("lose", "slow"):
+            moves.append(Move(kind, (rng.choice(ranks),)))
+        elif kind == "drain":
+            moves.append(Move(kind, (rng.choice(ranks), rng.choice((2.0, 10.0, 30.0)))))
+        elif kind in ("join", "spare", "grow"):
+            moves.append(Move(kind, (rng.choice(ranks),)))
+        elif kind == "resize":
+            moves.append(Move(kind, (component, rng.randrange(1, 5))))
+        elif kind == "hang":
+            moves.append(Move(kind, (component,)))
+        else:
+            moves.append(Move("wait", (rng.choice((0.5, 2.0, 8.0)),)))
+    return [*moves, Move("shutdown")]
+
+
+def run(case: Case, moves: Sequence[Move]) -> Outcome:
+    """Run one schedule on a fresh SimCluster; the first invariant it breaks, and after which move."""
+    sim = SimCluster()
+    for node in case.inventory.nodes:
+        sim.add_node(_resources(node), _labels(node, node.rank))
+    live = inventory_from_nodes(sim.nodes())
+    job = Job(
+        case.plan, live, timeout_s=JOB_TIMEOUT_S, name="sim", replace_within_s=REPLACE_WITHIN_S, spec=case.spec,
+        cluster=sim,
+    )
+    world = _World(sim, job, case)
+    try:
+        job.start()
+    except RlplaceError:
+        return Outcome()
+    except SimHang as e:
+        return Outcome(f"never hang: job start: {e}", 0)
+    for i, move in enumerate(moves):
+        began = sim.now()
+        sim.budget = MOVE_BUDGET
+        try:
+            world.do(move)
+        except _Violation as e:
+            return Outcome(str(e), i)
+        except SimHang as e:
+            return Outcome(f"never hang: {move}: {e}", i)
+        except RlplaceError:
+            pass  # a documented error: what the user's code handles
+        except Exception as e:  # anything else is a broken promise: an undocumented error
+            return Outcome(f"undocumented error from {move}: {type(e).__name__}: {e}", i)
+        if sim.now() - began > MOVE_BOUND_S:
+            return Outcome(f"never hang: {move} waited {sim.now() - began:.1f} s (bound {MOVE_BOUND_S:g} s)", i)
+        problem = world.broken()
+        if problem:
+            return Outcome(problem, i)
+    return Outcome()
+
+
+def shrink(case: Case, moves: list[Move]) -> list[Move]:
+    """The shortest schedule found that still breaks an invariant: moves dropped one at a time while it fails."""
+    current = list(moves)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(current) - 1):  # the final shutdown stays
+            trial = current[:i] + current[i + 1 :]
+            if run(case, trial).violation is not None:
+                current, changed = trial, True
+                break
+    return current
+
+
+def explore(
+    all_cases: Sequence[Case], count: int, seed: int, *, length: int = 12, progress: Callable[[int], None] | None = None
+) -> Report:
+    """`count` seeded schedules over `all_cases`; every violation with its seed, case and shrunk schedule."""
+    report = Report()
+    for i in range(count):
+        rng = random.Random(seed * 1_000_003 + i)
+        case = all_cases[rng.randrange(len(all_cases))]
+        moves = schedule(rng, case, rng.randrange(2, length + 1))
+        outcome = run(case, moves)
+        report.schedules += 1
+        if outcome.violation is not None:
+            shortest = shrink(case, moves) if len(report.violations) < SHRUNK else moves
+            report.violations.append((seed * 1_000_003 + i, case, shortest, outcome.violation))
+        if progress is not None:
+            progress(i + 1)
+    return report
+
+
+# -- one schedule's world: the moves and the invariants --------------------------------------------------
+
+
+class _Violation(Exception):
+    pass
+
+
+class _World:
+    def __init__(self, sim: SimCluster, job: Job, case: Case):
+        self.sim, self.job, self.case = sim, job, case
+        self.closed = False
+
+    # -- moves --
+
+    def do(self, move: Move) -> None:
+        getattr(self, f"_{move.kind}")(*move.args)
+
+    def _launch(self, component: str) -> None:
+        self.job.launch(component, SimWorker)
+
+    def _group(self, component: str) -> Any:
+        group = self.job.groups.get(component)
+        if group is None:
+            raise RlplaceError(f"{component} is not launched")
+        return group
+
+    def _call(self, component: str, _rank: int, x: int) -> None:
+        group = self._group(component)
+        self._check_results(group, lambda: group.call("step", x, timeout_s=CALL_TIMEOUT_S), x)
+
+    def _call_rank(self, component: str, rank: int, x: int) -> None:
+        group = self._group(component)
+        if not len(group):
+            return
+        r = rank % len(group)
+        got = group.call("step", x, rank=r, timeout_s=CALL_TIMEOUT_S)
+        if got != x:
+            raise _Violation(f"nothing silently lost: {component} rank {r} answered {got!r} to step({x})")
+
+    def _call_across_loss(self, component: str, node_rank: int, x: int) -> None:
+        group = self._group(component)
+        refs = group.call_async("step", x)
+        self._lose(node_rank)
+        self._check_results(group, lambda: group.get(refs, "step", CALL_TIMEOUT_S), x)
+
+    def _check_results(self, group: Any, calls: Callable[[], list], x: int) -> None:
+        from rlplace.errors import RanksRemovedError
+
+        size = len(group)
+        try:
+            got = calls()
+        except RanksRemovedError as e:
+            if any(v != x for v in e.results) or len(e.results) + len(e.removed) < 1:
+                raise _Violation(f"nothing silently lost: RanksRemovedError results {e.results}") from e
+            return
+        if any(v != x for v in got) or len(got) != size:
+            raise _Violation(f"nothing silently lost: {group.component} answered {got!r} to step({x}) on {size}")
+
+    def _serving(self, node_rank: int) -> str | None:
+        node = self.job.state.live.node(node_rank) if node_rank < len(self.job.state.live) else None
+        return None if node is None else str(node.node_id)
+
+    def _lose(self, node_rank: int) -> None:
+        node_id = self._serving(node_rank)
+        if node_id is not None:
+            self.sim.kill_node(node_id)
+
+    def _drain(self, node_rank: int, deadline_s: float) -> None:
+        node_id = self._serving(node_rank)
+        if node_id is not None and self.sim.nodes_by_id[node_id].running:
+            self.sim.drain_node(node_id, deadline_s)
+
+    def _slow(self, node_rank: int) -> None:
+        node_id = self._serving(node_rank)
+        if node_id is not None:
+            self.sim.nodes_by_id[node_id].slow = 20.0
+
+    def _join(self, like_rank: int) -> None:
+        """A replacement: a node with the rank label of `like_rank` and its shape."""
+        node = self.case.inventory.node(like_rank)
+        self.sim.add_node(_resources(node), _labels(node, like_rank))
+
+    def _grow(self, like_rank: int) -> None:
+        """New capacity: a node shaped like `like_rank` with a rank no node had."""
+        node = self.case.inventory.node(like_rank)
+        self.sim.add_node(_resources(node), _labels(node, len(self.sim.nodes_by_id)))
+
+    def _spare(self, like_rank: int) -> None:
+        node = self.case.inventory.node(like_rank)
+        self.sim.add_node(_resources(node), _labels(node, None))
+
+    def _resize(self, component: str, n: int) -> None:
+        if self.job.state.spec is not None and self.job.state.spec.elastic_range(component) is not None:
+            self.job.resize(component, n)
+
+    def _hang(self, component: str) -> None:
+        """The next calls of `step` hang until their worker's node dies: the call's own timeout must end them."""
+        self.sim.behaviour.hang_method = "step"
+        try:
+            self._call(component, 0, 1)
+        finally:
+            self.sim.behaviour.hang_method = None
+
+    def _wait(self, seconds: float) -> None:
+        self.sim.advance(seconds)
+
+    def _shutdown(self) -> None:
+        self.job.shutdown()
+        self.closed = True
+
+    # -- invariants --
+
+    def broken(self) -> str | None:
+        if self.closed:
+            return self._left_over()
+        return self._ranks() or self._capacity() or self._record() or self._groups()
+
+    def _ranks(self) -> str | None:
+        state = self.job.state
+        for name, group in self.job.groups.items():
+            workers = state.workers(name)
+            if [w.rank for w in workers] != list(range(len(workers))):
+                return f"ranks 0..n-1: {name} has ranks {[w.rank for w in workers]}"
+            if tuple(group.workers) != tuple(workers):
+                return f"one owner per fact: {name}'s group has {len(group.workers)} workers, the state {len(workers)}"
+            limits = state.spec.elastic_range(name) if state.spec is not None else None
+            if limits is not None and not (limits.min <= len(workers) <= (limits.max or len(workers))):
+                return f"sizes inside elastic: {name} has {len(workers)} workers, range {limits.min}..{limits.max}"
+            for i, actor in enumerate(group.actors):
+                p = (actor.payload or {}).get("placement") if actor.died_at is None else None
+                if p is not None and (p["rank"], p["world_size"]) != (i, len(workers)):
+                    return (
+                        f"ranks 0..n-1: {name} rank {i} of {len(workers)} believes it is rank {p['rank']} of "
+                        f"{p['world_size']} (it was not told its new rank)"
+                    )
+        return None
+
+    def _capacity(self) -> str | None:
+        for node_id, free in self.sim.free_resources().items():
+            over = {k: v for k, v in free.items() if v < -1e-6}
+            if over:
+                return f"no GPU given twice: node {node_id[:8]} is over its resources by {over}"
+        return None
+
+    def _record(self) -> str | None:
+        state = self.job.state
+        record = records.read(self.sim, state.namespace, state.name)
+        if record is None:
+            return "the record says what the state says: the job has no record"
+        sizes = {c: len(state.workers(c)) for c in state.plan.components}
+        written = {c: r.world_size for c, r in record.components.items()}
+        if written != sizes:
+            return f"the record says what the state says: record sizes {written}, state {sizes}"
+        return None
+
+    def _groups(self) -> str | None:
+        units = {(b.node_rank, b.reservation) for b in self.job.state.plan.bundles}
+        live = self.sim.live_groups()
+        if len(live) > len(units):
+            return f"no placement group left behind: {len(live)} on the cluster for the plan's {len(units)}"
+        return None
+
+    def _left_over(self) -> str | None:
+        groups, actors = self.sim.live_groups(), self.sim.live_actors()
+        keys = list(self.sim.kv)
+        if groups or actors or keys:
+            return f"nothing left after shutdown: {len(groups)} placement groups, {len(actors)} actors, KV {keys[:3]}"
+        return None
+
+
+def _resources(node: Any) -> dict[str, float]:
+    return {"CPU": float(node.num_cpus or 16), "GPU": float(node.num_gpus), **dict(node.resources)}
+
+
+def _labels(node: Any, rank: int | None) -> dict[str, str]:
+    labels = {SPARE_LABEL: "true"} if rank is None else {NODE_RANK_LABEL: str(rank)}
+    if node.num_gpus:
+        labels[ACCELERATOR_LABEL] = node.gpu_model or "A800"
+    return labels
+
+
+# -- mutations: known bugs the explorer must catch -------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, replacement: Any) -> Iterator[None]:
+    original = getattr(owner, name)
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def _keep_groups_on_shrink() -> contextlib.AbstractContextManager[None]:
+    from rlplace.ray.reserve import Reservation
+
+    return _patched(Reservation, "release_bundles", lambda self, bundles: None)
+
+
+def _skip_renumbering() -> contextlib.AbstractContextManager[None]:
+    from rlplace.ray.ranks import Ranks
+
+    return _patched(Ranks, "_tell", lambda self, groups, events: {})
+
+
+def _drop_call_in_flight() -> contextlib.AbstractContextManager[None]:
+    from rlplace.ray.group import WorkerGroup
+
+    return _patched(WorkerGroup, "_rerun", lambda self, ref, worker, method: self.cluster.put(None))
+
+
+def _keep_record_at_shutdown() -> contextlib.AbstractContextManager[None]:
+    from rlplace.ray.records import RecordWriter
+
+    return _patched(RecordWriter, "delete", lambda self: None)
+
+
+def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
+    from rlplace.ray.watcher import NodeWatcher
+
+    return _patched(NodeWatcher, "_declare", lambda self, rank, why: None)
+
+
+#: name -> what injects it; `scripts/explore.py --mutate NAME` runs the explorer with it.
+MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "keep-groups-on-shrink": _keep_groups_on_shrink,
+    "skip-renumbering": _skip_renumbering,
+    "drop-call-in-flight": _drop_call_in_flight,
+    "keep-record-at-shutdown": _keep_record_at_shutdown,
+    "never-declare-loss": _never_declare_loss,
+}
