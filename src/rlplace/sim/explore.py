@@ -31,9 +31,9 @@ from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.sim.cluster import SimCluster, SimHang
 
 #: The job's bounds in the simulation (virtual seconds): a call's own timeout, the replacement window.
-CALL_TIMEOUT_S = 30.0
-REPLACE_WITHIN_S = 5.0
-JOB_TIMEOUT_S = 10.0
+CALL_TIMEOUT_S = 8.0
+REPLACE_WITHIN_S = 3.0
+JOB_TIMEOUT_S = 5.0
 #: A move may take at most this long in virtual time: its own timeouts, the replacement window, the deaths.
 MOVE_BOUND_S = CALL_TIMEOUT_S + REPLACE_WITHIN_S + 2 * JOB_TIMEOUT_S + 15.0
 #: The cluster operations one move may make before it counts as spinning (a hang that time does not show).
@@ -170,7 +170,7 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
         elif kind in ("lose", "slow"):
             moves.append(Move(kind, (rng.choice(ranks),)))
         elif kind == "drain":
-            moves.append(Move(kind, (rng.choice(ranks), rng.choice((2.0, 10.0, 30.0)))))
+            moves.append(Move(kind, (rng.choice(ranks), rng.choice((1.0, 4.0, 10.0)))))
         elif kind in ("join", "spare", "grow"):
             moves.append(Move(kind, (rng.choice(ranks),)))
         elif kind == "resize":
@@ -178,7 +178,7 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
         elif kind == "hang":
             moves.append(Move(kind, (component,)))
         else:
-            moves.append(Move("wait", (rng.choice((0.5, 2.0, 8.0)),)))
+            moves.append(Move("wait", (rng.choice((0.5, 2.0, 5.0)),)))
     return [*moves, Move("shutdown")]
 
 
@@ -234,22 +234,27 @@ def shrink(case: Case, moves: list[Move]) -> list[Move]:
     return current
 
 
+def draw(all_cases: Sequence[Case], own_seed: int, length: int = 12) -> tuple[Case, list[Move]]:
+    """The case and the schedule of one schedule seed (what `explore` runs, and `--replay` runs again)."""
+    rng = random.Random(own_seed)
+    case = all_cases[rng.randrange(len(all_cases))]
+    return case, schedule(rng, case, rng.randrange(2, length + 1))
+
+
 def explore(
-    all_cases: Sequence[Case], count: int, seed: int, *, length: int = 12, progress: Callable[[int], None] | None = None
+    all_cases: Sequence[Case], count: int, seed: int, *, length: int = 12, indices: Sequence[int] | None = None
 ) -> Report:
-    """`count` seeded schedules over `all_cases`; every violation with its seed, case and shrunk schedule."""
+    """`count` seeded schedules over `all_cases` (schedule i of the run `seed`, for i in `indices`, default
+    0..count-1); every violation with the schedule's own seed, its case and its shrunk schedule."""
     report = Report()
-    for i in range(count):
-        rng = random.Random(seed * 1_000_003 + i)
-        case = all_cases[rng.randrange(len(all_cases))]
-        moves = schedule(rng, case, rng.randrange(2, length + 1))
+    for i in indices if indices is not None else range(count):
+        own = seed * 1_000_003 + i
+        case, moves = draw(all_cases, own, length)
         outcome = run(case, moves)
         report.schedules += 1
         if outcome.violation is not None:
             shortest = shrink(case, moves) if len(report.violations) < SHRUNK else moves
-            report.violations.append((seed * 1_000_003 + i, case, shortest, outcome.violation))
-        if progress is not None:
-            progress(i + 1)
+            report.violations.append((own, case, shortest, outcome.violation))
     return report
 
 
