@@ -261,12 +261,16 @@ class SimCluster:
         return _SimLock(self)
 
     def wait_on(self, condition: threading.Condition, timeout_s: float | None) -> None:
-        if timeout_s is None:
-            if not self._timers:
-                raise SimHang("a wait on the job's state without a timeout, with nothing left to happen")
+        """Until what is due next has run (it may be what the caller waits for: callers check again, as after
+        any wake-up of a condition), at most `timeout_s`."""
+        self._spend()
+        until = self._now + max(0.0, timeout_s) if timeout_s is not None else float("inf")
+        if self._timers and self._timers[0][0] <= until:
             self._advance_to(self._timers[0][0])
+        elif until == float("inf"):
+            raise SimHang("a wait on the job's state without a timeout, with nothing left to happen")
         else:
-            self._advance_to(self._now + max(0.0, timeout_s))
+            self._advance_to(until)
 
     # -- nodes ----------------------------------------------------------------------------------------
 

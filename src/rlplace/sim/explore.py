@@ -184,14 +184,7 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
 
 def run(case: Case, moves: Sequence[Move]) -> Outcome:
     """Run one schedule on a fresh SimCluster; the first invariant it breaks, and after which move."""
-    sim = SimCluster()
-    for node in case.inventory.nodes:
-        sim.add_node(_resources(node), _labels(node, node.rank))
-    live = inventory_from_nodes(sim.nodes())
-    job = Job(
-        case.plan, live, timeout_s=JOB_TIMEOUT_S, name="sim", replace_within_s=REPLACE_WITHIN_S, spec=case.spec,
-        cluster=sim,
-    )
+    sim, job = simulated_job(case)
     world = _World(sim, job, case)
     try:
         job.start()
@@ -220,6 +213,28 @@ def run(case: Case, moves: Sequence[Move]) -> Outcome:
     return Outcome()
 
 
+def simulated_job(case: Case, **options: Any) -> tuple[SimCluster, Job]:
+    """A SimCluster with the case's nodes (ranked as `rlplace start` ranks them) and the case's Job on it, not
+    started yet; `options` override the job's bounds (timeout_s, replace_within_s)."""
+    sim = SimCluster()
+    for node in case.inventory.nodes:
+        sim.add_node(node_resources(node), node_labels(node, node.rank))
+    bounds = {"timeout_s": JOB_TIMEOUT_S, "replace_within_s": REPLACE_WITHIN_S, **options}
+    job = Job(case.plan, inventory_from_nodes(sim.nodes()), name="sim", spec=case.spec, cluster=sim, **bounds)
+    return sim, job
+
+
+def case_of(text: str, nodes: str) -> Case:
+    """A Case from a config's text and simulated nodes (`--nodes` syntax)."""
+    from rlplace.config import load
+    from rlplace.inventory import parse_nodes
+    from rlplace.planner import plan
+
+    spec = load(text)
+    inventory = parse_nodes(nodes, num_cpus=16)
+    return Case(nodes, spec, inventory, plan(spec, inventory))
+
+
 def shrink(case: Case, moves: list[Move]) -> list[Move]:
     """The shortest schedule found that still breaks an invariant: moves dropped one at a time while it fails."""
     current = list(moves)
@@ -242,12 +257,21 @@ def draw(all_cases: Sequence[Case], own_seed: int, length: int = 12) -> tuple[Ca
 
 
 def explore(
-    all_cases: Sequence[Case], count: int, seed: int, *, length: int = 12, indices: Sequence[int] | None = None
+    all_cases: Sequence[Case],
+    count: int,
+    seed: int,
+    *,
+    length: int = 12,
+    indices: Sequence[int] | None = None,
+    until_violation: bool = False,
 ) -> Report:
     """`count` seeded schedules over `all_cases` (schedule i of the run `seed`, for i in `indices`, default
-    0..count-1); every violation with the schedule's own seed, its case and its shrunk schedule."""
+    0..count-1); every violation with the schedule's own seed, its case and its shrunk schedule.
+    `until_violation`: stop at the first (a mutation's check)."""
     report = Report()
     for i in indices if indices is not None else range(count):
+        if until_violation and report.violations:
+            break
         own = seed * 1_000_003 + i
         case, moves = draw(all_cases, own, length)
         outcome = run(case, moves)
@@ -338,16 +362,16 @@ class _World:
     def _join(self, like_rank: int) -> None:
         """A replacement: a node with the rank label of `like_rank` and its shape."""
         node = self.case.inventory.node(like_rank)
-        self.sim.add_node(_resources(node), _labels(node, like_rank))
+        self.sim.add_node(node_resources(node), node_labels(node, like_rank))
 
     def _grow(self, like_rank: int) -> None:
         """New capacity: a node shaped like `like_rank` with a rank no node had."""
         node = self.case.inventory.node(like_rank)
-        self.sim.add_node(_resources(node), _labels(node, len(self.sim.nodes_by_id)))
+        self.sim.add_node(node_resources(node), node_labels(node, len(self.sim.nodes_by_id)))
 
     def _spare(self, like_rank: int) -> None:
         node = self.case.inventory.node(like_rank)
-        self.sim.add_node(_resources(node), _labels(node, None))
+        self.sim.add_node(node_resources(node), node_labels(node, None))
 
     def _resize(self, component: str, n: int) -> None:
         if self.job.state.spec is not None and self.job.state.spec.elastic_range(component) is not None:
@@ -428,11 +452,11 @@ class _World:
         return None
 
 
-def _resources(node: Any) -> dict[str, float]:
+def node_resources(node: Any) -> dict[str, float]:
     return {"CPU": float(node.num_cpus or 16), "GPU": float(node.num_gpus), **dict(node.resources)}
 
 
-def _labels(node: Any, rank: int | None) -> dict[str, str]:
+def node_labels(node: Any, rank: int | None) -> dict[str, str]:
     labels = {SPARE_LABEL: "true"} if rank is None else {NODE_RANK_LABEL: str(rank)}
     if node.num_gpus:
         labels[ACCELERATOR_LABEL] = node.gpu_model or "A800"
@@ -452,10 +476,14 @@ def _patched(owner: Any, name: str, replacement: Any) -> Iterator[None]:
         setattr(owner, name, original)
 
 
-def _keep_groups_on_shrink() -> contextlib.AbstractContextManager[None]:
+def _keep_groups_when_workers_go() -> contextlib.AbstractContextManager[None]:
+    """Forget to remove the placement groups of workers that go (a lost node's, a shrink's)."""
     from rlplace.ray.reserve import Reservation
 
-    return _patched(Reservation, "release_bundles", lambda self, bundles: None)
+    stack = contextlib.ExitStack()
+    stack.enter_context(_patched(Reservation, "release_bundles", lambda self, bundles: None))
+    stack.enter_context(_patched(Reservation, "release", lambda self, rank: None))
+    return stack
 
 
 def _skip_renumbering() -> contextlib.AbstractContextManager[None]:
@@ -484,7 +512,7 @@ def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
 
 #: name -> what injects it; `scripts/explore.py --mutate NAME` runs the explorer with it.
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
-    "keep-groups-on-shrink": _keep_groups_on_shrink,
+    "keep-groups-when-workers-go": _keep_groups_when_workers_go,
     "skip-renumbering": _skip_renumbering,
     "drop-call-in-flight": _drop_call_in_flight,
     "keep-record-at-shutdown": _keep_record_at_shutdown,

@@ -1,0 +1,130 @@
+"""Failover, spares, replacement, elastic shrink and growth, and the rendezvous re-formed, on the simulated
+cluster: the real services (`Job`, the node watcher, `Ranks`, the reservation) on `SimCluster`'s virtual clock,
+so each behaviour is a deterministic test of milliseconds instead of a real raylet's death (~10 s each). The few
+live tests of what only Ray can show stay in tests/ray (docs/ray.md, "The simulation")."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
+from rlplace.ray.job import Job
+from rlplace.ray.nodes import inventory_from_nodes
+from rlplace.sim.cluster import HEALTH_DELAY_S, SimCluster
+from rlplace.sim.explore import SimWorker, case_of, node_labels, node_resources, simulated_job
+
+# train 0 on node 1 (the node lost), train 1 on node 0; eval on node 0.
+PINNED = """
+cluster:
+  num_nodes: 2
+  component_placement:
+    train: {node_group: a800, placement: "4,1"}
+    eval: {node_group: a800, placement: "2"}
+  node_groups:
+    - {label: a800, node_ranks: "0,1"}
+"""
+NODES = "2x4:A800"
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    logging.disable(logging.WARNING)  # the job's warnings are what these tests provoke
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def started(text: str = PINNED, **bounds) -> tuple[SimCluster, Job]:
+    sim, job = simulated_job(case_of(text, NODES), **bounds)
+    return sim, job.start()
+
+
+def add(sim: SimCluster, job: Job, *, rank: int | None) -> str:
+    """A node shaped like node 0: with rank label `rank` (a replacement), or a hot spare (None)."""
+    shape = job.live.node(0)
+    return sim.add_node(node_resources(shape), node_labels(shape, rank)).node_id
+
+
+def lose(sim: SimCluster, job: Job, rank: int) -> None:
+    sim.kill_node(str(job.live.node(rank).node_id))
+
+
+def test_a_spare_takes_a_lost_node_over_and_the_call_in_flight_is_re_run_there():
+    sim, job = started()
+    spare = add(sim, job, rank=None)
+    train = job.launch("train", SimWorker)
+    names = [w.name for w in train.workers]
+    refs = train.call_async("step", 7)
+    lose(sim, job, 1)
+    assert train.get(refs, "step", timeout_s=30) == [7, 7]  # nothing lost: the call on node 1 ran again
+    assert [e.kind for e in job.events] == ["lost", "spare"]
+    assert str(job.live.node(1).node_id) == spare and [w.name for w in train.workers] == names
+    assert sim.now() < HEALTH_DELAY_S + 2  # found by the failed call's probe and the watcher, not a timeout
+    job.shutdown()
+    assert not sim.live_groups() and not sim.live_actors() and not sim.kv
+
+
+def test_a_replacement_with_the_lost_rank_takes_over_when_it_joins():
+    sim, job = started(replace_within_s=20)
+    train = job.launch("train", SimWorker)
+    lose(sim, job, 1)
+    sim.advance(HEALTH_DELAY_S + 1)
+    assert job.state.health(1) == "lost"
+    replacement = add(sim, job, rank=1)
+    assert train.call("step", 3, timeout_s=30) == [3, 3]
+    assert [e.kind for e in job.events] == ["lost", "replacement"] and str(job.live.node(1).node_id) == replacement
+    job.shutdown()
+
+
+def test_without_spare_a_component_that_is_not_elastic_fails_within_the_window():
+    sim, job = started(replace_within_s=3)
+    train = job.launch("train", SimWorker)
+    lose(sim, job, 1)
+    with pytest.raises(NodeLostError, match="node 1"):
+        train.call("step", 1)
+    assert 3 <= sim.now() <= 3 + HEALTH_DELAY_S + 2  # the window, then the error: never a hang
+    job.shutdown()
+
+
+def test_without_spare_an_elastic_component_shrinks_and_grows_back_on_a_new_node():
+    sim, job = started(PINNED + "  elastic: {train: {min: 1}}\n", replace_within_s=0)
+    train = job.launch("train", SimWorker)
+    before = train.actors[1].payload["env"]
+    refs = train.call_async("step", 5)
+    lose(sim, job, 1)
+    with pytest.raises(RanksRemovedError) as removed:
+        train.get(refs, "step", timeout_s=30)
+    assert removed.value.removed == ("rlplace:train:0",) and removed.value.results == [5]
+    assert len(train) == 1 and train.call("step", 6) == [6]
+    survivor = train.actors[0].payload  # the rendezvous re-formed: its new rank, world size and master
+    assert (survivor["placement"]["rank"], survivor["placement"]["world_size"]) == (0, 1)
+    assert survivor["env"]["WORLD_SIZE"] == "1" and survivor["env"]["MASTER_PORT"] != before["MASTER_PORT"]
+    add(sim, job, rank=1)
+    sim.advance(2)
+    assert len(train) == 2 and train.call("step", 8) == [8, 8]
+    assert [r.cause for r in job.resizes] == ["node lost", "grow back"]
+    job.shutdown()
+    assert not sim.live_groups() and not sim.live_actors()
+
+
+def test_a_resize_shrinks_and_grows_and_every_worker_learns_its_new_rank():
+    _, job = started(PINNED + "  elastic: {train: {min: 1, max: 3}}\n")
+    train = job.launch("train", SimWorker)
+    job.resize("train", 1)
+    assert len(train) == 1 and train.actors[0].payload["placement"]["world_size"] == 1
+    job.resize("train", 2)
+    assert [a.payload["placement"]["rank"] for a in train.actors] == [0, 1]
+    assert train.call("step", 2) == [2, 2]
+    job.shutdown()
+
+
+def test_a_placement_group_that_never_fits_is_an_error_within_the_timeout():
+    case = case_of(PINNED, NODES)
+    sim = SimCluster()
+    for rank in (0, 1):  # the nodes have 1 GPU each, the plan was made for 4
+        sim.add_node({"CPU": 16.0, "GPU": 1.0}, node_labels(case.inventory.node(rank), rank))
+    job = Job(case.plan, inventory_from_nodes(sim.nodes()), name="sim", cluster=sim, timeout_s=5)
+    with pytest.raises(PlacementError):
+        job.start()
+    assert sim.now() <= 5 + 1 and not sim.live_groups()
