@@ -41,6 +41,7 @@ from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import JobState, Master, NodeEvent, ResizeEvent
+from rlplace.ray.topology import check_live
 from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
 
@@ -148,8 +149,10 @@ class Job:
     # -- life cycle --------------------------------------------------------------------------------
 
     def start(self) -> Job:
-        """Reserve every bundle of the plan (within `timeout_s`), or remove everything and raise."""
+        """Check the live nodes' topology labels against the plan's, reserve every bundle of the plan (within
+        `timeout_s`), or remove everything and raise."""
         try:
+            check_live(self.plan, self.live)
             if self.plan.uses_placement_groups:
                 self._reservation.reserve()
             self.state.subscribe(self._record.on_change)

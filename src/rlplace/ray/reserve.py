@@ -37,6 +37,7 @@ from rlplace.ray import _compat, diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.ray.state import JobState
+from rlplace.ray.topology import selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -255,9 +256,13 @@ class Reservation:
         return [g for g in range(max(used, default=-1) + 1) if g not in used and g not in r.held]
 
     def _selector(self, node: Node) -> dict[str, str]:
+        """The node's rank (or id) and its topology labels: connect checked them against the plan
+        (`rlplace.ray.topology`), so a node that joins meanwhile under the rank in another rack is not taken."""
         if self._by_label and NODE_RANK_LABEL in node.labels:
-            return {NODE_RANK_LABEL: str(node.rank)}
-        return {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
+            pin = {NODE_RANK_LABEL: str(node.rank)}
+        else:
+            pin = {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
+        return {**pin, **selector_labels(self._state.levels, node)}
 
     def _create(self, bundles: list[dict[str, float]], node: Node, kind: str, step: int = 0) -> PlacementGroup:
         try:
