@@ -319,8 +319,9 @@ def connect(
     `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
-    the plan). Without `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running
-    cluster, or HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
+    the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
+    `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running cluster, or
+    HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
     after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
     lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
     replacement node to take over, then raise NodeLostError (0: at once).

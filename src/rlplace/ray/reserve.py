@@ -15,6 +15,9 @@ Ray cannot grow or shrink a placement group, so an elastic component's growth re
 new group per node and resize step (`Bundle.reservation`: 0 for the plan's own groups, k for the k-th step), and
 a shrink removes a group once none of its bundles holds a worker (`reserve_step`, `release_bundles`). A node's
 groups are its units: a spare taking the node's rank over reserves every unit of it there.
+
+Every bundle selects its node by rank (or id) and by the node's topology labels (rack, NVLink domain, zone:
+`rlplace.ray.topology`), which connect checked against the plan.
 """
 
 from __future__ import annotations
