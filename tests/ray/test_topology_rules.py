@@ -12,6 +12,7 @@ from rlplace.config import load
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node, parse_nodes
 from rlplace.model import DEFAULT_TOPOLOGY, TopologyLevel
+from rlplace.ray.simulated import node_args, simulated_inventory
 from rlplace.ray.topology import check_live, job_levels, mismatches, selector_labels
 
 SPEC = load("cluster:\n  train_worker_num: 4\n  eval_worker_num: 4\n  placement: {strategy: disaggregate}\n")
@@ -83,3 +84,15 @@ def test_a_node_the_plan_leaves_idle_may_differ_and_a_node_labelled_where_the_pl
     assert str(m).endswith("the plan has rack rack-0 (label rack=rack-0), the live node carries no rack label (rack)")
     blind = planner.plan(SPEC, parse_nodes("4x4"))  # no node carried a rack: nothing to contradict
     assert mismatches(blind, live(nodes)) == []
+
+
+def test_a_simulated_node_carries_its_declared_racks_and_domains_but_no_zone_ray_keeps_that_key():
+    node = simulated_inventory("4x4/nvlink_domain=2/rack=2/zone=4").node(3)
+    assert node.labels["ray.io/availability-zone"] == "zone-0"
+    labels = node_args(node)["labels"]
+    assert labels == {
+        "nvlink-domain": "nvl-1",
+        "rack": "rack-1",
+        "rlplace/node-rank": "3",
+        "rlplace/accelerator": "simulated",
+    }
