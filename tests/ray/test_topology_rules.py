@@ -13,7 +13,7 @@ from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node, parse_nodes
 from rlplace.model import DEFAULT_TOPOLOGY, TopologyLevel
 from rlplace.ray.simulated import node_args, simulated_inventory
-from rlplace.ray.topology import check_live, job_levels, mismatches, selector_labels
+from rlplace.ray.topology import check_live, job_levels, mismatches, selector_labels, unplanned
 
 SPEC = load("cluster:\n  train_worker_num: 4\n  eval_worker_num: 4\n  placement: {strategy: disaggregate}\n")
 
@@ -96,3 +96,12 @@ def test_a_simulated_node_carries_its_declared_racks_and_domains_but_no_zone_ray
         "rlplace/node-rank": "3",
         "rlplace/accelerator": "simulated",
     }
+
+
+def test_a_plan_blind_to_racks_the_live_nodes_carry_is_warned_about():
+    blind = planner.plan(SPEC, parse_nodes("4x4"))
+    (warning,) = unplanned(blind, live(parse_nodes("4x4/rack=2")), DEFAULT_TOPOLOGY)
+    assert warning.startswith("topology: the plan was made without rack labels (rack), but 4 of the live cluster's 4")
+    assert "connect without inventory=" in warning
+    racked = planner.plan(SPEC, parse_nodes("4x4/rack=2"))
+    assert unplanned(racked, live(parse_nodes("4x4/rack=2")), DEFAULT_TOPOLOGY) == []

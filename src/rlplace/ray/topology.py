@@ -98,5 +98,22 @@ def check_live(plan: Plan, live: Inventory) -> None:
     )
 
 
+def unplanned(plan: Plan, live: Inventory, levels: Sequence[TopologyLevel]) -> list[str]:
+    """Warnings for levels the plan was made blind to (no node of its inventory carried them) that the live nodes
+    carry: nothing contradicts the plan, but it ignores the live cluster's racks or domains."""
+    out = []
+    for level in levels:
+        if level.name in plan.topology.labels:
+            continue
+        carrying = [n.rank for n in live.nodes if _carried(level.labels, n) is not None]
+        if carrying:
+            out.append(
+                f"topology: the plan was made without {level.name} labels ({' or '.join(level.labels)}), but "
+                f"{len(carrying)} of the live cluster's {len(live)} nodes carry them; the plan ignores them: "
+                "connect without inventory= to plan with the live cluster's topology"
+            )
+    return out
+
+
 def _carried(keys: Sequence[str], node: Node) -> str | None:
     return next((k for k in keys if k in node.labels), None)
