@@ -86,6 +86,23 @@ def test_a_spare_takes_over_a_lost_node_and_training_state_continues(extra, tmp_
     assert leftovers() == ([], [])
 
 
+def test_a_lost_node_takes_the_spare_of_its_own_rack(extra, tmp_path):
+    """About 9 s: node 4 (rack rA) is lost with spares in racks rB and rA; its worker moves to the rA one."""
+    lost = extra.ranked(4, labels={"rack": "rA"})
+    extra.spare(labels={"rack": "rB"})
+    same_rack = extra.spare(labels={"rack": "rA"})
+    with rlplace.connect(on_node_4(), export_path=None, timeout_s=20) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        assert train.call("step", rank=1) == 1
+        extra.lose(lost)
+        wait_declared(job)
+        assert train.call("step", rank=1) == 2
+        assert events(job) == [("lost", 4), ("spare", 4)]
+        assert train.call("state", rank=1)["node_id"] == same_rack.node_id
+        assert job.live.node(4).labels["rack"] == "rA"
+    assert leftovers() == ([], [])
+
+
 @pytest.mark.slow
 def test_a_replacement_node_with_the_lost_rank_takes_over(extra, tmp_path):
     """About 12 s: the node is lost, a node started again with rank 4 restores its worker, waiting calls complete."""

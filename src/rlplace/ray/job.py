@@ -40,6 +40,7 @@ from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import JobState, Master, NodeEvent, ResizeEvent
+from rlplace.ray.topology import check_live, unplanned
 from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
 
@@ -149,8 +150,11 @@ class Job:
     # -- life cycle --------------------------------------------------------------------------------
 
     def start(self) -> Job:
-        """Reserve every bundle of the plan (within `timeout_s`), or remove everything and raise."""
+        """Check the live nodes' topology labels against the plan's, reserve every bundle of the plan (within
+        `timeout_s`), or remove everything and raise."""
         try:
+            check_live(self.plan, self.live)
+            self.warnings.extend(unplanned(self.plan, self.live, self.state.levels))
             if self.plan.uses_placement_groups:
                 self._reservation.reserve()
             self.state.subscribe(self._record.on_change)
@@ -319,8 +323,9 @@ def connect(
     `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
-    the plan). Without `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running
-    cluster, or HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
+    the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
+    `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running cluster, or
+    HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
     after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
     lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
     replacement node to take over, then raise NodeLostError (0: at once).

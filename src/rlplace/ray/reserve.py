@@ -15,6 +15,9 @@ Ray cannot grow or shrink a placement group, so an elastic component's growth re
 new group per node and resize step (`Bundle.reservation`: 0 for the plan's own groups, k for the k-th step), and
 a shrink removes a group once none of its bundles holds a worker (`reserve_step`, `release_bundles`). A node's
 groups are its units: a spare taking the node's rank over reserves every unit of it there.
+
+Every bundle selects its node by rank (or id) and by the node's topology labels (rack, NVLink domain, zone:
+`rlplace.ray.topology`), which connect checked against the plan.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.ray.port import Cluster
 from rlplace.ray.state import JobState
+from rlplace.ray.topology import selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -251,9 +255,13 @@ class Reservation:
         return [g for g in range(max(used, default=-1) + 1) if g not in used and g not in r.held]
 
     def _selector(self, node: Node) -> dict[str, str]:
+        """The node's rank (or id) and its topology labels: connect checked them against the plan
+        (`rlplace.ray.topology`), so a node that joins meanwhile under the rank in another rack is not taken."""
         if self._by_label and NODE_RANK_LABEL in node.labels:
-            return {NODE_RANK_LABEL: str(node.rank)}
-        return {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
+            pin = {NODE_RANK_LABEL: str(node.rank)}
+        else:
+            pin = {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
+        return {**pin, **selector_labels(self._state.levels, node)}
 
     def _create(self, bundles: list[dict[str, float]], node: Node, kind: str, step: int = 0) -> Any:
         try:

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from rlplace.errors import ConfigError, NodeLostError, Problem
 from rlplace.inventory import Inventory, Node
-from rlplace.model import JobSpec
+from rlplace.model import JobSpec, TopologyLevel
 from rlplace.plan import Plan, Worker
+from rlplace.ray.topology import job_levels
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,8 @@ class JobState:
             raise ValueError(f"replace_within_s must be 0 (fail at once) or more seconds, not {replace_within_s}")
         self.plan = plan
         self.spec = spec  # what the plan was made from (None when handed a Plan): growing needs it
+        #: The topology levels (and their label keys) that bundle selectors carry and failover goes by.
+        self.levels: tuple[TopologyLevel, ...] = job_levels(spec, plan)
         self.name = name
         self.namespace = namespace
         self.timeout_s = timeout_s

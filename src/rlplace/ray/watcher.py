@@ -252,7 +252,8 @@ class NodeWatcher:
             free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if alive else {}
             serving = {str(n.node_id) for n in self._state.live.nodes}
             demand = self._reserved.demand(rank)
-            for how, node in candidates(rank, loss, alive, serving=serving, demand=demand, free=free):
+            levels = self._state.levels
+            for how, node in candidates(rank, loss, alive, serving=serving, demand=demand, free=free, levels=levels):
                 try:
                     self._take_over(rank, loss, node, how)
                     return
@@ -311,7 +312,7 @@ class NodeWatcher:
             state = self._state
             serving = {str(n.node_id) for n in state.live.nodes}
             alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._tried]
-            joined = joiners(sorted(state.down), state.live, alive, serving=serving)
+            joined = joiners(sorted(state.down), state.live, alive, serving=serving, levels=state.levels)
             if not joined or self._stopped:
                 return
 
