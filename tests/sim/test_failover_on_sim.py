@@ -128,3 +128,58 @@ def test_a_placement_group_that_never_fits_is_an_error_within_the_timeout():
     with pytest.raises(PlacementError):
         job.start()
     assert sim.now() <= 5 + 1 and not sim.live_groups()
+
+
+def test_replace_within_zero_fails_as_soon_as_the_loss_is_known_though_a_spare_is_there():
+    sim, job = started(replace_within_s=0)
+    add(sim, job, rank=None)
+    train = job.launch("train", SimWorker)
+    lose(sim, job, 1)
+    with pytest.raises(NodeLostError, match=r"node 1 .*waited for .*for no time \(replace_within_s=0\)"):
+        train.call("step", 1, rank=0)
+    assert sim.now() <= HEALTH_DELAY_S + 1  # the loss as soon as Ray reports it, then the error at once
+    assert [(e.kind, e.node_rank) for e in job.events] == [("lost", 1), ("failed", 1)]
+    job.shutdown()
+    assert not sim.live_groups() and not sim.live_actors()
+
+
+def test_a_spare_too_small_is_refused_naming_what_it_lacks():
+    sim, job = started(replace_within_s=1)
+    small = sim.add_node({"CPU": 16.0}, node_labels(job.live.node(0), None))  # no GPU
+    train = job.launch("train", SimWorker)
+    lose(sim, job, 1)
+    with pytest.raises(NodeLostError) as err:
+        train.call("step", 1, rank=0)
+    assert f"not taken: spare {small.address} (id {small.node_id[:8]}) has no GPU, node 1 had 4x A800" in str(err.value)
+    job.shutdown()
+
+
+def test_two_losses_in_a_row_are_each_taken_over_by_a_spare():
+    sim, job = started()
+    first, second = add(sim, job, rank=None), add(sim, job, rank=None)
+    train = job.launch("train", SimWorker)
+    lose(sim, job, 1)
+    assert train.call("step", 1, rank=0) == 1
+    taker = str(job.live.node(1).node_id)
+    assert taker in (first, second)
+    lose(sim, job, 1)
+    assert train.call("step", 2, rank=0) == 2
+    assert str(job.live.node(1).node_id) == ({first, second} - {taker}).pop()
+    assert [(e.kind, e.node_rank) for e in job.events] == [("lost", 1), ("spare", 1), ("lost", 1), ("spare", 1)]
+    job.shutdown()
+    assert not sim.live_groups() and not sim.live_actors()
+
+
+def test_a_lost_node_with_a_component_that_is_not_elastic_still_raises_node_lost_error():
+    text = PINNED.replace('eval: {node_group: a800, placement: "2"}', 'eval: {node_group: a800, placement: "5"}')
+    sim, job = started(text + "  elastic: {train: {min: 1}}\n", replace_within_s=1)
+    evals = job.launch("eval", SimWorker)
+    lose(sim, job, 1)
+    with pytest.raises(NodeLostError) as err:
+        evals.call("step", 1, timeout_s=10)
+    message = str(err.value)
+    assert "its components could not shrink instead: node 1 holds workers of components that are not elastic" in (
+        message
+    )
+    assert "(eval 0)" in message and [e.kind for e in job.events] == ["lost", "failed"] and job.resizes == []
+    job.shutdown()
