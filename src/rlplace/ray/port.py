@@ -64,8 +64,15 @@ class Cluster(Protocol):
     def now(self) -> float:
         """Seconds on a monotonic clock: deadlines are measured on it."""
 
+    def wall(self) -> float:
+        """Seconds since the epoch: the clock of drain deadlines and of the times events carry."""
+
     def sleep(self, seconds: float) -> None:
         """Let `seconds` pass on the clock of `now`."""
+
+    def spawn(self, task: Callable[[], None], name: str) -> None:
+        """Run `task()` once beside the caller (a drain's wait for its calls: a thread on Ray, a timer in the
+        simulation), so the caller goes on meanwhile."""
 
     def every(self, period_s: float, tick: Callable[[], bool], name: str) -> Ticker:
         """Run `tick()` every `period_s` until it returns False or the ticker is stopped (the node watcher: a

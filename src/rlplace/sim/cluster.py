@@ -27,6 +27,8 @@ from rlplace.ray.port import CallTimedOut, WorkerDied
 HEALTH_DELAY_S = 1.5
 #: A call's virtual duration when the schedule says nothing else.
 CALL_S = 0.01
+#: The wall clock at virtual time 0 (drain deadlines are wall-clock times, as Ray gives them).
+EPOCH = 1_800_000_000.0
 
 
 class SimHang(Exception):
@@ -213,7 +215,7 @@ class SimCluster:
     def drain_node(self, node_id: str, deadline_s: float) -> None:
         """Ray's drain: the node is reported draining now and dies at the deadline."""
         node = self.nodes_by_id[node_id]
-        node.drain_deadline_ms = int((self._now + deadline_s) * 1000)
+        node.drain_deadline_ms = int((self.wall() + deadline_s) * 1000)
         self._schedule(self._now + deadline_s, lambda: self.kill_node(node_id))
 
     def advance(self, seconds: float) -> None:
@@ -249,8 +251,18 @@ class SimCluster:
     def now(self) -> float:
         return self._now
 
+    def wall(self) -> float:
+        return EPOCH + self._now
+
     def sleep(self, seconds: float) -> None:
         self._advance_to(self._now + max(0.0, seconds))
+
+    def spawn(self, task: Callable[[], None], name: str) -> None:
+        def once() -> bool:
+            task()
+            return False
+
+        self.every(0.0, once, name)
 
     def every(self, period_s: float, tick: Callable[[], bool], name: str) -> _Ticker:
         ticker = _Ticker(self, period_s, tick)
