@@ -71,12 +71,28 @@ class Ranks:
     def workers_on(self, rank: int) -> tuple[str, ...]:
         return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
 
+    def finish_calls(self, rank: int, deadline: float) -> list[str]:
+        return _still_running(self._on(rank), deadline)
+
+    def shrink_refusal(self, rank: int) -> str | None:
+        if not self._state.plan.elastic:
+            return "no component of the job is elastic"
+        try:
+            planner.shrink_lost_node(self._state.plan, rank)  # the step shrink_lost takes (pure: nothing moves)
+        except PlanError as e:
+            return str(e)
+        return None
+
     def drop_rank(self, rank: int) -> None:
         with self._lock:
-            doomed = [a for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
+            doomed = [a for _, a in self._on(rank)]
             self._kill(doomed)
             self._reservation.release(rank)
             self._wait_dead(doomed, f"workers of lost node {rank}")
+
+    def _on(self, rank: int) -> list[tuple[Worker, Any]]:
+        """(plan row, actor) of every launched worker on node `rank`."""
+        return [(w, a) for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
 
     def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
         with self._lock:
@@ -260,14 +276,11 @@ class Ranks:
         self._reservation.release_bundles(step.release)
 
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
-        """Wait until the calls already sent to the groups' workers are done (an actor runs its calls in order,
-        so a no-op sent now ends after them); new calls wait for the resize (the groups are paused)."""
-        pending = {a.__ray_call__.remote(answer): w.name for g in groups.values() for w, a in g.pairs()}
-        if not pending:
-            return
-        _, late = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
+        """Wait until the calls already sent to the groups' workers are done; new calls wait for the resize (the
+        groups are paused)."""
+        late = _still_running([p for g in groups.values() for p in g.pairs()], deadline)
         if late:
-            names = ", ".join(sorted(pending[r] for r in late))
+            names = ", ".join(late)
             raise PlacementError(
                 f"resize not started: calls made before it still run on {names} at its timeout_s; nothing was changed "
                 "(a call started after resize() sees the new size; the ones before it finish at the old one)"
@@ -315,6 +328,16 @@ class Ranks:
     def _check_open(self) -> None:
         if self._state.closed:
             raise PlacementError(f"job {self._state.name} is shut down")
+
+
+def _still_running(pairs: Iterable[tuple[Worker, Any]], deadline: float) -> list[str]:
+    """Wait until the calls already sent to these workers are done (an actor runs its calls in order, so a no-op
+    sent now ends after them), at most until `deadline` (monotonic); the names of the workers still busy then."""
+    pending = {a.__ray_call__.remote(answer): w.name for w, a in pairs}
+    if not pending:
+        return []
+    _, late = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
+    return sorted(pending[r] for r in late)
 
 
 def _awaited(refs: dict[Any, str], deadline: float) -> list[str]:

@@ -21,6 +21,19 @@ checks), the watcher:
 5. or, when `replace_within_s` passes first (0: at once), records `failed`, and every pending and new call
    on those workers raises `NodeLostError` naming the rank, the workers and what the job waited for.
 
+A drain (Ray says a node goes at a deadline: `ray drain-node`, the autoscaler, KubeRay, a spot preemption;
+`rlplace drain`) is a loss told early. The watcher reads the GCS's draining nodes each period too; when a node
+serving a rank drains, it records a `draining` event with the deadline and:
+
+- when a node could take the rank over now (the same `candidates` as for a loss) or its components could
+  shrink (the same planner step), marks the rank `draining` (new calls on its workers wait), gives the calls
+  already sent there until half the time left to finish on the still-running node, then declares the loss and
+  goes the loss path at once (steps 1-4: calls that had not finished are re-run where the workers move);
+- else leaves the workers running and says (event and warning) which of them will be lost at the deadline; the
+  loss is handled as any other when the node goes.
+
+A draining node never takes a rank over and is never grown onto.
+
 While ranks are gone after a shrink, the watcher looks for nodes that can serve them again (a replacement
 with the rank's label, a spare of the lost node's shape) or that join as the next ranks, and has the mover
 grow the shrunk components back onto them (a `grown` event).
@@ -62,6 +75,13 @@ class Mover(Protocol):
     def drop_rank(self, rank: int) -> None:
         """Node `rank` is lost: kill its workers and release its bundles, so nothing waits on them."""
 
+    def finish_calls(self, rank: int, deadline: float) -> list[str]:
+        """Node `rank` drains but is still up: wait until the calls already sent to its workers are done, at most
+        until `deadline` (monotonic); the names of the workers still busy then."""
+
+    def shrink_refusal(self, rank: int) -> str | None:
+        """Why the components on node `rank` could not shrink off it (None: they could); nothing changes."""
+
     def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
         """Serve node `rank` from `node`: reserve its bundles there, map the rank to it in the state, relaunch
         its workers and return once each answered `on_replaced(event)`. Raises PlacementError with nothing of
@@ -94,6 +114,7 @@ class NodeWatcher:
         self._losses: dict[int, Loss] = {}
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
+        self._notices: set[str] = set()  # draining nodes acted on (once each)
         self._work = threading.RLock()  # one declaration or takeover at a time (they create and remove groups)
         self._wake = threading.Event()
         self._stopped = False
@@ -201,16 +222,23 @@ class NodeWatcher:
 
     def _tick(self) -> None:
         raw = self._read_nodes()
+        draining = _compat.draining_nodes()
         alive = {n["NodeID"] for n in raw if n.get("Alive")}
         for rank in self._state.pinned_ranks():
             node_id = self._state.live.node(rank).node_id
             if self._state.health(rank) == "ok" and str(node_id) not in alive:
                 dead = next((n for n in raw if n["NodeID"] == node_id), {})
                 self._declare(rank, "Ray declared it dead" + death_reason(dead))
+        usable = [n for n in raw if n["NodeID"] not in draining]  # a node that goes takes nothing over
+        for rank in self._state.pinned_ranks():
+            node_id = str(self._state.live.node(rank).node_id)
+            if node_id in draining and node_id not in self._notices and self._state.health(rank) == "ok":
+                self._notices.add(node_id)
+                self._drained(rank, draining[node_id] / 1000 or None, usable)
         for rank in sorted(self._losses):
-            self._resolve(rank, raw)
+            self._resolve(rank, usable)
         if self._state.down:
-            self._grow_back(raw)
+            self._grow_back(usable)
 
     def _read_nodes(self) -> list[dict[str, Any]]:
         raw = ray.nodes()
@@ -221,7 +249,9 @@ class NodeWatcher:
 
     # -- deciding --------------------------------------------------------------------------------------
 
-    def _declare(self, rank: int, why: str) -> None:
+    def _declare(self, rank: int, why: str, *, deadline: float | None = None, finish_by: float | None = None) -> None:
+        """Node `rank` is lost; with `finish_by` (monotonic) it drains (Ray's `deadline`, wall clock): the event is
+        `draining`, and the calls already sent to its workers get until `finish_by` to finish there first."""
         with self._work:
             if self._state.health(rank) != "ok" or self._stopped:
                 return
@@ -230,28 +260,76 @@ class NodeWatcher:
             workers = self._mover.workers_on(rank)
             now, wall = time.monotonic(), time.time()
             window = self._state.replace_within_s
-            self._losses[rank] = Loss(node, workers, now, wall, now + window)
+            kind = "lost" if finish_by is None else "draining"
+            self._losses[rank] = Loss(node, workers, now, wall, max(now, finish_by or now) + window)
             where = f"{node.address or '?'} (id {str(node.node_id)[:8]})"
-            event = NodeEvent("lost", rank, workers, wall, str(node.node_id), node.address or "?", f"{where}: {why}")
-            self._state.apply(Change(trouble={rank: Trouble("lost", wall, wall + window)}, event=event))
+            detail = f"{where}: {why}"
+            address = node.address or "?"
+            event = NodeEvent(kind, rank, workers, wall, str(node.node_id), address, detail, deadline=deadline)
+            self._state.apply(Change(trouble={rank: Trouble(kind, wall, wall + window)}, event=event))
             log.warning(
-                "rlplace job %s: node %d lost (%s); workers %s", self._state.name, rank, why, ", ".join(workers)
+                "rlplace job %s: node %d %s (%s); workers %s", self._state.name, rank, kind, why, ", ".join(workers)
             )
+            if finish_by is not None:
+                late = self._mover.finish_calls(rank, finish_by)
+                if late:
+                    log.warning(
+                        "rlplace job %s: calls on %s did not finish on draining node %d in time; they run again "
+                        "where the workers move",
+                        self._state.name,
+                        ", ".join(late),
+                        rank,
+                    )
+                self._state.apply(Change(trouble={rank: Trouble("lost", wall, wall + window)}))
             self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
-            if window == 0 and not self._shrink(rank, self._losses[rank]):
+            if window == 0 and finish_by is None and not self._shrink(rank, self._losses[rank]):
                 self._fail(rank)
         self._wake.set()
+
+    def _drained(self, rank: int, deadline: float | None, usable: list[dict[str, Any]]) -> None:
+        """Node `rank` drains by `deadline` (wall clock; None: Ray gave none): act on it while it is up, or say what
+        the deadline will take (see the module docstring)."""
+        with self._work:
+            if self._state.health(rank) != "ok" or self._stopped:
+                return
+            node = self._state.live.node(rank)
+            workers = self._mover.workers_on(rank)
+            now, wall = time.monotonic(), time.time()
+            left = None if deadline is None else max(0.0, deadline - wall)
+            when = "no deadline" if deadline is None else f"deadline {_clock(deadline)} (in {left:.0f} s)"
+            probe = Loss(node, workers, now, wall, now)
+            takers = self._takers(rank, probe, usable)
+            refusal = None if takers else self._mover.shrink_refusal(rank)
+            if takers or refusal is None:
+                how, taker = takers[0] if takers else ("", node)
+                act = f"{how} {taker.address} takes its workers over" if takers else "its elastic components shrink"
+                finish_by = now + (left / 2 if left is not None else self._state.timeout_s)
+                self._declare(rank, f"draining, {when}: {act} before then", deadline=deadline, finish_by=finish_by)
+                return
+            lost = ", ".join(workers) or "none launched"
+            why = "; ".join(probe.refusals.values()) or "no hot spare or node with its rank label is free"
+            detail = (
+                f"{node.address or '?'} (id {str(node.node_id)[:8]}): draining, {when}; nothing takes it over ({why}) "
+                f"and its components cannot shrink ({refusal}): its workers ({lost}) will be lost at the deadline"
+            )
+            address = node.address or "?"
+            event = NodeEvent("draining", rank, workers, wall, str(node.node_id), address, detail, deadline=deadline)
+            self._state.apply(Change(event=event, warnings=(str(event),)))
+            log.warning("rlplace job %s: %s", self._state.name, event)
+
+    def _takers(self, rank: int, loss: Loss, raw: list[dict[str, Any]]) -> list[tuple[str, Node]]:
+        """The nodes that may take `rank` over now (`failover.candidates`; refusals go into `loss`)."""
+        alive = [n for n in raw if n.get("Alive")]
+        free: Mapping[str, Mapping[str, float]] = _compat.available_resources_per_node() if alive else {}
+        serving = {str(n.node_id) for n in self._state.live.nodes}
+        return candidates(rank, loss, alive, serving=serving, demand=self._reserved.demand(rank), free=free)
 
     def _resolve(self, rank: int, raw: list[dict[str, Any]]) -> None:
         with self._work:
             loss = self._losses.get(rank)
             if loss is None or self._stopped:
                 return
-            alive = [n for n in raw if n.get("Alive")]
-            free: Mapping[str, Mapping[str, float]] = _compat.available_resources_per_node() if alive else {}
-            serving = {str(n.node_id) for n in self._state.live.nodes}
-            demand = self._reserved.demand(rank)
-            for how, node in candidates(rank, loss, alive, serving=serving, demand=demand, free=free):
+            for how, node in self._takers(rank, loss, raw):
                 try:
                     self._take_over(rank, loss, node, how)
                     return
@@ -362,3 +440,7 @@ class NodeWatcher:
             )
             trouble = Trouble("failed", loss.at, loss.at + self._state.replace_within_s, error)
             self._state.apply(Change(trouble={rank: trouble}, event=event))
+
+
+def _clock(wall: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall))
