@@ -312,7 +312,12 @@ def _draining_rows(
             clock = time.strftime("%H:%M:%S", time.localtime(deadline))
             when = f"deadline {clock} (in {left:.0f} s)" if left > 0 else f"deadline {clock} (passed)"
         notice, latest, job = noticed.get(node_id, (None, None, "-"))
-        detail = f"{when}; {latest}" if latest is not None else f"{when}; no live rlplace job noticed it"
+        if latest is None:
+            detail = f"{when}; no live rlplace job noticed it"
+        elif latest is notice:  # "IP (id ..): draining, deadline ..; what the job does": the deadline is shown
+            detail = f"{when}; {notice.detail.split('; ', 1)[-1]}"
+        else:
+            detail = f"{when}; {latest}"
         name = f"{names.get(node_id, node_id[:8])} ({ips.get(node_id, '?')})"
         rows.append(NodeRow(name, "DRAINING", notice.at if notice else time.time(), detail, job, deadline))
     return rows
