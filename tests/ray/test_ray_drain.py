@@ -21,6 +21,7 @@ from ray_workers import Elastic, Stepper
 from tests.ray_helpers import leftovers, wait_until_dead
 
 import rlplace
+from rlplace.cli import main
 from rlplace.commands.status import collect_all, render
 from rlplace.ray import _compat
 
@@ -133,3 +134,18 @@ def test_a_drained_node_nothing_can_take_over_keeps_running_and_the_job_says_wha
         assert re.match(r"deadline \d\d:\d\d:\d\d \(in \d+ s\); nothing takes it over", row.detail), row.detail
         assert "DRAINING" in render([], list(rows.values()))
     assert leftovers() == ([], [])
+
+
+def test_rlplace_drain_drains_the_node_of_a_rank_and_refuses_an_unknown_rank(extra, ray_cluster, capsys):
+    node = extra.ranked(4)
+    assert main(["drain", "--node-rank", "7", "--deadline", "30"]) == 2
+    assert "argument --node-rank: no live node has rank 7; live ranks: 0, 1, 2, 3, 4" in capsys.readouterr().err
+    before = time.time()
+    assert main(["drain", "--node-rank", "4", "--deadline", "30", "--reason", "preemption"]) == 0
+    out = capsys.readouterr().out
+    assert f"node 4 ({node.address.split(':')[0]}, id {node.node_id[:8]}) drains by" in out and "preemption" in out
+    # Nothing runs there: Ray lets it go at once, with the drain's reason as its death's.
+    assert not wait_until_dead([node.node_id], 10)
+    dead = next(n for n in ray.nodes() if n["NodeID"] == node.node_id)
+    assert dead["DeathReasonMessage"] == "preemption: rlplace drain", dead
+    assert time.time() - before < 10
