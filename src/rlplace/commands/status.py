@@ -314,7 +314,7 @@ def _draining_rows(
         notice, latest, job = noticed.get(node_id, (None, None, "-"))
         if latest is None:
             detail = f"{when}; no live rlplace job noticed it"
-        elif latest is notice:  # "IP (id ..): draining, deadline ..; what the job does": the deadline is shown
+        elif latest is notice:  # "IP (id ..): deadline ..; what the job does": the deadline is shown already
             detail = f"{when}; {notice.detail.split('; ', 1)[-1]}"
         else:
             detail = f"{when}; {latest}"

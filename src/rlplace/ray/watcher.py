@@ -304,12 +304,12 @@ class NodeWatcher:
                 how, taker = takers[0] if takers else ("", node)
                 act = f"{how} {taker.address} takes its workers over" if takers else "its elastic components shrink"
                 finish_by = now + (left / 2 if left is not None else self._state.timeout_s)
-                self._declare(rank, f"draining, {when}; {act} before then", deadline=deadline, finish_by=finish_by)
+                self._declare(rank, f"{when}; {act} before then", deadline=deadline, finish_by=finish_by)
                 return
             lost = ", ".join(workers) or "none launched"
             why = "; ".join(probe.refusals.values()) or "no hot spare or node with its rank label is free"
             detail = (
-                f"{node.address or '?'} (id {str(node.node_id)[:8]}): draining, {when}; nothing takes it over ({why}) "
+                f"{node.address or '?'} (id {str(node.node_id)[:8]}): {when}; nothing takes it over ({why}) "
                 f"and its components cannot shrink ({refusal}): its workers ({lost}) will be lost at the deadline"
             )
             address = node.address or "?"
