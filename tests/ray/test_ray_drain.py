@@ -140,6 +140,8 @@ def test_rlplace_drain_drains_the_node_of_a_rank_and_refuses_an_unknown_rank(ext
     node = extra.ranked(4)
     assert main(["drain", "--node-rank", "7", "--deadline", "30"]) == 2
     assert "argument --node-rank: no live node has rank 7; live ranks: 0, 1, 2, 3, 4" in capsys.readouterr().err
+    assert main(["drain", "--node-rank", "0", "--deadline", "30"]) == 2
+    assert "argument --node-rank: node 0 is the head node" in capsys.readouterr().err
     before = time.time()
     assert main(["drain", "--node-rank", "4", "--deadline", "30", "--reason", "preemption"]) == 0
     out = capsys.readouterr().out

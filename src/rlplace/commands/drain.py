@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _ranked_node(raw_nodes: list[dict], rank: int) -> dict:
     """The live node labelled with `rank`; a ConfigError naming the live ranks when there is none."""
     from rlplace.ray.labels import NODE_RANK_LABEL
+    from rlplace.ray.nodes import is_head
 
     ranked = [n for n in raw_nodes if n.get("Alive") and NODE_RANK_LABEL in (n.get("Labels") or {})]
     mine = [n for n in ranked if n["Labels"][NODE_RANK_LABEL] == str(rank)]
@@ -97,5 +98,14 @@ def _ranked_node(raw_nodes: list[dict], rank: int) -> dict:
         listed = ", ".join(map(str, live)) or "none (no node was started with `rlplace start --node-rank N`)"
         raise ConfigError(
             Problem(path="--node-rank", value=rank, message=f"no live node has rank {rank}; live ranks: {listed}")
+        )
+    if is_head(mine[0]):
+        raise ConfigError(
+            Problem(
+                path="--node-rank",
+                value=rank,
+                message=f"node {rank} is the head node: its GCS holds the cluster, and draining it ends every job; "
+                "drain the other nodes (`rlplace stop` on the head stops the cluster)",
+            )
         )
     return mine[0]
