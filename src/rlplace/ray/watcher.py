@@ -26,9 +26,10 @@ A drain (Ray says a node goes at a deadline: `ray drain-node`, the autoscaler, K
 serving a rank drains, it records a `draining` event with the deadline and:
 
 - when a node could take the rank over now (the same `candidates` as for a loss) or its components could
-  shrink (the same planner step), marks the rank `draining` (new calls on its workers wait), gives the calls
-  already sent there until half the time left to finish on the still-running node, then declares the loss and
-  goes the loss path at once (steps 1-4: calls that had not finished are re-run where the workers move);
+  shrink (the same planner step), marks the rank `draining` (new calls on its workers wait) and, on a thread of
+  its own (the watcher goes on watching), gives the calls already sent there until half the time left to finish
+  on the still-running node; then the rank goes the loss path at once (steps 1-4, counted from the notice: calls
+  that had not finished are re-run where the workers move);
 - else leaves the workers running and says (event and warning) which of them will be lost at the deadline; the
   loss is handled as any other when the node goes.
 
@@ -249,40 +250,25 @@ class NodeWatcher:
 
     # -- deciding --------------------------------------------------------------------------------------
 
-    def _declare(self, rank: int, why: str, *, deadline: float | None = None, finish_by: float | None = None) -> None:
-        """Node `rank` is lost; with `finish_by` (monotonic) it drains (Ray's `deadline`, wall clock): the event is
-        `draining`, and the calls already sent to its workers get until `finish_by` to finish there first."""
+    def _declare(self, rank: int, why: str, *, notice: NodeEvent | None = None) -> None:
+        """Node `rank` is lost (records a `lost` event); or, given the `notice` of its drain (its `draining` event,
+        recorded already), it is being left: the loss counts from the notice, and the window from now."""
         with self._work:
-            if self._state.health(rank) != "ok" or self._stopped:
+            if self._state.health(rank) != ("ok" if notice is None else "draining") or self._stopped:
                 return
             node = self._state.live.node(rank)
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
             workers = self._mover.workers_on(rank)
             now, wall = time.monotonic(), time.time()
             window = self._state.replace_within_s
-            kind = "lost" if finish_by is None else "draining"
-            self._losses[rank] = Loss(node, workers, now, wall, max(now, finish_by or now) + window)
-            where = f"{node.address or '?'} (id {str(node.node_id)[:8]})"
-            detail = f"{where}: {why}"
-            address = node.address or "?"
-            event = NodeEvent(kind, rank, workers, wall, str(node.node_id), address, detail, deadline=deadline)
-            self._state.apply(Change(trouble={rank: Trouble(kind, wall, wall + window)}, event=event))
-            log.warning(
-                "rlplace job %s: node %d %s (%s); workers %s", self._state.name, rank, kind, why, ", ".join(workers)
-            )
-            if finish_by is not None:
-                late = self._mover.finish_calls(rank, finish_by)
-                if late:
-                    log.warning(
-                        "rlplace job %s: calls on %s did not finish on draining node %d in time; they run again "
-                        "where the workers move",
-                        self._state.name,
-                        ", ".join(late),
-                        rank,
-                    )
-                self._state.apply(Change(trouble={rank: Trouble("lost", wall, wall + window)}))
+            since = (now, wall) if notice is None else (now - (wall - notice.at), notice.at)
+            self._losses[rank] = Loss(node, workers, *since, now + window)
+            event = None if notice is not None else self._event("lost", rank, workers, why)
+            self._state.apply(Change(trouble={rank: Trouble("lost", since[1], wall + window)}, event=event))
+            if event is not None:
+                log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
             self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
-            if window == 0 and finish_by is None and not self._shrink(rank, self._losses[rank]):
+            if window == 0 and notice is None and not self._shrink(rank, self._losses[rank]):
                 self._fail(rank)
         self._wake.set()
 
@@ -295,7 +281,7 @@ class NodeWatcher:
             node = self._state.live.node(rank)
             workers = self._mover.workers_on(rank)
             now, wall = time.monotonic(), time.time()
-            left = None if deadline is None else max(0.0, deadline - wall)
+            left = self._state.timeout_s if deadline is None else max(0.0, deadline - wall)
             when = "no deadline" if deadline is None else f"deadline {_clock(deadline)} (in {left:.0f} s)"
             probe = Loss(node, workers, now, wall, now)
             takers = self._takers(rank, probe, usable)
@@ -303,19 +289,49 @@ class NodeWatcher:
             if takers or refusal is None:
                 how, taker = takers[0] if takers else ("", node)
                 act = f"{how} {taker.address} takes its workers over" if takers else "its elastic components shrink"
-                finish_by = now + (left / 2 if left is not None else self._state.timeout_s)
-                self._declare(rank, f"{when}; {act} before then", deadline=deadline, finish_by=finish_by)
+                event = self._event("draining", rank, workers, f"{when}; {act} before then", deadline)
+                self._state.apply(Change(trouble={rank: Trouble("draining", wall, wall + left)}, event=event))
+                log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
+                name = f"rlplace-drain-{self._state.name}-{rank}"
+                leave = threading.Thread(target=self._leave, args=(rank, event, now + left / 2), name=name, daemon=True)
+                leave.start()
                 return
-            lost = ", ".join(workers) or "none launched"
             why = "; ".join(probe.refusals.values()) or "no hot spare or node with its rank label is free"
-            detail = (
-                f"{node.address or '?'} (id {str(node.node_id)[:8]}): {when}; nothing takes it over ({why}) "
-                f"and its components cannot shrink ({refusal}): its workers ({lost}) will be lost at the deadline"
+            what = (
+                f"{when}; nothing takes it over ({why}) and its components cannot shrink ({refusal}): its workers "
+                f"({', '.join(workers) or 'none launched'}) will be lost at the deadline"
             )
-            address = node.address or "?"
-            event = NodeEvent("draining", rank, workers, wall, str(node.node_id), address, detail, deadline=deadline)
+            event = self._event("draining", rank, workers, what, deadline)
             self._state.apply(Change(event=event, warnings=(str(event),)))
             log.warning("rlplace job %s: %s", self._state.name, event)
+
+    def _event(
+        self, kind: str, rank: int, workers: tuple[str, ...], why: str, deadline: float | None = None
+    ) -> NodeEvent:
+        """A `lost` or `draining` event of the node serving `rank` now."""
+        node = self._state.live.node(rank)
+        address = node.address or "?"
+        detail = f"{address} (id {str(node.node_id)[:8]}): {why}"
+        return NodeEvent(kind, rank, workers, time.time(), str(node.node_id), address, detail, deadline=deadline)
+
+    def _leave(self, rank: int, notice: NodeEvent, finish_by: float) -> None:
+        """A thread of its own per drain (the watcher goes on watching meanwhile): the calls already sent to the
+        draining rank's workers finish on its node, at most until `finish_by` (monotonic); then, in any case, the
+        rank goes the loss path (the next tick moves or shrinks it)."""
+        try:
+            late = self._mover.finish_calls(rank, finish_by)
+            if late:
+                log.warning(
+                    "rlplace job %s: calls on %s had not finished on draining node %d by half the time left; they "
+                    "run again where the workers move",
+                    self._state.name,
+                    ", ".join(late),
+                    rank,
+                )
+        except Exception as e:  # the node went meanwhile, say: its calls fail and run again where the workers move
+            log.warning("rlplace job %s: waiting for the calls on draining node %d: %s", self._state.name, rank, e)
+        finally:
+            self._declare(rank, "drained", notice=notice)
 
     def _takers(self, rank: int, loss: Loss, raw: list[dict[str, Any]]) -> list[tuple[str, Node]]:
         """The nodes that may take `rank` over now (`failover.candidates`; refusals go into `loss`)."""
