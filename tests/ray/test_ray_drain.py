@@ -43,9 +43,9 @@ cluster:
 """
 
 
-def drain(ray_cluster: Any, node: Any) -> float:
-    """Drain `node` with a deadline DEADLINE_S from now; returns the deadline (wall clock)."""
-    deadline = time.time() + DEADLINE_S
+def drain(ray_cluster: Any, node: Any, within_s: float = DEADLINE_S) -> float:
+    """Drain `node` with a deadline `within_s` from now; returns the deadline (wall clock)."""
+    deadline = time.time() + within_s
     _compat.drain_node(ray_cluster.address, node.node_id, int(deadline * 1000), "preemption", "a test")
     return deadline
 
@@ -90,6 +90,25 @@ def test_a_drained_node_with_a_spare_moves_its_workers_there_before_the_deadline
         assert 0 < moved.seconds < DEADLINE_S / 2
         assert not wait_until_dead([node.node_id], 10), "Ray lets a drained node go once nothing runs there"
         assert train.call("step") == [3, 3]
+        assert [e.kind for e in job.events] == ["draining", "spare"]
+    assert leftovers() == ([], [])
+
+
+@pytest.mark.slow
+def test_a_call_too_long_for_the_deadline_is_re_run_on_the_spare(extra, ray_cluster, tmp_path):
+    """About 10 s: a 6 s deadline gives the call in flight 3 s to finish on the drained node; it needs 4, so it is
+    stopped there and run again on the spare, from the checkpoint."""
+    node = extra.ranked(4)
+    spare = extra.spare()
+    plan = pinned_plan([Row("train", 0, (1,)), Row("train", 4, (0,))])
+    with rlplace.connect(plan, export_path=None, timeout_s=20) as job:
+        train = job.launch("train", Stepper, str(tmp_path))
+        assert train.call("step", rank=1) == 1
+        in_flight = train.call_async("step", 4.0, rank=1)
+        drain(ray_cluster, node, within_s=6)
+        assert train.get([in_flight], "step", ranks=[1]) == [2]  # once, on the spare
+        state = train.call("state", rank=1)
+        assert state["node_id"] == spare.node_id and state["steps"] == 2 and state["replaced"] == ["spare 4"]
         assert [e.kind for e in job.events] == ["draining", "spare"]
     assert leftovers() == ([], [])
 
