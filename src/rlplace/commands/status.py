@@ -12,7 +12,9 @@ Which ranks each job runs where, and its nodes' trouble, come from the one recor
 LOST with how long ago and what the job waits for, workers that are not running (restarting, pending,
 dead) are shown on their planned node with no PID (the actor table keeps the dead process's), and
 workers on a spare are shown on it. A node whose raylet refuses connections is shown LOST before Ray's
-health checks declare it dead, and its workers are not shown ALIVE.
+health checks declare it dead, and its workers are not shown ALIVE. A node Ray is draining (a preemption
+notice, `rlplace drain`) is shown DRAINING with its deadline and what the job did about it, whether or not a job
+runs there.
 """
 
 from __future__ import annotations
@@ -46,13 +48,16 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class NodeRow:
-    """A node of a live job that is not plainly healthy: lost, failed, or served by a spare."""
+    """A node of a live job that is not plainly healthy: lost, failed, or served by a spare; or any node Ray is
+    draining."""
 
     node: str  # "node 1"
     state: str  # LOST | FAILED | SPARE | REPLACED | SHRUNK (elastic components shrank off it) | GROWN (they grew back)
-    since: float  # wall-clock time of the loss or takeover
+    # | DRAINING (Ray takes the node away at `deadline`)
+    since: float  # wall-clock time of the loss or takeover (of the drain notice, when a job noticed it)
     detail: str
     job: str
+    deadline: float | None = None  # DRAINING: when the node goes, wall clock (None: Ray was given no deadline)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -165,7 +170,9 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
         )
     rows += _driver_rows(records, names)
     workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
-    return _node_rows(records, down, names), workers
+    alive = {n["NodeID"] for n in raw_nodes if n.get("Alive")}
+    draining = {node_id: ms for node_id, ms in RAY.draining_nodes().items() if node_id in alive}
+    return _node_rows(records, down, names) + _draining_rows(records, draining, names, raw_nodes), workers
 
 
 def _current_ranks(records: list[JobRecord]) -> dict[tuple[str, str], tuple[str, int]]:
@@ -277,6 +284,39 @@ def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, 
         name = names.get(node_id, node_id[:8])
         if name not in known:
             rows.append(NodeRow(name, "LOST", now, why, "-"))
+    return rows
+
+
+def _draining_rows(
+    records: list[JobRecord], draining: dict[str, int], names: dict[str, str], raw_nodes: list[dict]
+) -> list[NodeRow]:
+    """A DRAINING row for every live node Ray drains (id -> deadline, ms; 0: none), with what a live job that ran
+    there said of it (its `draining` event: workers moved, shrunk, or to be lost at the deadline)."""
+    ips = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in raw_nodes}
+    noticed = {}  # node id -> (the notice, the latest event of its rank since, the Ray job)
+    for r in records:
+        for i, e in enumerate(r.events):
+            if e.kind == "draining":
+                later = [x for x in r.events[i:] if x.node_rank == e.node_rank]
+                noticed[e.node_id] = (e, later[-1], r.ray_job_id)
+    rows = []
+    for node_id, ms in sorted(draining.items()):
+        deadline = ms / 1000 if ms else None
+        if deadline is None:
+            when = "no deadline"
+        else:
+            left = deadline - time.time()
+            clock = time.strftime("%H:%M:%S", time.localtime(deadline))
+            when = f"deadline {clock} (in {left:.0f} s)" if left > 0 else f"deadline {clock} (passed)"
+        notice, latest, job = noticed.get(node_id, (None, None, "-"))
+        if latest is None:
+            detail = f"{when}; no live rlplace job noticed it"
+        elif latest is notice:  # "IP (id ..): deadline ..; what the job does": the deadline is shown already
+            detail = f"{when}; {notice.detail.split('; ', 1)[-1]}"
+        else:
+            detail = f"{when}; {latest}"
+        name = f"{names.get(node_id, node_id[:8])} ({ips.get(node_id, '?')})"
+        rows.append(NodeRow(name, "DRAINING", notice.at if notice else time.time(), detail, job, deadline))
     return rows
 
 

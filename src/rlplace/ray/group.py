@@ -339,13 +339,14 @@ class WorkerGroup:
         return Worker(self.component, rank, 0, call.node_rank, (), 0.0, 0.0, None, actor_name=call.name)
 
     def _wait(self, ref: Any, worker: Worker, method: str, timeout_s: float | None, deadline: float | None) -> Any:
-        """The result of `ref`, fetched in slices, so a loss of the worker's node is noticed while waiting."""
+        """The result of `ref`, fetched in slices, so a loss of the worker's node is noticed while waiting (a
+        draining node is still up: its calls may finish there)."""
         while True:
             left = None if deadline is None else max(0.0, deadline - self.cluster.now())
             try:
                 return self.cluster.get(ref, _SLICE_S if left is None else min(_SLICE_S, left))
             except CallTimedOut as e:
-                if self._node_state(worker.node_rank) != "ok":
+                if self._node_state(worker.node_rank) not in ("ok", "draining"):
                     raise _NodeDown from e
                 if left is not None and left <= _SLICE_S:
                     raise PlacementError(

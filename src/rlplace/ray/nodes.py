@@ -53,6 +53,11 @@ def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:
 # -- hot spares (`rlplace start --spare`): alive, unranked, outside the rank rules -------------------------
 
 
+def is_head(raw: Mapping[str, Any]) -> bool:
+    """Whether a `ray.nodes()` record is the head node's (its GCS holds the cluster)."""
+    return _HEAD_RESOURCE in (raw.get("Resources") or {})
+
+
 def is_spare(raw: Mapping[str, Any]) -> bool:
     return (raw.get("Labels") or {}).get(SPARE_LABEL) == "true"
 

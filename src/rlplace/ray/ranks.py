@@ -69,12 +69,28 @@ class Ranks:
     def workers_on(self, rank: int) -> tuple[str, ...]:
         return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
 
+    def finish_calls(self, rank: int, deadline: float) -> list[str]:
+        return self._still_running(self._on(rank), deadline)
+
+    def shrink_refusal(self, rank: int) -> str | None:
+        if not self._state.plan.elastic:
+            return "no component of the job is elastic"
+        try:
+            planner.shrink_lost_node(self._state.plan, rank)  # the step shrink_lost takes (pure: nothing moves)
+        except PlanError as e:
+            return str(e)
+        return None
+
     def drop_rank(self, rank: int) -> None:
         with self._lock:
-            doomed = [a for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
+            doomed = [a for _, a in self._on(rank)]
             self._kill(doomed)
             self._reservation.release(rank)
             self._wait_dead(doomed, f"workers of lost node {rank}")
+
+    def _on(self, rank: int) -> list[tuple[Worker, Any]]:
+        """(plan row, actor) of every launched worker on node `rank`."""
+        return [(w, a) for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
 
     def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
         with self._lock:
@@ -259,14 +275,11 @@ class Ranks:
         self._reservation.release_bundles(step.release)
 
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
-        """Wait until the calls already sent to the groups' workers are done (an actor runs its calls in order,
-        so a no-op sent now ends after them); new calls wait for the resize (the groups are paused)."""
-        pending = {self._cluster.run_on(a, answer): w.name for g in groups.values() for w, a in g.pairs()}
-        if not pending:
-            return
-        _, late = self._cluster.wait(list(pending), max(0.0, deadline - self._cluster.now()))
+        """Wait until the calls already sent to the groups' workers are done; new calls wait for the resize (the
+        groups are paused)."""
+        late = self._still_running([p for g in groups.values() for p in g.pairs()], deadline)
         if late:
-            names = ", ".join(sorted(pending[r] for r in late))
+            names = ", ".join(late)
             raise PlacementError(
                 f"resize not started: calls made before it still run on {names} at its timeout_s; nothing was changed "
                 "(a call started after resize() sees the new size; the ones before it finish at the old one)"
@@ -315,6 +328,15 @@ class Ranks:
         if self._state.closed:
             raise PlacementError(f"job {self._state.name} is shut down")
 
+
+    def _still_running(self, pairs: Iterable[tuple[Worker, Any]], deadline: float) -> list[str]:
+        """Wait until the calls already sent to these workers are done (an actor runs its calls in order, so a
+        no-op sent now ends after them), at most until `deadline` (monotonic); the workers still busy then."""
+        pending = {self._cluster.run_on(a, answer): w.name for w, a in pairs}
+        if not pending:
+            return []
+        _, late = self._cluster.wait(list(pending), max(0.0, deadline - self._cluster.now()))
+        return sorted(pending[r] for r in late)
 
     def _awaited(self, refs: dict[Any, str], deadline: float) -> list[str]:
         """Wait for the `on_resized` calls (at least a second); what failed or did not finish, by worker name."""

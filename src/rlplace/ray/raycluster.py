@@ -102,6 +102,10 @@ class RayCluster:
     def draining_nodes(self) -> dict[str, int]:
         return _compat.draining_nodes()
 
+    def drain_node(self, node_id: str, deadline_ms: int, reason: str, message: str) -> None:
+        """Ask Ray to drain a node by `deadline_ms` (wall clock): `rlplace drain`, as the autoscaler does."""
+        _compat.drain_node(self.gcs_address(), node_id, deadline_ms, reason, message)
+
     def visible_devices_var(self, resource: str) -> str:
         return _compat.visible_devices_var(resource)
 

@@ -10,8 +10,9 @@ an error or Ctrl-C, and the process table is checked for what is left.
 Hot spares (`spares=`) join as `rlplace start --spare` would: no rank, the `rlplace/spare` label. A node
 can be lost abruptly (`lose_node`: its raylet and workers are killed, as when a machine goes), to watch a
 job move its workers to a spare, and started again later (`add_node`), to watch elastic components grow
-back. Ray's health checks run every second here, three misses declaring a node
-dead, so a loss is noticed in a few seconds rather than Ray's default of about 15 to 30.
+back; or drained with a deadline (`drain_node`, a preemption notice), to watch the job move them before it
+goes. Ray's health checks run every second here, three misses declaring a node dead, so a loss is noticed in a
+few seconds rather than Ray's default of about 15 to 30.
 """
 
 from __future__ import annotations
@@ -66,6 +67,18 @@ class SimulatedCluster:
         _compat.quiet_raylet_deaths()  # the job's events report the loss instead of the raylet's log
         self.cluster.remove_node(self.nodes.pop(rank), allow_graceful=False)
         return time.time()
+
+    def drain_node(self, rank: int, deadline_s: float) -> float:
+        """A preemption notice for node `rank`: Ray drains it with a deadline `deadline_s` from now (the node keeps
+        running; `lose_node` at the deadline is the cloud's part); returns when (time.time())."""
+        if rank not in self.nodes:
+            raise PlacementError(f"node {rank} is not a node that can be drained here (ranks {sorted(self.nodes)})")
+        from rlplace.ray import _compat
+
+        _compat.quiet_raylet_deaths()  # the drained raylet exits once idle; the job's events report it
+        now = time.time()
+        _compat.drain_node(self.address, self.nodes[rank].node_id, int((now + deadline_s) * 1000), "preemption")
+        return now
 
     def add_node(self, rank: int) -> float:
         """Start node `rank` again (a replacement: same shape and rank label, as `rlplace start --node-rank`
