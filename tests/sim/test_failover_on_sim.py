@@ -183,3 +183,36 @@ def test_a_lost_node_with_a_component_that_is_not_elastic_still_raises_node_lost
     )
     assert "(eval 0)" in message and [e.kind for e in job.events] == ["lost", "failed"] and job.resizes == []
     job.shutdown()
+
+
+def test_a_drained_node_with_a_spare_moves_before_the_deadline_with_the_call_in_flight_finished():
+    sim, job = started()
+    spare = add(sim, job, rank=None)
+    train = job.launch("train", SimWorker)
+    refs = train.call_async("step", 4)
+    sim.drain_node(str(job.live.node(1).node_id), 10.0)
+    deadline = sim.wall() + 10.0
+    assert train.get(refs, "step", timeout_s=30) == [4, 4]
+    sim.advance(2)
+    assert [e.kind for e in job.events] == ["draining", "spare"] and job.events[1].at < deadline
+    assert str(job.live.node(1).node_id) == spare and train.call("step", 5) == [5, 5]
+    job.shutdown()
+
+
+def test_growth_back_waits_while_a_drain_needs_the_spare():
+    """Found by the explorer (a schedule of 7 moves): a shrunk component grew back onto the one spare a draining
+    node's workers were to move to, and the drain's deadline took them. A rank being moved comes first now."""
+    text = PINNED.replace("num_nodes: 2", "num_nodes: 3").replace('node_ranks: "0,1"', 'node_ranks: "0,1,2"')
+    text = text.replace('eval: {node_group: a800, placement: "2"}', 'eval: {node_group: a800, placement: "2,9"}')
+    sim, job = simulated_job(case_of(text + "  elastic: {eval: {min: 1}}\n", "3x4:A800"), replace_within_s=0)
+    job.start()
+    evals = job.launch("eval", SimWorker)
+    lose(sim, job, 2)  # eval 1 was there: eval shrinks to 1
+    sim.advance(HEALTH_DELAY_S + 1)
+    assert len(evals) == 1
+    spare = add(sim, job, rank=None)  # one spare: the drain below needs it
+    sim.drain_node(str(job.live.node(0).node_id), 5.0)
+    sim.advance(6)
+    assert [(e.kind, e.node_rank) for e in job.events][-2:] == [("draining", 0), ("spare", 0)]
+    assert str(job.live.node(0).node_id) == spare and len(evals) == 1 and evals.call("step", 1) == [1]
+    job.shutdown()

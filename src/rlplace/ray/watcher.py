@@ -239,7 +239,8 @@ class NodeWatcher:
                 self._drained(rank, draining[node_id] / 1000 or None, usable)
         for rank in sorted(self._losses):
             self._resolve(rank, usable)
-        if self._state.down:
+        moving = any(t.kind in ("draining", "lost") for t in self._state.troubles().values())
+        if self._state.down and not moving:  # a rank being moved first: growth must not take its spare
             self._grow_back(usable)
 
     def _read_nodes(self) -> list[dict[str, Any]]:

@@ -293,10 +293,14 @@ class _World:
     def __init__(self, sim: SimCluster, job: Job, case: Case):
         self.sim, self.job, self.case = sim, job, case
         self.closed = False
+        #: Drains with a spare ready when they were noticed: (node rank, deadline on the wall clock, events then).
+        self.drains: list[tuple[int, float, int]] = []
 
     # -- moves --
 
     def do(self, move: Move) -> None:
+        if move.kind in ("lose", "call_across_loss", "drain", "resize"):
+            self.drains = []  # another need for the spare, or a resize holding the job's changes: no promise
         getattr(self, f"_{move.kind}")(*move.args)
 
     def _launch(self, component: str) -> None:
@@ -351,8 +355,25 @@ class _World:
 
     def _drain(self, node_rank: int, deadline_s: float) -> None:
         node_id = self._serving(node_rank)
-        if node_id is not None and self.sim.nodes_by_id[node_id].running:
-            self.sim.drain_node(node_id, deadline_s)
+        if node_id is None or not self.sim.nodes_by_id[node_id].running:
+            return
+        if self._spare_ready(node_id):  # the promise: its workers answer from the spare before the deadline
+            self.drains.append((node_rank, self.sim.wall() + deadline_s, len(self.job.events)))
+        self.sim.drain_node(node_id, deadline_s)
+
+    def _spare_ready(self, node_id: str) -> bool:
+        """Nothing else under way, and a running hot spare with what the draining node has."""
+        serving = {str(n.node_id) for n in self.job.state.live.nodes}
+        if self.job.state.troubles() or self.sim.draining_nodes():
+            return False
+        if any(not self.sim.nodes_by_id[i].running for i in serving if i in self.sim.nodes_by_id):
+            return False  # a loss not declared yet will want the spare too
+        need = self.sim.nodes_by_id[node_id].resources
+        return any(
+            n.running and SPARE_LABEL in n.labels and n.node_id not in serving
+            and all(n.resources.get(k, 0.0) >= v for k, v in need.items())
+            for n in self.sim.nodes_by_id.values()
+        )
 
     def _slow(self, node_rank: int) -> None:
         node_id = self._serving(node_rank)
@@ -397,7 +418,7 @@ class _World:
     def broken(self) -> str | None:
         if self.closed:
             return self._left_over()
-        return self._ranks() or self._capacity() or self._record() or self._groups()
+        return self._ranks() or self._capacity() or self._record() or self._groups() or self._drained()
 
     def _ranks(self) -> str | None:
         state = self.job.state
@@ -442,6 +463,17 @@ class _World:
         live = self.sim.live_groups()
         if len(live) > len(units):
             return f"no placement group left behind: {len(live)} on the cluster for the plan's {len(units)}"
+        return None
+
+    def _drained(self) -> str | None:
+        """A drained node with a spare ready: its workers moved to it before the deadline (not lost at it)."""
+        for rank, deadline, before in self.drains:
+            if self.sim.wall() < deadline:
+                continue
+            moved = [e for e in self.job.events[before:] if e.node_rank == rank and e.kind in ("spare", "replacement")]
+            if not moved or moved[0].at > deadline:
+                return f"a drain moves the workers before the deadline: node {rank}'s moved {moved[:1] or 'never'}"
+        self.drains = [d for d in self.drains if self.sim.wall() < d[1]]
         return None
 
     def _left_over(self) -> str | None:
@@ -504,6 +536,13 @@ def _keep_record_at_shutdown() -> contextlib.AbstractContextManager[None]:
     return _patched(RecordWriter, "delete", lambda self: None)
 
 
+def _ignore_drains() -> contextlib.AbstractContextManager[None]:
+    """Read the drain notices and do nothing with them: the node's workers are lost at the deadline."""
+    from rlplace.ray.watcher import NodeWatcher
+
+    return _patched(NodeWatcher, "_drained", lambda self, rank, deadline, usable: None)
+
+
 def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
     from rlplace.ray.watcher import NodeWatcher
 
@@ -517,4 +556,5 @@ MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "drop-call-in-flight": _drop_call_in_flight,
     "keep-record-at-shutdown": _keep_record_at_shutdown,
     "never-declare-loss": _never_declare_loss,
+    "ignore-drains": _ignore_drains,
 }
