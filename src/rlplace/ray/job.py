@@ -39,7 +39,7 @@ from rlplace.ray.raycluster import RAY
 from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
-from rlplace.ray.state import JobState, Master, NodeEvent, ResizeEvent
+from rlplace.ray.state import Change, JobState, Master, NodeEvent, ResizeEvent
 from rlplace.ray.topology import check_live, unplanned
 from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
@@ -154,7 +154,7 @@ class Job:
         `timeout_s`), or remove everything and raise."""
         try:
             check_live(self.plan, self.live)
-            self.warnings.extend(unplanned(self.plan, self.live, self.state.levels))
+            self.state.apply(Change(warnings=tuple(unplanned(self.plan, self.live, self.state.levels))))
             if self.plan.uses_placement_groups:
                 self._reservation.reserve()
             self.state.subscribe(self._record.on_change)

@@ -291,7 +291,7 @@ class Rendezvous:
                     f"{key} per worker for torch.distributed (e.g. {worker.name} gets {env[key]}), and its value "
                     f"wins. Remove {key} from env_configs, or pass it to init_component_group() explicitly"
                 )
-                self._state.warnings.append(message)
+                self._state.apply(Change(warnings=(message,)))
                 log.warning(message)
 
 

@@ -36,7 +36,7 @@ from rlplace.ray import diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.ray.port import Cluster
-from rlplace.ray.state import JobState
+from rlplace.ray.state import Change, JobState
 from rlplace.ray.topology import selector_labels
 
 log = logging.getLogger(__name__)
@@ -80,11 +80,13 @@ class Reservation:
         self._state = state
         self.timeout_s = state.timeout_s
         self.name = state.name
-        self.warnings = state.warnings
         self._units: dict[tuple[int, int], _NodeReservation] = {}  # (node rank, reservation step) -> its group
         self._slot: dict[int, tuple[Any, int]] = {}  # plan bundle -> (group, index in it)
         self._created: list[Any] = []
         self._by_label = all(NODE_RANK_LABEL in n.labels for n in state.live.nodes)
+
+    def _warn(self, message: str) -> None:
+        self._state.apply(Change(warnings=(message,)))
 
     @property
     def placement_groups(self) -> list[Any]:
@@ -215,7 +217,7 @@ class Reservation:
         problems = []
         for r in units:
             if r.unadvertised:
-                self.warnings.append(capacity.unadvertised_warning(r.node, r.unadvertised))
+                self._warn(capacity.unadvertised_warning(r.node, r.unadvertised))
             reason = capacity.node_problem(r.node, r.bundles)
             if reason:
                 problems.append(reason)
@@ -241,7 +243,7 @@ class Reservation:
             self._cluster.sleep(_POLL_MAX_S)
         for r in holed:
             if r.node.rank in short:
-                self.warnings.append(
+                self._warn(
                     f"node {r.node.rank}: only {short[r.node.rank]:g} GPUs are free, too few to keep the plan's idle "
                     f"GPUs {self._holes(r)} aside, so the plan's GPU indices on this node may not come true "
                     "(workers report what they got; Job.verify() checks)"
@@ -297,7 +299,7 @@ class Reservation:
         except PlacementError:
             for r in holed:
                 if r.filler is not None and self._cluster.group_state(r.filler)[0] != "CREATED":
-                    self.warnings.append(
+                    self._warn(
                         f"node {r.node.rank}: GPUs {self._holes(r)} are held by others, so the plan's GPU "
                         "indices on this node may not come true (workers report what they got)"
                     )
