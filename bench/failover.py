@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""How fast a hot spare takes over a lost node: from "the loss is declared" to "the workers answer on the spare".
+"""How fast a hot spare takes over a lost node: from "the loss is declared" to "the workers answer on the spare";
+and a draining one: from Ray's drain notice to "the workers answer on the spare".
 
 On an embedded cluster (the simulated cluster of `rlplace demo`, Ray health checks every 1 s, 3 misses), each
 round starts a job whose plan puts 2 workers on node 0 and `--workers` on node 1 (a manual pool, one GPU
-each), and joins two spares shaped like node 1. Then:
+each), and joins three spares shaped like node 1. Then:
   idle loss:      node 1 is removed abruptly while no call runs; Ray's health checks declare it dead, the
                   job's watcher (reading the GCS node table every 0.5 s) sees it, and spare A takes over;
   in-flight loss: spare A is removed abruptly while a call runs on it; the call fails, the job finds the
                   raylet refusing connections and declares the loss at once; spare B takes over and the
-                  call is re-run there.
+                  call is re-run there;
+  drain:          spare B is drained with a 30 s deadline (a preemption notice, as `rlplace drain` or a cloud
+                  gives) while no call runs; the watcher (reading the GCS's draining nodes every 0.5 s) sees it,
+                  and spare C takes over while B still runs.
 For each loss it prints: detect (removal -> the job's `lost` event) and takeover (`lost` event -> every
-relaunched worker answered on the spare, the `spare` event's seconds). The baseline, in the same process:
+relaunched worker answered on the spare, the `spare` event's seconds); for the drain: notice (the drain request
+-> the job's `draining` event) and move (`draining` event -> every moved worker answered on the spare, the
+`spare` event's seconds); their sum is what a drain costs before the deadline. The baseline, in the same process:
 bare Ray doing the least a hand-written recovery must do on a fresh node: create a placement group with
 the same bundles, start the same actors, wait for each to answer a call. Prints medians and the ratio
 takeover / baseline (the bookkeeping rlplace adds on top of that minimum: killing the lost workers,
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
@@ -60,6 +67,23 @@ def loss(job, sim, lose, in_flight: bool, group) -> tuple[float, float]:
     lost, took = job.events[before], job.events[before + 1]
     assert (lost.kind, took.kind) == ("lost", "spare"), job.events
     return lost.at - gone, took.seconds
+
+
+def drain(job, sim, node_id: str, group) -> tuple[float, float]:
+    """Drain `node_id` (a 30 s deadline), wait until the workers answer on a spare; return (notice, move) seconds."""
+    from rlplace.ray import _compat
+
+    time.sleep(random.uniform(0.5, 1.5))  # the notice comes at any moment of the watcher's period, not after a tick
+    before = len(job.events)
+    asked = time.time()
+    _compat.drain_node(sim.address, node_id, int((asked + 30) * 1000), "maintenance", "bench/failover.py")
+    deadline = time.monotonic() + 30
+    while len(job.events) < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    group.call("ping")
+    notice, took = job.events[before], job.events[before + 1]
+    assert (notice.kind, took.kind) == ("draining", "spare"), job.events
+    return notice.at - asked, took.seconds
 
 
 def baseline(sim, workers: int) -> float:
@@ -104,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
     inventory = simulated_inventory(f"1x2:A800,1x{args.workers}:A800")
     shape = simulated_spares("1", inventory, like=1)[0]
-    detect: dict[str, list[float]] = {"idle": [], "in-flight": []}
-    takeover: dict[str, list[float]] = {"idle": [], "in-flight": []}
+    detect: dict[str, list[float]] = {"idle": [], "in-flight": [], "drain": []}
+    takeover: dict[str, list[float]] = {"idle": [], "in-flight": [], "drain": []}
     base: list[float] = []
     spares: list = []  # a spare left over from a round takes part in the next
     with simulated_cluster(inventory) as sim:
@@ -115,15 +139,23 @@ def main(argv: list[str] | None = None) -> int:
             if r:  # a fresh node 1 for this round (the previous one was lost)
                 sim.nodes[1] = sim.cluster.add_node(**_node_args(inventory.node(1)))
             spares += [
-                sim.cluster.add_node(**_node_args(shape)) for _ in range(2 - sum(s.node_id in alive for s in spares))
+                sim.cluster.add_node(**_node_args(shape)) for _ in range(3 - sum(s.node_id in alive for s in spares))
             ]
             sim.cluster.wait_for_nodes()
             with rlplace.connect(config(args.workers), export_path=None, timeout_s=60) as job:
                 train = job.launch("train", Worker)
                 train.call("ping")
-                for mode in ("idle", "in-flight"):
+                for mode in ("idle", "in-flight", "drain"):
                     serving = job.live.node(1).node_id
                     victim = next((s for s in spares if s.node_id == serving), None)
+                    if mode == "drain":
+                        d, t = drain(job, sim, serving, train)
+                        detect[mode].append(d)
+                        takeover[mode].append(t)
+                        print(f"round {r + 1} drain    : notice {d:5.2f} s, move {t:5.2f} s", flush=True)
+                        # Ray stops a drained raylet once nothing runs there: the cluster forgets the node
+                        sim.cluster.remove_node(victim if victim is not None else sim.nodes.pop(1))
+                        continue
 
                     def lose(victim=victim):
                         if victim is None:
@@ -145,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
             f"  {mode:9}: detect {statistics.median(detect[mode]):.2f} s, takeover {t:.2f} s, "
             f"baseline {b:.2f} s, ratio takeover/baseline {t / b:.2f}"
         )
+    d, t = statistics.median(detect["drain"]), statistics.median(takeover["drain"])
+    whole = statistics.median(a + m for a, m in zip(detect["drain"], takeover["drain"], strict=True))
+    print(
+        f"  drain    : notice {d:.2f} s, move {t:.2f} s, notice to workers answering {whole:.2f} s, "
+        f"ratio move/baseline {t / b:.2f}"
+    )
     return 0
 
 

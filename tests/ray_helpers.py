@@ -103,12 +103,20 @@ class Extra:
         self.nodes: list[Any] = []
         self.ids: list[str] = []  # every node added, lost ones included
 
-    def ranked(self, rank: int = 4, gpus: int = 1, model: str = "A800", **resources: float) -> Any:
-        return self._add({NODE_RANK_LABEL: str(rank), ACCELERATOR_LABEL: model}, gpus, resources)
+    def ranked(
+        self,
+        rank: int = 4,
+        gpus: int = 1,
+        model: str = "A800",
+        labels: dict[str, str] | None = None,
+        **resources: float,
+    ) -> Any:
+        """A node of rank `rank`; `labels` adds to its rank and accelerator labels (a rack, say)."""
+        return self._add({NODE_RANK_LABEL: str(rank), ACCELERATOR_LABEL: model, **(labels or {})}, gpus, resources)
 
-    def spare(self, gpus: int = 1, model: str = "A800", cpus: int = 2) -> Any:
-        labels = {SPARE_LABEL: "true", **({ACCELERATOR_LABEL: model} if gpus else {})}
-        return self._add(labels, gpus, {}, cpus)
+    def spare(self, gpus: int = 1, model: str = "A800", cpus: int = 2, labels: dict[str, str] | None = None) -> Any:
+        spare = {SPARE_LABEL: "true", **({ACCELERATOR_LABEL: model} if gpus else {}), **(labels or {})}
+        return self._add(spare, gpus, {}, cpus)
 
     def lose(self, node: Any) -> float:
         """Remove `node` abruptly; returns the moment (monotonic) it went."""

@@ -94,6 +94,8 @@ def test_demo_with_elastic_components_shrinks_instead_of_stopping_and_grows_back
         (["demo", "--kill-node", "4"], "--kill-node 4: the embedded cluster's nodes that can be lost are 1-3"),
         (["demo", "--spare", "2x"], "--spare: '2x' is neither a count (1) nor node shapes"),
         (["demo", "--add-node-after", "3"], "--add-node-after needs --kill-node RANK"),
+        (["demo", "--drain-node", "0"], "--drain-node 0: the embedded cluster's nodes that can be lost are 1-3"),
+        (["demo", "--drain-node", "1", "--kill-node", "2"], "--kill-node 2 and --drain-node 1: the demo shows one"),
     ],
 )
 def test_bad_node_loss_options_fail_before_a_cluster_starts(argv, message, tmp_path, capsys):
@@ -111,3 +113,24 @@ def test_the_node_loss_options_are_the_demos_not_runs(tmp_path, capsys):
         main(["run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--kill-node", "1"])
     assert e.value.code == 2
     assert "unrecognized arguments: --kill-node 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_demo_trains_on_through_a_preemption_notice_moving_the_node_before_its_deadline(tmp_path):
+    """About 45 s: node 1 is drained 3 s into training with a 20 s deadline; the spare takes its workers over while
+    it still runs, the report says how long before the deadline, and the run still solves CartPole."""
+    proc = demo(tmp_path, "--drain-node", "1", "--drain-after", "3", "--deadline", "20")
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = " ".join(out[out.index("Node loss:") :].split())
+    found = re.search(
+        r"node 1 drained 3 s into training, during iteration \d+, with a 20 s deadline; the job was done "
+        r"(\d+\.\d) s after the notice \(spare\), (\d+\.\d) s before the deadline",
+        report,
+    )
+    assert found and float(found.group(2)) > 10, report
+    assert re.search(r"node 1 draining: \S+ \(id \w+\): deadline \d\d:\d\d:\d\d \(in \d+ s\); spare \S+ takes", report)
+    assert re.search(r"node 1 spare after \d+\.\d s: hot spare \S+ \(id \w+\) took over node 1", report)
+    assert "node 1 lost" not in report, "a drain is no loss: the workers moved while the node was up"
+    assert "Solved CartPole-v1" in out
+    assert_stopped_clean(out)

@@ -85,9 +85,12 @@ class Elastic:
         self.resized.append((event.cause, event.old_size, event.new_size, p.rank, p.world_size))
 
     def where(self) -> dict:
+        import ray
+
         p = rlplace.worker_placement()
         keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
         return {
+            "node_id": ray.get_runtime_context().get_node_id(),
             "rank": p.rank,
             "world": p.world_size,
             "node": p.node_rank,

@@ -12,11 +12,11 @@ import time
 import pytest
 import ray
 from ray_workers import Elastic
-from tests.ray_helpers import DETECT_S, leftovers, wait_declared, wait_until_dead
+from tests.ray_helpers import DETECT_S, leftovers, wait_until_dead
 
 import rlplace
 from rlplace.commands.status import collect_all, sizes
-from rlplace.errors import NodeLostError, RanksRemovedError
+from rlplace.errors import RanksRemovedError
 
 pytestmark = pytest.mark.ray
 
@@ -101,23 +101,4 @@ def test_a_lost_node_without_a_spare_shrinks_its_elastic_component_and_a_returni
         _, workers = collect_all()
         alive = [(w.name, w.rank) for w in workers if w.job == me and w.state == "ALIVE"]
         assert alive == [("rlplace:train:1", 0), ("rlplace:train:1.1", 1)]
-    assert leftovers() == ([], [])
-
-
-def test_a_component_that_is_not_elastic_on_the_lost_node_still_raises_node_lost_error(extra):
-    lost = extra.ranked(4)
-    job_text = JOB.replace('eval: {node_group: a800, placement: "2"}', 'eval: {node_group: a800, placement: "4"}')
-    with rlplace.connect(job_text, export_path=None, timeout_s=20, replace_within_s=1, name="elastic-b") as job:
-        evals = job.launch("eval", Elastic)
-        evals.call("where")
-        extra.lose(lost)
-        wait_declared(job)
-        with pytest.raises(NodeLostError) as err:
-            evals.call("where", timeout_s=DETECT_S + 5)
-        message = str(err.value)
-        assert "its components could not shrink instead: node 4 holds workers of components that are not elastic" in (
-            message
-        )
-        assert "(eval 0)" in message
-        assert [e.kind for e in job.events] == ["lost", "failed"] and job.resizes == []
     assert leftovers() == ([], [])

@@ -93,15 +93,15 @@ def test_every_worker_of_a_multi_node_component_gets_its_rendezvous_before_its_c
             assert p.visible_devices == s["env"]["CUDA_VISIBLE_DEVICES"]
 
         # The one job record: rank -> node map and the master, readable from outside the driver.
-        record = records.read(job.namespace, job.name)
+        record = records.read(job.cluster, job.namespace, job.name)
         assert record is not None and record.components["learner"].node_ranks == (0, 0, 1, 1)
         assert (record.components["learner"].master_addr, record.components["learner"].master_port) == (
             node_ip[0],
             port,
         )
         assert record.node_of("eval", 1) == 2 and record.nodes[2].address == node_ip[2]
-        assert any(r.instance == record.instance for r in records.read_all(live_only=True))
-    assert records.read(job.namespace, job.name) is None  # shutdown deletes it
+        assert any(r.instance == record.instance for r in records.read_all(job.cluster, live_only=True))
+    assert records.read(job.cluster, job.namespace, job.name) is None  # shutdown deletes it
 
 
 def _on_node0(learner: str, critic_group: str, critic: str) -> str:
@@ -188,12 +188,9 @@ cluster:
 def test_a_master_on_another_machine_gets_its_port_from_a_task_on_its_node(ray_cluster):
     """On the simulated cluster every node is the driver's machine, so ports are bound in the driver; a master
     elsewhere gets them from this zero-CPU task on its node."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from rlplace.ray.rendezvous import _reserve_ports
+    from rlplace.ray.ports import free_ports
+    from rlplace.ray.raycluster import RAY
 
     node = ray_cluster.inventory.node(3)
-    strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
-    ports = ray.get(_reserve_ports.options(scheduling_strategy=strategy).remote(2, [29500], 29500, 29600), timeout=60)
+    ports = RAY.get(RAY.run_task(free_ports, 2, [29500], 29500, 29600, node_id=str(node.node_id)), 60)
     assert len(set(ports)) == 2 and 29500 not in ports and all(29500 < p <= 29600 for p in ports)

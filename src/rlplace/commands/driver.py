@@ -95,11 +95,10 @@ def _show(spec: JobSpec, inventory: Any, say: Any) -> None:
 def _join_live(spec: JobSpec, address: str | None, say: Any) -> tuple[str, dict[str, str]]:
     """Join the live cluster (within seconds, or an error naming the address), plan on its nodes, leave it again;
     the GCS address and the token variables the command joins with."""
-    import ray
-
     from rlplace.ray import auth
     from rlplace.ray.cluster import address_to_join, join
     from rlplace.ray.nodes import live_inventory
+    from rlplace.ray.raycluster import RAY
 
     access = join(address_to_join(address, spec.ray_address) or "auto")
     try:
@@ -107,7 +106,7 @@ def _join_live(spec: JobSpec, address: str | None, say: Any) -> tuple[str, dict[
         say.print(f"rlplace: planning on the live Ray cluster at {access.address}: {len(inventory)} node(s)")
         _show(spec, inventory, say)
     finally:
-        ray.shutdown()
+        RAY.disconnect()
     token = auth.ray_start_environment(access.token)  # the cluster's mode, and its token's file where it is one
     return access.address, {k: v for k, v in token.items() if v is not None}
 

@@ -156,14 +156,13 @@ def _inventory(args: argparse.Namespace) -> Inventory:
 def _live_inventory(address: str | None) -> Inventory:
     """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
-        import ray
-
         from rlplace.ray.nodes import live_inventory
+        from rlplace.ray.raycluster import RAY
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e
     inventory = live_inventory(address or "auto")
-    address = ray.get_runtime_context().gcs_address
+    address = RAY.gcs_address()
     print(
         f"planning on the live Ray cluster at {address}: {len(inventory)} node(s), {inventory.total_gpus} GPU(s) "
         "(plan offline with --nodes COUNTxGPUS or --inventory FILE)",

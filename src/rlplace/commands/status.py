@@ -12,7 +12,9 @@ Which ranks each job runs where, and its nodes' trouble, come from the one recor
 LOST with how long ago and what the job waits for, workers that are not running (restarting, pending,
 dead) are shown on their planned node with no PID (the actor table keeps the dead process's), and
 workers on a spare are shown on it. A node whose raylet refuses connections is shown LOST before Ray's
-health checks declare it dead, and its workers are not shown ALIVE.
+health checks declare it dead, and its workers are not shown ALIVE. A node Ray is draining (a preemption
+notice, `rlplace drain`) is shown DRAINING with its deadline and what the job did about it, whether or not a job
+runs there.
 """
 
 from __future__ import annotations
@@ -46,13 +48,16 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class NodeRow:
-    """A node of a live job that is not plainly healthy: lost, failed, or served by a spare."""
+    """A node of a live job that is not plainly healthy: lost, failed, or served by a spare; or any node Ray is
+    draining."""
 
     node: str  # "node 1"
     state: str  # LOST | FAILED | SPARE | REPLACED | SHRUNK (elastic components shrank off it) | GROWN (they grew back)
-    since: float  # wall-clock time of the loss or takeover
+    # | DRAINING (Ray takes the node away at `deadline`)
+    since: float  # wall-clock time of the loss or takeover (of the drain notice, when a job noticed it)
     detail: str
     job: str
+    deadline: float | None = None  # DRAINING: when the node goes, wall clock (None: Ray was given no deadline)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,13 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ray
-
     from rlplace.ray.auth import connected_access
     from rlplace.ray.cluster import join
+    from rlplace.ray.raycluster import RAY
 
-    connected_here = not ray.is_initialized()
-    access = join(args.address) if connected_here else connected_access(ray.get_runtime_context().gcs_address)
+    connected_here = not RAY.connected()
+    access = join(args.address) if connected_here else connected_access(RAY.gcs_address())
     shown = 0
     try:
         while True:
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         if connected_here:
-            ray.shutdown()
+            RAY.disconnect()
     return 0
 
 
@@ -115,17 +119,15 @@ def collect() -> list[WorkerRow]:
 
 def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
     """The troubled nodes of live jobs, and every rlplace worker of every live job (by job, component, rank)."""
-    import ray
-
-    from rlplace.ray import _compat
+    from rlplace.ray.raycluster import RAY
     from rlplace.ray.records import read_all
 
-    live_jobs = _compat.live_ray_jobs()
-    records = [r for r in read_all() if r.ray_job_id in live_jobs]
-    raw_nodes = ray.nodes()
+    live_jobs = RAY.live_jobs()
+    records = [r for r in read_all(RAY) if r.ray_job_id in live_jobs]
+    raw_nodes = RAY.nodes()
     planned = _planned_names(records)
     latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
-    for a in _compat.actor_table().values():
+    for a in RAY.actor_table().values():
         if (
             a.get("Name", "").startswith("rlplace:")
             and a.get("JobID") in live_jobs
@@ -168,7 +170,9 @@ def collect_all() -> tuple[list[NodeRow], list[WorkerRow]]:
         )
     rows += _driver_rows(records, names)
     workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
-    return _node_rows(records, down, names), workers
+    alive = {n["NodeID"] for n in raw_nodes if n.get("Alive")}
+    draining = {node_id: ms for node_id, ms in RAY.draining_nodes().items() if node_id in alive}
+    return _node_rows(records, down, names) + _draining_rows(records, draining, names, raw_nodes), workers
 
 
 def _current_ranks(records: list[JobRecord]) -> dict[tuple[str, str], tuple[str, int]]:
@@ -194,11 +198,11 @@ class SizeRow:
 def sizes(records: list[JobRecord] | None = None) -> list[SizeRow]:
     """The elastic components of every live job (`cluster.elastic`), with their sizes now."""
     if records is None:
-        from rlplace.ray import _compat
+        from rlplace.ray.raycluster import RAY
         from rlplace.ray.records import read_all
 
-        live_jobs = _compat.live_ray_jobs()
-        records = [r for r in read_all() if r.ray_job_id in live_jobs]
+        live_jobs = RAY.live_jobs()
+        records = [r for r in read_all(RAY) if r.ray_job_id in live_jobs]
     return [
         SizeRow(name, c.world_size, *c.elastic, r.ray_job_id)
         for r in records
@@ -280,6 +284,39 @@ def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, 
         name = names.get(node_id, node_id[:8])
         if name not in known:
             rows.append(NodeRow(name, "LOST", now, why, "-"))
+    return rows
+
+
+def _draining_rows(
+    records: list[JobRecord], draining: dict[str, int], names: dict[str, str], raw_nodes: list[dict]
+) -> list[NodeRow]:
+    """A DRAINING row for every live node Ray drains (id -> deadline, ms; 0: none), with what a live job that ran
+    there said of it (its `draining` event: workers moved, shrunk, or to be lost at the deadline)."""
+    ips = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in raw_nodes}
+    noticed = {}  # node id -> (the notice, the latest event of its rank since, the Ray job)
+    for r in records:
+        for i, e in enumerate(r.events):
+            if e.kind == "draining":
+                later = [x for x in r.events[i:] if x.node_rank == e.node_rank]
+                noticed[e.node_id] = (e, later[-1], r.ray_job_id)
+    rows = []
+    for node_id, ms in sorted(draining.items()):
+        deadline = ms / 1000 if ms else None
+        if deadline is None:
+            when = "no deadline"
+        else:
+            left = deadline - time.time()
+            clock = time.strftime("%H:%M:%S", time.localtime(deadline))
+            when = f"deadline {clock} (in {left:.0f} s)" if left > 0 else f"deadline {clock} (passed)"
+        notice, latest, job = noticed.get(node_id, (None, None, "-"))
+        if latest is None:
+            detail = f"{when}; no live rlplace job noticed it"
+        elif latest is notice:  # "IP (id ..): deadline ..; what the job does": the deadline is shown already
+            detail = f"{when}; {notice.detail.split('; ', 1)[-1]}"
+        else:
+            detail = f"{when}; {latest}"
+        name = f"{names.get(node_id, node_id[:8])} ({ips.get(node_id, '?')})"
+        rows.append(NodeRow(name, "DRAINING", notice.at if notice else time.time(), detail, job, deadline))
     return rows
 
 
@@ -367,9 +404,10 @@ def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, st
 
 
 def _gpu_ids(_instance: Any) -> list[str]:
-    import ray
+    """Runs in the worker: the GPUs Ray gave it."""
+    from rlplace.ray.worker import here
 
-    return [str(g) for g in ray.get_gpu_ids()]
+    return [str(g) for g in here().gpus]
 
 
 def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
@@ -377,27 +415,23 @@ def _probe_gpus(actor_ids: set[str]) -> dict[str, str]:
 
     Handles come from the named-actor registry (names repeat across jobs' namespaces; ids do not).
     """
-    import ray
-
-    from rlplace.ray import _compat
+    from rlplace.ray.raycluster import RAY
 
     refs = {}
-    for entry in ray.util.list_named_actors(all_namespaces=True):
+    for entry in RAY.named_actors():
         if not entry["name"].startswith("rlplace:"):
             continue
         try:
-            handle = ray.get_actor(entry["name"], namespace=entry["namespace"])
+            handle = RAY.get_actor(entry["name"], entry["namespace"])
         except ValueError:  # died between listing and lookup
             continue
-        if _compat.actor_id(handle) in actor_ids:
-            refs[handle.__ray_call__.remote(_gpu_ids)] = _compat.actor_id(handle)
-    if not refs:
-        return {}
-    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=PROBE_TIMEOUT_S)
+        if RAY.actor_id(handle) in actor_ids:
+            refs[RAY.run_on(handle, _gpu_ids)] = RAY.actor_id(handle)
+    ready, _ = RAY.wait(list(refs), PROBE_TIMEOUT_S)
     out = {}
     for ref in ready:
         try:
-            out[refs[ref]] = ",".join(ray.get(ref)) or "-"
-        except ray.exceptions.RayError:
+            out[refs[ref]] = ",".join(RAY.get(ref)) or "-"
+        except Exception:  # the worker died meanwhile: no GPUs to show
             continue
     return out

@@ -70,6 +70,39 @@ def live_ray_jobs() -> set[str]:
     return {j["JobID"] for j in state.jobs() if not j.get("IsDead")}
 
 
+# -- drains (preemption notices) ---------------------------------------------------------------------------
+
+#: The drain reasons `drain_node` takes, by the name rlplace uses (`rlplace drain --reason`). Ray 2.60 knows
+#: IDLE_TERMINATION (refused while anything runs on the node) and PREEMPTION; an operator's maintenance is a
+#: preemption announced by hand (the node goes whatever runs on it), with the reason in the message.
+DRAIN_REASONS = ("preemption", "maintenance")
+
+
+def draining_nodes() -> dict[str, int]:
+    """Node id (hex) -> the deadline of its drain, wall clock in ms (0: none given), for every node being drained
+    (`ray drain-node`, the autoscaler, KubeRay, a spot preemption). One GCS request; a draining node stays alive
+    and its actors answer until it is removed."""
+    from ray._private import state
+
+    return {str(k): int(v) for k, v in state.state.get_draining_nodes().items()}
+
+
+def drain_node(address: str, node_id: str, deadline_ms: int, reason: str = "preemption", message: str = "") -> None:
+    """Ask the GCS at `address` to drain node `node_id` by `deadline_ms` (wall clock, ms), as Ray's autoscaler does
+    before it takes a node away. Raises RuntimeError with Ray's words when the GCS refuses."""
+    from ray._raylet import GcsClient
+    from ray.core.generated import autoscaler_pb2
+
+    if reason not in DRAIN_REASONS:
+        raise ValueError(f"drain reason {reason!r}: one of {', '.join(DRAIN_REASONS)}")
+    text = f"{reason}: {message}" if message else reason
+    accepted, why = GcsClient(address=address).drain_node(
+        node_id, autoscaler_pb2.DRAIN_NODE_REASON_PREEMPTION, text, int(deadline_ms)
+    )
+    if not accepted:
+        raise RuntimeError(f"Ray refused to drain node {node_id}: {why or 'no reason given'}")
+
+
 # -- addresses ---------------------------------------------------------------------------------------------
 
 
@@ -116,18 +149,24 @@ def reload_auth_settings() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+class GcsUnreachable(ConnectionError):
+    """Nothing answered as a Ray head (GCS) at an address within Ray's connect timeouts."""
+
+
 def gcs_accepts(address: str) -> bool:
     """Ask the GCS at `address` for its cluster id (one request), with the auth settings os.environ holds now:
-    True when it answers, False when it refuses the token or its absence. Raises ray.exceptions.RpcError when
-    nothing answers as a GCS within Ray's connect timeouts (RAY_gcs_rpc_server_connect_timeout_s, ...)."""
+    True when it answers, False when it refuses the token or its absence. Raises GcsUnreachable when nothing
+    answers as a GCS within Ray's connect timeouts (RAY_gcs_rpc_server_connect_timeout_s, ...)."""
     from ray._raylet import GcsClient
-    from ray.exceptions import AuthenticationError
+    from ray.exceptions import AuthenticationError, RpcError
 
     reload_auth_settings()
     try:
         GcsClient(address=address)
     except AuthenticationError:
         return False
+    except RpcError as e:
+        raise GcsUnreachable(str(e)) from e
     return True
 
 

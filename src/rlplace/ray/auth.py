@@ -328,8 +328,6 @@ def _gcs_accepts(address: str, token: Token | None) -> bool:
     """Whether the GCS at `address` answers a request carrying `token` (None: no token) with its cluster id.
     Bounded to ~5 s on a port that answers but is no GCS. Ray's log line about the refusal is kept off the
     terminal: the caller says what happened."""
-    from ray.exceptions import RpcError
-
     probe = {
         MODE_ENV: "token" if token else "disabled",
         TOKEN_ENV: token.value if token else None,
@@ -341,7 +339,7 @@ def _gcs_accepts(address: str, token: Token | None) -> bool:
         with _environ(probe), _ray_log_lines_hidden():
             try:
                 return _compat.gcs_accepts(address)
-            except RpcError as e:
+            except _compat.GcsUnreachable as e:
                 raise RlplaceError(
                     f"{address} accepts connections but does not answer as a Ray head within "
                     f"{_PROBE_CONNECT_S + _PROBE_ANSWER_S} s ({e}); is it the head's GCS port (`ray start --port`, "

@@ -14,6 +14,7 @@ from rlplace.errors import RlplaceError
 from rlplace.ray import _compat
 from rlplace.ray.auth import Access, authenticate
 from rlplace.ray.labels import LOOPBACK_ENV
+from rlplace.ray.raycluster import RAY
 
 JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
 START_HEAD = "rlplace start --head --node-rank 0"
@@ -82,13 +83,11 @@ def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> Access:
     `quiet` (the CLI): Ray logs only errors and the workers' output stays in the cluster's log files, since
     the CLI prints plans and reports instead; the Python API keeps Ray's defaults (worker output shown).
     """
-    import ray
-
     resolved = reachable_address(address, hint=hint)
     access = authenticate(resolved)
     options = dict(logging_level="ERROR", log_to_driver=False, configure_logging=False) if quiet else {}
     try:
-        ray.init(address=resolved, **options)
+        RAY.connect(resolved, **options)
     except (ConnectionError, RuntimeError) as e:
         raise RlplaceError(f"could not join the Ray cluster at {resolved}: {e}") from None
     return access

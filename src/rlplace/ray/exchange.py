@@ -11,13 +11,12 @@ import json
 import time
 from typing import Any
 
-import ray
-
 from rlplace.errors import RendezvousError
-from rlplace.ray import _compat, records
+from rlplace.ray import records
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.ray.ports import free_ports, port_range
-from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV
+from rlplace.ray.raycluster import RAY
+from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, here
 
 
 def prefix(instance: str, component: str, generation: int = 0) -> str:
@@ -35,10 +34,10 @@ def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
     Rank 0 chooses its port on its own node; restarted on the same node it keeps it (same values)."""
     where, timeout_s = spec["prefix"], spec["timeout_s"]
     rank, world = placement["rank"], placement["world_size"]
-    ctx = ray.get_runtime_context()
-    node_id = ctx.get_node_id()
-    label = ctx.get_node_labels().get(NODE_RANK_LABEL)
-    mine: dict[str, Any] = {"node_id": node_id, "address": ray.util.get_node_ip_address()}
+    me = here()
+    node_id = me.node_id
+    label = me.labels.get(NODE_RANK_LABEL)
+    mine: dict[str, Any] = {"node_id": node_id, "address": me.address}
     mine["node_rank"] = int(label) if label is not None else _node_rank_from_record(placement, node_id)
     if rank == 0:
         before = _kv_json(where + "0")
@@ -48,7 +47,7 @@ def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
             low, high = port_range()
             first = low + (hash((placement["instance"], where)) % (high - low + 1))  # each size its own port
             mine["port"] = free_ports(1, (), low, high, first=first)[0]
-    _compat.kv_put(where + str(rank), json.dumps(mine))
+    RAY.kv_put(where + str(rank), json.dumps(mine))
     entries = _wait_for_peers(where, world, timeout_s, placement)
     same_node = [r for r in range(world) if entries[r]["node_id"] == node_id]
     nodes = sorted({(e["node_rank"] if e["node_rank"] is not None else -1, e["node_id"]) for e in entries})
@@ -70,7 +69,7 @@ def _wait_for_peers(where: str, world: int, timeout_s: float, placement: dict[st
     deadline = time.monotonic() + timeout_s
     pause = 0.01
     while True:
-        keys = _compat.kv_keys(where)
+        keys = RAY.kv_keys(where)
         if len(keys) >= world:
             break
         if time.monotonic() >= deadline:
@@ -91,13 +90,13 @@ def _wait_for_peers(where: str, world: int, timeout_s: float, placement: dict[st
 
 
 def _kv_json(key: str) -> dict[str, Any] | None:
-    raw = _compat.kv_get(key)
+    raw = RAY.kv_get(key)
     return json.loads(raw) if raw else None
 
 
 def _node_rank_from_record(placement: dict[str, Any], node_id: str) -> int | None:
     """On nodes without rank labels, the job record's rank -> node map is the only truth."""
-    record = records.read(placement["namespace"], placement["job"])
+    record = records.read(RAY, placement["namespace"], placement["job"])
     if record:
         for rank, node in record.nodes.items():
             if node.node_id == node_id:

@@ -12,20 +12,16 @@ components"), the calls on the removed workers raise RanksRemovedError carrying 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import ray
-from ray.actor import ActorHandle
-from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError
-
 from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
 from rlplace.plan import Worker
-from rlplace.ray import _compat
+from rlplace.ray.port import CallTimedOut, Cluster, WorkerDied
+from rlplace.ray.raycluster import RAY
 from rlplace.ray.worker import WorkerPlacement, placement
 
 #: How long one wait on a result lasts before the group looks whether the worker's node was lost meanwhile.
@@ -82,7 +78,8 @@ class _Removed(Exception):
 class WorkerGroup:
     """All workers of one component; `actors[i]` and `workers[i]` are rank i.
 
-    `health` is the job's node watcher (None: calls on a lost node fail like any dead worker);
+    `cluster` is the port the calls go through; `health` is the job's node watcher (None: calls on a lost node
+    fail like any dead worker);
     `relaunch` starts one worker from its plan row (the job passes it; used when a node is lost and when an
     elastic component grows). An elastic component's group changes its members when the component is resized
     (`reshape`): calls are made to workers by name, so a call in flight keeps its worker through renumbering.
@@ -92,14 +89,16 @@ class WorkerGroup:
         self,
         component: str,
         workers: Sequence[Worker],
-        actors: Sequence[ActorHandle],
+        actors: Sequence[Any],
         *,
+        cluster: Cluster = RAY,
         health: NodeHealth | None = None,
-        relaunch: Callable[[Worker], ActorHandle] | None = None,
+        relaunch: Callable[[Worker], Any] | None = None,
     ):
         self.component = component
         self.workers: tuple[Worker, ...] = tuple(workers)
-        self.actors: list[ActorHandle] = list(actors)
+        self.actors: list[Any] = list(actors)
+        self.cluster = cluster
         self.relaunch = relaunch
         self._health = health
         self._calls: OrderedDict[bytes, _Call] = OrderedDict()
@@ -124,7 +123,7 @@ class WorkerGroup:
     def actor_ids(self) -> tuple[str, ...]:
         """The workers' actor ids in rank order (a driver-local worker has one too): who they are right now,
         so a rank relaunched after a node loss counts as a new member."""
-        return tuple(_compat.actor_id(a) for a in self.actors)
+        return tuple(self.cluster.actor_id(a) for a in self.actors)
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
@@ -136,12 +135,12 @@ class WorkerGroup:
         self.__dict__.update(state)
         self._init_lock()
 
-    def replace(self, rank: int, actor: ActorHandle) -> None:
+    def replace(self, rank: int, actor: Any) -> None:
         """Worker `rank` runs as `actor` from now on (it was relaunched after its node was lost)."""
         with self._open:
             self.actors[rank] = actor
 
-    def reshape(self, workers: Sequence[Worker], actors: Sequence[ActorHandle], removed: Sequence[str]) -> None:
+    def reshape(self, workers: Sequence[Worker], actors: Sequence[Any], removed: Sequence[str]) -> None:
         """The component was resized: these are its workers and actors now, in rank order; the calls still
         remembered for the `removed` workers raise RanksRemovedError from `get()` unless they finished."""
         gone = set(removed)
@@ -153,7 +152,7 @@ class WorkerGroup:
                 if call.name in gone:
                     call.removed = True
 
-    def pairs(self) -> list[tuple[Worker, ActorHandle]]:
+    def pairs(self) -> list[tuple[Worker, Any]]:
         """(plan row, actor) of every worker, in rank order, as one consistent snapshot."""
         with self._open:
             return list(zip(self.workers, self.actors, strict=True))
@@ -211,11 +210,11 @@ class WorkerGroup:
         return self.get(refs, method, timeout_s)
 
     def get(self, refs: list, method: str = "call", timeout_s: float | None = None, ranks: Sequence[int] = ()) -> list:
-        """`ray.get` of one ref per rank (`ranks`, default all in order); a dead or silent worker becomes a
+        """The results of one ref per rank (`ranks`, default all in order); a dead or silent worker becomes a
         PlacementError that names it. Refs are awaited one by one so the failing rank is known. A call whose
         worker's node was lost is re-run on the worker that took over (or raises NodeLostError); calls whose
         workers a shrink removed raise RanksRemovedError, with the other calls' results, once those are in."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else self.cluster.now() + timeout_s
         results, removed = [], []
         for rank, ref in zip(ranks or range(len(refs)), refs, strict=True):
             try:
@@ -280,37 +279,44 @@ class WorkerGroup:
             rank = self._rank_of.get(worker.name)
             actor = None if rank is None else self.actors[rank]
         if actor is None:  # removed by a shrink while the call waited for its node: it never runs
-            ref = ray.put(None)
+            ref = self.cluster.put(None)
             call = _Call(worker.name, method, args, kwargs, "", worker.node_rank, removed=True, sent=False)
         else:
-            ref = getattr(actor, method).remote(*args, **kwargs)
-            call = _Call(worker.name, method, args, kwargs, _compat.actor_id(actor), worker.node_rank)
+            ref = self._send(actor, method, args, kwargs)
+            call = _Call(worker.name, method, args, kwargs, self.cluster.actor_id(actor), worker.node_rank)
         with self._open:
-            self._calls[ref.binary()] = call
+            self._calls[self.cluster.result_key(ref)] = call
             while len(self._calls) > _REMEMBERED:
                 self._calls.popitem(last=False)
         return ref
 
+    def _send(self, actor: Any, method: str, args: tuple, kwargs: dict) -> Any:
+        """One call on the port: `__ray_call__` (run a function on the instance) is the port's `run_on`."""
+        if method == "__ray_call__":
+            return self.cluster.run_on(actor, *args, **kwargs)
+        return self.cluster.call(actor, method, *args, **kwargs)
+
     def _get_one(self, rank: int, ref: Any, method: str, timeout_s: float | None, deadline: float | None) -> Any:
-        call = self._calls.get(ref.binary())
+        key = self.cluster.result_key
+        call = self._calls.get(key(ref))
         worker = self._worker_of(call, rank)
         while True:
             if call is not None and not call.sent:
-                self._calls.pop(ref.binary(), None)
+                self._calls.pop(key(ref), None)
                 raise _Removed(call.name)
             try:
                 value = self._wait(ref, worker, method, timeout_s, deadline)
             except _NodeDown:
                 pass
-            except (RayActorError, ObjectLostError) as e:
+            except WorkerDied as e:
                 moved = call is not None and (call.removed or self._replaced(call))
                 if not moved and not self._node_lost(worker.node_rank):
-                    self._calls.pop(ref.binary(), None)
+                    self._calls.pop(key(ref), None)
                     raise PlacementError(
                         f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
                     ) from e
             else:
-                self._calls.pop(ref.binary(), None)
+                self._calls.pop(key(ref), None)
                 return value
             if not self._usable(worker.node_rank, deadline):
                 raise PlacementError(
@@ -318,10 +324,10 @@ class WorkerGroup:
                     f"{worker.node_rank} was lost and no spare or replacement took over yet)"
                 )
             if call is not None and call.removed:
-                self._calls.pop(ref.binary(), None)
+                self._calls.pop(key(ref), None)
                 raise _Removed(call.name)
             ref = self._rerun(ref, worker, method)
-            call = self._calls.get(ref.binary())
+            call = self._calls.get(key(ref))
 
     def _worker_of(self, call: _Call | None, rank: int) -> Worker:
         """The worker a call went to: by name (its rank may have changed since), else the one at `rank`."""
@@ -333,13 +339,14 @@ class WorkerGroup:
         return Worker(self.component, rank, 0, call.node_rank, (), 0.0, 0.0, None, actor_name=call.name)
 
     def _wait(self, ref: Any, worker: Worker, method: str, timeout_s: float | None, deadline: float | None) -> Any:
-        """`ray.get(ref)` in slices, so a loss of the worker's node is noticed while waiting."""
+        """The result of `ref`, fetched in slices, so a loss of the worker's node is noticed while waiting (a
+        draining node is still up: its calls may finish there)."""
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            left = None if deadline is None else max(0.0, deadline - self.cluster.now())
             try:
-                return ray.get(ref, timeout=_SLICE_S if left is None else min(_SLICE_S, left))
-            except GetTimeoutError as e:
-                if self._node_state(worker.node_rank) != "ok":
+                return self.cluster.get(ref, _SLICE_S if left is None else min(_SLICE_S, left))
+            except CallTimedOut as e:
+                if self._node_state(worker.node_rank) not in ("ok", "draining"):
                     raise _NodeDown from e
                 if left is not None and left <= _SLICE_S:
                     raise PlacementError(
@@ -348,7 +355,7 @@ class WorkerGroup:
 
     def _rerun(self, ref: Any, worker: Worker, method: str) -> Any:
         """The worker was replaced: send the call that `ref` stood for to the new worker."""
-        call = self._calls.pop(ref.binary(), None)
+        call = self._calls.pop(self.cluster.result_key(ref), None)
         if call is None:
             raise NodeLostError(
                 f"worker {worker.name} was moved off lost node {worker.node_rank}, but its call {method}() was not "
@@ -367,7 +374,7 @@ class WorkerGroup:
         """Was the call sent to an earlier incarnation of its worker (since moved off a lost node)?"""
         with self._open:
             rank = self._rank_of.get(call.name)
-            return rank is not None and _compat.actor_id(self.actors[rank]) != call.actor
+            return rank is not None and self.cluster.actor_id(self.actors[rank]) != call.actor
 
     def _node_lost(self, node_rank: int | None) -> bool:
         return self._health is not None and node_rank is not None and self._health.check(node_rank)
@@ -389,12 +396,12 @@ class WorkerGroup:
     def kill(self, rank: int, *, restart: bool = False, timeout_s: float = 10.0) -> None:
         """Kill worker `rank`; with `restart` Ray restarts it in its bundle if max_restarts allows.
 
-        `ray.kill` only sends the request: a call made right after it can still run on the old process.
+        A kill only sends the request: a call made right after it can still run on the old process.
         Without `restart` this returns once the GCS reports the actor dead, so the next call fails.
         """
         actor = self._actor(rank)
-        ray.kill(actor, no_restart=not restart)
-        if not restart and wait_dead([_compat.actor_id(actor)], timeout_s):
+        self.cluster.kill(actor, restart=restart)
+        if not restart and wait_dead(self.cluster, [self.cluster.actor_id(actor)], timeout_s):
             raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
 
     def _actor_row(self, rank: int) -> Worker:
@@ -404,22 +411,22 @@ class WorkerGroup:
             self._actor(rank)
             return self.workers[rank]
 
-    def _actor(self, rank: int) -> ActorHandle:
+    def _actor(self, rank: int) -> Any:
         if not 0 <= rank < len(self.actors):
             raise IndexError(f"{self.component} has ranks 0-{len(self.actors) - 1}, not {rank}")
         return self.actors[rank]
 
 
-def wait_dead(actor_ids: Sequence[str], timeout_s: float) -> set[str]:
-    """Poll the GCS actor table until every actor in `actor_ids` is DEAD; return those still not dead."""
+def wait_dead(cluster: Cluster, actor_ids: Sequence[str], timeout_s: float) -> set[str]:
+    """Poll the actor table until every actor in `actor_ids` is DEAD; return those still not dead."""
     left = set(actor_ids)
-    deadline = time.monotonic() + timeout_s
+    deadline = cluster.now() + timeout_s
     while left:
-        table = _compat.actor_table()
+        table = cluster.actor_table()
         left = {i for i in left if table.get(i, {}).get("State", "DEAD") != "DEAD"}
-        if not left or time.monotonic() >= deadline:
+        if not left or cluster.now() >= deadline:
             break
-        time.sleep(0.05)
+        cluster.sleep(0.05)
     return left
 
 

@@ -11,11 +11,9 @@ import os
 import shlex
 import shutil
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
+from rlplace.ray.port import Cluster
 
 
 def problem_with(command: str) -> str | None:
@@ -33,25 +31,18 @@ def problem_with(command: str) -> str | None:
     return None if shutil.which(program) else "is not on PATH"
 
 
-@ray.remote(num_cpus=0, max_retries=0)
-def _probe(command: str) -> str | None:
-    return problem_with(command)
-
-
-def check_interpreters(targets: list[tuple[Node, str]], timeout_s: float) -> None:
-    """Raise PlacementError naming every (node, interpreter) pair that cannot start a worker."""
-    refs = [
-        _probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)).remote(python)
-        for node, python in targets
-    ]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+def check_interpreters(cluster: Cluster, targets: list[tuple[Node, str]], timeout_s: float) -> None:
+    """Raise PlacementError naming every (node, interpreter) pair that cannot start a worker (`problem_with`
+    run as a task on each node)."""
+    refs = [cluster.run_task(problem_with, python, node_id=str(node.node_id)) for node, python in targets]
+    ready, _ = cluster.wait(refs, timeout_s)
     problems = []
     for (node, python), ref in zip(targets, refs, strict=True):
         if ref not in ready:
             problems.append(f"node {node.rank}: could not check {python!r} within {timeout_s:g} s")
-            ray.cancel(ref, force=True)
+            cluster.cancel(ref)
             continue
-        reason = ray.get(ref)
+        reason = cluster.get(ref)
         if reason:
             problems.append(f"node {node.rank} ({node.address}): python interpreter {python!r} {reason}")
     if problems:

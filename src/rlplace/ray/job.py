@@ -21,26 +21,26 @@ import uuid
 from contextlib import AbstractContextManager
 from typing import Any
 
-import ray
-from ray.actor import ActorClass, ActorHandle
-
 from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, Problem, RlplaceError
 from rlplace.inventory import Inventory, Node
 from rlplace.model import JobSpec
 from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
-from rlplace.ray import _compat, auth
+from rlplace.ray import auth
 from rlplace.ray.cluster import address_to_join, join, reachable_address
 from rlplace.ray.failover import health_notes
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.launch import Launcher
 from rlplace.ray.nodes import live_inventory
+from rlplace.ray.port import Cluster
 from rlplace.ray.ranks import DEATH_WAIT_S, Ranks
+from rlplace.ray.raycluster import RAY
 from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
-from rlplace.ray.state import JobState, Master, NodeEvent, ResizeEvent
+from rlplace.ray.state import Change, JobState, Master, NodeEvent, ResizeEvent
+from rlplace.ray.topology import check_live, unplanned
 from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
 
@@ -63,24 +63,26 @@ class Job:
         name: str | None = None,
         replace_within_s: float = REPLACE_WITHIN_S,
         spec: JobSpec | None = None,
+        cluster: Cluster = RAY,
     ):
-        context = ray.get_runtime_context()
+        self.cluster = cluster
         self.state = JobState(
             plan,
             live,
             name=name or uuid.uuid4().hex[:8],
-            namespace=name or context.namespace,
+            namespace=name or cluster.namespace(),
             timeout_s=timeout_s,
             replace_within_s=replace_within_s,
             spec=spec,
         )
         self.groups: dict[str, WorkerGroup] = {}  # LocalGroup (a WorkerGroup) for driver-local components
-        self._record = RecordWriter(self.state, context.get_job_id(), (os.getpid(), context.get_node_id()))
-        self._reservation = Reservation(self.state)
-        self._rendezvous = Rendezvous(self.state, self._record)
-        self.launcher = Launcher(self.state, self._reservation, self._rendezvous)
-        self._ranks = Ranks(self.state, self._reservation, self._rendezvous, self.launcher, self.groups)
-        self._watcher = NodeWatcher(self.state, self._reservation, self._ranks)
+        driver = (os.getpid(), cluster.driver_node_id())
+        self._record = RecordWriter(cluster, self.state, cluster.job_id(), driver)
+        self._reservation = Reservation(cluster, self.state)
+        self._rendezvous = Rendezvous(cluster, self.state, self._record)
+        self.launcher = Launcher(cluster, self.state, self._reservation, self._rendezvous)
+        self._ranks = Ranks(cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups)
+        self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._ranks)
         self._closed = False
 
     # -- what the job is ---------------------------------------------------------------------------
@@ -148,8 +150,11 @@ class Job:
     # -- life cycle --------------------------------------------------------------------------------
 
     def start(self) -> Job:
-        """Reserve every bundle of the plan (within `timeout_s`), or remove everything and raise."""
+        """Check the live nodes' topology labels against the plan's, reserve every bundle of the plan (within
+        `timeout_s`), or remove everything and raise."""
         try:
+            check_live(self.plan, self.live)
+            self.state.apply(Change(warnings=tuple(unplanned(self.plan, self.live, self.state.levels))))
             if self.plan.uses_placement_groups:
                 self._reservation.reserve()
             self.state.subscribe(self._record.on_change)
@@ -165,7 +170,7 @@ class Job:
         if self._closed:
             return
         self._closed = True
-        if not ray.is_initialized():
+        if not self.cluster.connected():
             self.state.close()
             return
         # Removing the groups and killing the actors first also ends any wait of a takeover in progress, so
@@ -182,12 +187,12 @@ class Job:
     def _kill_all(self) -> None:
         for handle in list(self.launcher.started):
             try:
-                ray.kill(handle, no_restart=True)
+                self.cluster.kill(handle)
             except Exception as e:  # already dead: nothing to kill
                 log.debug("kill %s: %s", handle, e)
 
     def _wait_dead(self) -> None:
-        ids = wait_dead([_compat.actor_id(h) for h in self.launcher.started], DEATH_WAIT_S)
+        ids = wait_dead(self.cluster, [self.cluster.actor_id(h) for h in self.launcher.started], DEATH_WAIT_S)
         if ids:
             log.warning("job %s: %d actors still not dead %.0f s after shutdown", self.name, len(ids), DEATH_WAIT_S)
 
@@ -234,7 +239,7 @@ class Job:
     def launch(
         self,
         component: str,
-        cls: type | ActorClass,
+        cls: Any,
         *args: Any,
         max_restarts: int = 0,
         max_task_retries: int | None = None,
@@ -259,14 +264,15 @@ class Job:
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
-            group = self.groups[component] = launch_local(component, workers, cls, args, kwargs, self.live)
+            group = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live)
+            self.groups[component] = group
             return group
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
             self._watcher.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
         self.launcher.check_names(workers)
         self.launcher.check_interpreters(workers)
 
-        def start(w: Worker) -> ActorHandle:
+        def start(w: Worker) -> Any:
             return self.launcher.start(
                 cls,
                 w,
@@ -277,7 +283,8 @@ class Job:
                 options=options,
             )
 
-        group = WorkerGroup(component, workers, [start(w) for w in workers], health=self._watcher, relaunch=start)
+        actors = [start(w) for w in workers]
+        group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher, relaunch=start)
         self.groups[component] = group
         return group
 
@@ -316,18 +323,19 @@ def connect(
     `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
-    the plan). Without `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running
-    cluster, or HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
+    the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
+    `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running cluster, or
+    HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
     after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
     lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
     replacement node to take over, then raise NodeLostError (0: at once).
     """
     spec = _spec(config)
-    if not ray.is_initialized():
+    if not RAY.connected():
         _join(address_to_join(address, spec.ray_address if spec is not None else None))
     live = live_inventory()
-    access = auth.connected_access(ray.get_runtime_context().gcs_address)
-    auth.warn_if_open(access, [n.address for n in live.nodes], [ray.util.get_node_ip_address()])
+    access = auth.connected_access(RAY.gcs_address())
+    auth.warn_if_open(access, [n.address for n in live.nodes], [RAY.driver_ip()])
     plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s, spec=spec).start()
     if export_path is not None:
@@ -343,7 +351,7 @@ def _join(address: str | None) -> None:
         try:
             address = reachable_address("auto")
         except RlplaceError:  # none running here
-            ray.init(log_to_driver=True)
+            RAY.connect(None, log_to_driver=True)
             return
     join(address, hint="start one with `rlplace start --head --node-rank 0`, or pass address=HOST:PORT", quiet=False)
 

@@ -18,32 +18,31 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-import ray
-from ray.actor import ActorClass, ActorHandle
-
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.plan import Worker
-from rlplace.ray import _compat
 from rlplace.ray import worker as worker_record
 from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.labels import HIDE_GPUS_ENV
 from rlplace.ray.nodes import accelerator_of
+from rlplace.ray.port import Cluster
+from rlplace.ray.raycluster import RAY
 from rlplace.ray.state import JobState
 
 #: Options rlplace derives from the plan; a caller overriding them would break the placement.
 PLAN_OPTIONS = frozenset({"name", "namespace", "num_cpus", "num_gpus", "scheduling_strategy", "runtime_env"})
 
-_remote_classes: weakref.WeakKeyDictionary[type, ActorClass] = weakref.WeakKeyDictionary()
+_remote_classes: weakref.WeakKeyDictionary[type, tuple[Cluster, Any]] = weakref.WeakKeyDictionary()
 
 
-def remote_class(cls: type | ActorClass) -> ActorClass:
-    """The placed subclass of `cls` as a Ray actor class, once per class (Ray exports a class's code once per
-    ActorClass). An ActorClass (`ray.remote(C)` or `@ray.remote(...)`) is unwrapped to C, keeping its options."""
-    if cls not in _remote_classes:
-        base, written = _compat.user_class(cls)
-        placed = placed_class(base)
-        _remote_classes[cls] = ray.remote(**written)(placed) if written else ray.remote(placed)
-    return _remote_classes[cls]
+def remote_class(cls: Any, cluster: Cluster = RAY) -> Any:
+    """The placed subclass of `cls` as an actor class of `cluster`, once per class (Ray exports a class's code
+    once per ActorClass). An ActorClass (`ray.remote(C)` or `@ray.remote(...)`) is unwrapped to C, keeping its
+    options."""
+    made = _remote_classes.get(cls)
+    if made is None or made[0] is not cluster:
+        base, written = cluster.user_class(cls)
+        made = _remote_classes[cls] = (cluster, cluster.actor_class(placed_class(base), written))
+    return made[1]
 
 
 def placed_class(cls: type) -> type:
@@ -163,12 +162,13 @@ class Launcher:
     reservation (its scheduling strategy) and the rendezvous (its payload). Keeps every handle it started,
     so the job can kill them all; probes each (node, interpreter) pair once, before its first worker."""
 
-    def __init__(self, state: JobState, strategies: Strategies, payloads: Payloads):
+    def __init__(self, cluster: Cluster, state: JobState, strategies: Strategies, payloads: Payloads):
+        self._cluster = cluster
         self._state = state
         self._strategies = strategies
         self._payloads = payloads
         self._checked: set[tuple[int, str]] = set()
-        self.started: list[ActorHandle] = []
+        self.started: list[Any] = []
 
     def check_interpreters(self, workers: Sequence[Worker]) -> None:
         """Probe each (node, interpreter) pair once per node, before the first worker that needs it."""
@@ -176,12 +176,13 @@ class Launcher:
             {(w.node_rank, w.python) for w in workers if w.python and w.node_rank is not None} - self._checked
         )
         if todo:
-            check_interpreters([(self._state.live.node(rank), python) for rank, python in todo], self._state.timeout_s)
+            targets = [(self._state.live.node(rank), python) for rank, python in todo]
+            check_interpreters(self._cluster, targets, self._state.timeout_s)
             self._checked.update(todo)
 
     def check_names(self, workers: Sequence[Worker]) -> None:
         """Two jobs in one namespace would fight over `rlplace:<component>:<rank>`: refuse before starting."""
-        listed = ray.util.list_named_actors(all_namespaces=True)
+        listed = self._cluster.named_actors()
         taken = {a["name"] for a in listed if a["namespace"] == self._state.namespace}
         clash = [w.name for w in workers if w.name in taken]
         if clash:
@@ -196,7 +197,7 @@ class Launcher:
 
     def start(
         self,
-        cls: type | ActorClass,
+        cls: Any,
         worker: Worker,
         args: tuple,
         kwargs: dict[str, Any],
@@ -204,7 +205,7 @@ class Launcher:
         max_restarts: int = 0,
         max_task_retries: int | None = None,
         options: dict[str, Any] | None = None,
-    ) -> ActorHandle:
+    ) -> Any:
         """Start `worker` as an actor of `cls(*args, **kwargs)`, where the plan says."""
         self.check_interpreters([worker])
         payload = self._payloads.payload(worker)
@@ -217,13 +218,13 @@ class Launcher:
             options=options,
             accelerator=accelerator_of(self._state.live, worker.node_rank),
         )
-        handle = remote_class(cls).options(**opts).remote(payload, *args, **kwargs)
+        handle = self._cluster.start_actor(remote_class(cls, self._cluster), opts, payload, *args, **kwargs)
         self.started.append(handle)
         return handle
 
 
 def launch_ray_actor(
-    cls: type | ActorClass,
+    cls: Any,
     component: str,
     rank: int,
     *args: Any,
@@ -232,7 +233,7 @@ def launch_ray_actor(
     max_task_retries: int | None = None,
     options: dict[str, Any] | None = None,
     **kwargs: Any,
-) -> ActorHandle:
+) -> Any:
     """Start worker `rank` of `component` of `job` (what `rlplace.connect` returned) as an actor of
     `cls(*args, **kwargs)`: the spec's one-worker launch; `job.launch` starts a whole component."""
     launcher: Launcher = job.launcher

@@ -20,45 +20,43 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import ray
-from ray.actor import ActorClass
-
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory
 from rlplace.plan import Worker
-from rlplace.ray import _compat
 from rlplace.ray.group import WorkerGroup
-from rlplace.ray.worker import WorkerPlacement
+from rlplace.ray.port import Cluster
+from rlplace.ray.worker import WorkerPlacement, here
 
 
 class _LocalMethod:
     """`handle.method.remote(*args)` for an object in the driver: runs the method now, returns a reference."""
 
-    def __init__(self, call: Callable[..., Any]):
+    def __init__(self, cluster: Cluster, call: Callable[..., Any]):
+        self._cluster = cluster
         self._call = call
 
-    def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
-        args = tuple(_resolved(a) for a in args)
-        kwargs = {k: _resolved(v) for k, v in kwargs.items()}
-        return ray.put(self._call(*args, **kwargs))
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(self._resolved(a) for a in args)
+        kwargs = {k: self._resolved(v) for k, v in kwargs.items()}
+        return self._cluster.put(self._call(*args, **kwargs))
 
-
-def _resolved(value: Any) -> Any:
-    """A reference passed as an argument is its value by the time the method runs, as with an actor."""
-    return ray.get(value) if isinstance(value, ray.ObjectRef) else value
+    def _resolved(self, value: Any) -> Any:
+        """A reference passed as an argument is its value by the time the method runs, as with an actor."""
+        return self._cluster.get(value) if self._cluster.is_result(value) else value
 
 
 class LocalHandle:
     """Stands in for an actor handle: attribute access gives the instance's methods with a `.remote()`."""
 
-    def __init__(self, instance: object):
+    def __init__(self, instance: object, cluster: Cluster):
         self.instance = instance
-        self.actor_id = f"local-{uuid.uuid4().hex}"  # what `_compat.actor_id` answers for it
+        self.cluster = cluster
+        self.actor_id = f"local-{uuid.uuid4().hex}"  # what the port's `actor_id` answers for it
 
     def __getattr__(self, name: str) -> _LocalMethod:
         if name == "__ray_call__":  # run a function on the instance, as Ray's actors allow
-            return _LocalMethod(lambda fn, *a, **k: fn(self.instance, *a, **k))
-        return _LocalMethod(getattr(self.instance, name))  # AttributeError when the class has no such method
+            return _LocalMethod(self.cluster, lambda fn, *a, **k: fn(self.instance, *a, **k))
+        return _LocalMethod(self.cluster, getattr(self.instance, name))  # AttributeError: no such method
 
     def __repr__(self) -> str:
         return f"LocalHandle({type(self.instance).__name__})"
@@ -80,9 +78,12 @@ class LocalGroup(WorkerGroup):
         instances: Sequence[object],
         driver: WorkerPlacement,
         make: Callable[[], object] | None = None,
+        *,
+        cluster: Cluster,
     ):
-        relaunch = None if make is None else (lambda _worker: LocalHandle(make()))
-        super().__init__(component, workers, [LocalHandle(i) for i in instances], relaunch=relaunch)
+        relaunch = None if make is None else (lambda _worker: LocalHandle(make(), cluster))
+        handles = [LocalHandle(i, cluster) for i in instances]
+        super().__init__(component, workers, handles, cluster=cluster, relaunch=relaunch)
         self._driver = driver
 
     @property
@@ -98,7 +99,7 @@ class LocalGroup(WorkerGroup):
         return True
 
     def placements_async(self) -> list:
-        return [ray.put(p) for p in self._placements()]
+        return [self.cluster.put(p) for p in self._placements()]
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         return self._placements()
@@ -133,22 +134,18 @@ class LocalGroup(WorkerGroup):
 
 
 def launch_local(
-    component: str, workers: Sequence[Worker], cls: type | ActorClass, args: tuple, kwargs: dict, live: Inventory
+    cluster: Cluster, component: str, workers: Sequence[Worker], cls: Any, args: tuple, kwargs: dict, live: Inventory
 ) -> LocalGroup:
-    """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver."""
-    plain = _plain_class(cls)
+    """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver (the
+    user's class behind a `ray.remote` one: a driver-local component is not an actor)."""
+    plain = cluster.user_class(cls)[0]
     instances = [plain(*args, **kwargs) for _ in workers]
-    return LocalGroup(component, workers, instances, _driver_placement(live), lambda: plain(*args, **kwargs))
+    driver = _driver_placement(live, here().node_id)
+    return LocalGroup(component, workers, instances, driver, lambda: plain(*args, **kwargs), cluster=cluster)
 
 
-def _plain_class(cls: type | ActorClass) -> type:
-    """The user's class behind a `ray.remote` one (a driver-local component is not an actor)."""
-    return _compat.user_class(cls)[0]
-
-
-def _driver_placement(live: Inventory) -> WorkerPlacement:
+def _driver_placement(live: Inventory, node_id: str) -> WorkerPlacement:
     """Where the driver runs: its node's rank in the live inventory (None if the driver is not a node of it)."""
-    node_id = ray.get_runtime_context().get_node_id()
     node = next((n for n in live.nodes if n.node_id == node_id), None)
     return WorkerPlacement(
         component="driver",

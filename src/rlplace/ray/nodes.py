@@ -19,6 +19,7 @@ from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node
 from rlplace.ray.cluster import START_HEAD, join
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL, node_env
+from rlplace.ray.raycluster import RAY
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
 _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
@@ -34,11 +35,9 @@ PROBE_TIMEOUT_S = 0.5
 
 def live_inventory(address: str | None = "auto") -> Inventory:
     """Read the nodes of the running cluster (joining `address` first if not connected yet)."""
-    import ray
-
-    if not ray.is_initialized():
+    if not RAY.connected():
         join(address or "auto", hint=f"start one with `{START_HEAD}`, or plan offline with --nodes")
-    return inventory_from_nodes(ray.nodes())
+    return inventory_from_nodes(RAY.nodes())
 
 
 def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:
@@ -52,6 +51,11 @@ def inventory_from_nodes(raw_nodes: Iterable[Mapping[str, Any]]) -> Inventory:
 
 
 # -- hot spares (`rlplace start --spare`): alive, unranked, outside the rank rules -------------------------
+
+
+def is_head(raw: Mapping[str, Any]) -> bool:
+    """Whether a `ray.nodes()` record is the head node's (its GCS holds the cluster)."""
+    return _HEAD_RESOURCE in (raw.get("Resources") or {})
 
 
 def is_spare(raw: Mapping[str, Any]) -> bool:

@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from typing import Any
-
-import ray
-from ray.actor import ActorHandle
 
 from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, PlanError, Problem
 from rlplace.inventory import Node
 from rlplace.plan import Worker
 from rlplace.planner import Resize, SizeChange
-from rlplace.ray import _compat
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.launch import Launcher, answer, apply_resize
+from rlplace.ray.port import Cluster
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizedRank, ResizeEvent
@@ -53,30 +49,48 @@ class Ranks:
 
     def __init__(
         self,
+        cluster: Cluster,
         state: JobState,
         reservation: Reservation,
         rendezvous: Rendezvous,
         launcher: Launcher,
         groups: dict[str, WorkerGroup],
     ):
+        self._cluster = cluster
         self._state = state
         self._reservation = reservation
         self._rendezvous = rendezvous
         self._launcher = launcher
         self._groups = groups  # the Job's own dict: components launched later are seen too
-        self._lock = threading.RLock()  # a resize and a takeover never interleave
+        self._lock = cluster.lock()  # a resize and a takeover never interleave
 
     # -- node loss: dropping and moving a rank (rlplace.ray.watcher) ------------------------------------------
 
     def workers_on(self, rank: int) -> tuple[str, ...]:
         return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
 
+    def finish_calls(self, rank: int, deadline: float) -> list[str]:
+        return self._still_running(self._on(rank), deadline)
+
+    def shrink_refusal(self, rank: int) -> str | None:
+        if not self._state.plan.elastic:
+            return "no component of the job is elastic"
+        try:
+            planner.shrink_lost_node(self._state.plan, rank)  # the step shrink_lost takes (pure: nothing moves)
+        except PlanError as e:
+            return str(e)
+        return None
+
     def drop_rank(self, rank: int) -> None:
         with self._lock:
-            doomed = [a for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
+            doomed = [a for _, a in self._on(rank)]
             self._kill(doomed)
             self._reservation.release(rank)
             self._wait_dead(doomed, f"workers of lost node {rank}")
+
+    def _on(self, rank: int) -> list[tuple[Worker, Any]]:
+        """(plan row, actor) of every launched worker on node `rank`."""
+        return [(w, a) for g in list(self._groups.values()) for w, a in g.pairs() if w.node_rank == rank]
 
     def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
         with self._lock:
@@ -85,14 +99,15 @@ class Ranks:
             previous = self._state.live.node(rank)
             self._state.apply(Change(nodes={rank: node}))
             self._launcher.node_changed(rank)  # interpreters are probed on the new node
-            relaunched: list[tuple[WorkerGroup, int, ActorHandle]] = []
+            relaunched: list[tuple[WorkerGroup, int, Any]] = []
             try:
                 for group in list(self._groups.values()):
                     for i, w in enumerate(group.workers):
                         if w.node_rank == rank and group.relaunch is not None:
                             self._check_open()
                             relaunched.append((group, i, group.relaunch(w)))
-                ray.get([_first_call(handle, event) for _, _, handle in relaunched], timeout=self._state.timeout_s)
+                first = [self._first_call(handle, event) for _, _, handle in relaunched]
+                self._cluster.get(first, self._state.timeout_s)
                 self._check_open()
             except BaseException as e:
                 self._kill([handle for _, _, handle in relaunched])
@@ -122,7 +137,7 @@ class Ranks:
                 )
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 raise ConfigError(Problem(path="n", value=n, message="the new size must be a whole number >= 0"))
-            start = time.monotonic()
+            start = self._cluster.now()
             if n > size:
                 if state.spec is None:
                     raise PlacementError(
@@ -147,7 +162,7 @@ class Ranks:
         with self._lock:
             self._check_open()
             step = planner.shrink_lost_node(self._state.plan, rank)
-            deadline = time.monotonic() + self._state.timeout_s
+            deadline = self._cluster.now() + self._state.timeout_s
             return self._realise(step, "node lost", rank, deadline, drain=False, done=done)
 
     def grow_back(self, joined: Mapping[int, Node], done: Done) -> tuple[ResizeEvent, ...]:
@@ -165,7 +180,7 @@ class Ranks:
                 done(())
                 return ()
             step = planner.grow_back(state.spec, state.plan, state.live, down=self._unusable())
-            deadline = time.monotonic() + state.timeout_s
+            deadline = self._cluster.now() + state.timeout_s
             return self._realise(step, "grow back", min(joined), deadline, drain=True, done=done)
 
     def _unusable(self) -> set[int]:
@@ -188,7 +203,7 @@ class Ranks:
             if done is not None:
                 done(())
             return ()
-        begun = time.monotonic()
+        begun = self._cluster.now()
         state = self._state
         changes = step.changes
         groups = {c.component: self._groups[c.component] for c in changes if c.component in self._groups}
@@ -198,7 +213,7 @@ class Ranks:
             if drain:
                 self._drain(groups, deadline)
             before = (state.plan, state.masters())
-            started: dict[str, ActorHandle] = {}
+            started: dict[str, Any] = {}
             try:
                 self._check_open()
                 if step.reserve:
@@ -229,7 +244,7 @@ class Ranks:
                 raise PlacementError(f"resizing {changes[0].component} failed, nothing changed: {e}") from e
             self._rendezvous.joined()
             self._commit(step, groups, started)
-            seconds = time.monotonic() - begun
+            seconds = self._cluster.now() - begun
             events = [_event(c, cause, node_rank, seconds) for c in changes]
             events[0] = dataclasses.replace(events[0], also=tuple(events[1:]))
             told = self._tell(groups, {e.component: e for e in events})  # before any later call
@@ -237,13 +252,13 @@ class Ranks:
         log.info("rlplace job %s: %s", state.name, "; ".join(map(str, events)))
         if done is not None:
             done(tuple(events))
-        failures = _awaited(told, deadline)
+        failures = self._awaited(told, deadline)
         if failures:
             lead, why = changes[0].component, "; ".join(failures)
             raise PlacementError(f"{lead} is at its new size ({events[0]}), but on_resized failed: {why}")
         return tuple(events)
 
-    def _commit(self, step: Resize, groups: dict[str, WorkerGroup], started: dict[str, ActorHandle]) -> None:
+    def _commit(self, step: Resize, groups: dict[str, WorkerGroup], started: dict[str, Any]) -> None:
         """Stop the removed workers (their names are free once Ray reports them dead), free their groups, and
         give each launched component its new members."""
         for c in step.changes:
@@ -260,30 +275,27 @@ class Ranks:
         self._reservation.release_bundles(step.release)
 
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
-        """Wait until the calls already sent to the groups' workers are done (an actor runs its calls in order,
-        so a no-op sent now ends after them); new calls wait for the resize (the groups are paused)."""
-        pending = {a.__ray_call__.remote(answer): w.name for g in groups.values() for w, a in g.pairs()}
-        if not pending:
-            return
-        _, late = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
+        """Wait until the calls already sent to the groups' workers are done; new calls wait for the resize (the
+        groups are paused)."""
+        late = self._still_running([p for g in groups.values() for p in g.pairs()], deadline)
         if late:
-            names = ", ".join(sorted(pending[r] for r in late))
+            names = ", ".join(late)
             raise PlacementError(
                 f"resize not started: calls made before it still run on {names} at its timeout_s; nothing was changed "
                 "(a call started after resize() sees the new size; the ones before it finish at the old one)"
             )
 
-    def _answered(self, started: dict[str, ActorHandle], deadline: float) -> None:
+    def _answered(self, started: dict[str, Any], deadline: float) -> None:
         """Every new worker has run its constructor; else PlacementError naming it (the caller undoes the step)."""
-        refs = {_first_call(h, None): name for name, h in started.items()}
-        ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
+        refs = {self._first_call(h, None): name for name, h in started.items()}
+        ready, late = self._cluster.wait(list(refs), max(0.0, deadline - self._cluster.now()))
         if late:
             names = ", ".join(sorted(refs[r] for r in late))
             raise PlacementError(f"the new workers {names} did not start within timeout_s; nothing was changed")
         for ref in ready:
             try:
-                ray.get(ref)
-            except ray.exceptions.RayError as e:
+                self._cluster.get(ref)
+            except Exception as e:  # the constructor raised, or the worker died starting
                 raise PlacementError(f"new worker {refs[ref]} did not start: {_first_line(e)}") from e
 
     def _tell(self, groups: dict[str, WorkerGroup], events: dict[str, ResizeEvent]) -> dict[Any, str]:
@@ -294,22 +306,22 @@ class Ranks:
         for c, group in groups.items():
             for w, actor in group.pairs():
                 payload = None if group.in_driver else self._rendezvous.payload(w)  # new workers too: see renew
-                refs[actor.__ray_call__.remote(apply_resize, payload, events[c])] = w.name
+                refs[self._cluster.run_on(actor, apply_resize, payload, events[c])] = w.name
         return refs
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
     def _kill(self, handles: Iterable[Any]) -> None:
         for handle in handles:
-            if isinstance(handle, ActorHandle):
+            if self._cluster.is_actor(handle):
                 try:
-                    ray.kill(handle, no_restart=True)
+                    self._cluster.kill(handle)
                 except Exception as e:  # already dead
                     log.debug("kill %s: %s", handle, e)
 
     def _wait_dead(self, handles: Iterable[Any], what: str) -> None:
-        ids = [_compat.actor_id(h) for h in handles if isinstance(h, ActorHandle)]
-        if wait_dead(ids, DEATH_WAIT_S):
+        ids = [self._cluster.actor_id(h) for h in handles if self._cluster.is_actor(h)]
+        if wait_dead(self._cluster, ids, DEATH_WAIT_S):
             log.warning("job %s: %s not reported dead after %.0f s", self._state.name, what, DEATH_WAIT_S)
 
     def _check_open(self) -> None:
@@ -317,27 +329,35 @@ class Ranks:
             raise PlacementError(f"job {self._state.name} is shut down")
 
 
-def _awaited(refs: dict[Any, str], deadline: float) -> list[str]:
-    """Wait for the `on_resized` calls (at least a second); what failed or did not finish, by worker name."""
-    if not refs:
-        return []
-    ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=max(1.0, deadline - time.monotonic()))
-    failures = [f"{refs[r]} did not finish on_resized within timeout_s" for r in late]
-    for ref in ready:
-        try:
-            ray.get(ref)
-        except ray.exceptions.RayError as e:
-            failures.append(f"{refs[ref]}: {_first_line(e)}")
-    return failures
+    def _still_running(self, pairs: Iterable[tuple[Worker, Any]], deadline: float) -> list[str]:
+        """Wait until the calls already sent to these workers are done (an actor runs its calls in order, so a
+        no-op sent now ends after them), at most until `deadline` (monotonic); the workers still busy then."""
+        pending = {self._cluster.run_on(a, answer): w.name for w, a in pairs}
+        if not pending:
+            return []
+        _, late = self._cluster.wait(list(pending), max(0.0, deadline - self._cluster.now()))
+        return sorted(pending[r] for r in late)
 
+    def _awaited(self, refs: dict[Any, str], deadline: float) -> list[str]:
+        """Wait for the `on_resized` calls (at least a second); what failed or did not finish, by worker name."""
+        if not refs:
+            return []
+        ready, late = self._cluster.wait(list(refs), max(1.0, deadline - self._cluster.now()))
+        failures = [f"{refs[r]} did not finish on_resized within timeout_s" for r in late]
+        for ref in ready:
+            try:
+                self._cluster.get(ref)
+            except Exception as e:  # on_resized raised, or the worker died
+                failures.append(f"{refs[ref]}: {_first_line(e)}")
+        return failures
 
-def _first_call(handle: Any, event: NodeEvent | None) -> Any:
-    """The first call a relaunched worker gets: `on_replaced(event)` if its class defines it (to reload a
-    checkpoint), else a no-op that returns once the worker is up. A new worker of a resize (`event` None) gets
-    the no-op: its `on_resized` comes with everyone's."""
-    if event is not None and hasattr(handle, "on_replaced"):
-        return handle.on_replaced.remote(event)
-    return handle.__ray_call__.remote(answer)
+    def _first_call(self, handle: Any, event: NodeEvent | None) -> Any:
+        """The first call a relaunched worker gets: `on_replaced(event)` if its class defines it (to reload a
+        checkpoint), else a no-op that returns once the worker is up. A new worker of a resize (`event` None)
+        gets the no-op: its `on_resized` comes with everyone's."""
+        if event is not None and hasattr(handle, "on_replaced"):
+            return self._cluster.call(handle, "on_replaced", event)
+        return self._cluster.run_on(handle, answer)
 
 
 def _event(change: SizeChange, cause: str, node_rank: int | None, seconds: float) -> ResizeEvent:

@@ -23,8 +23,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from rlplace.ray import _compat
 from rlplace.ray.labels import SPARE_LABEL
+from rlplace.ray.port import Cluster
 from rlplace.ray.state import JobState, NodeEvent
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,8 @@ class RecordWriter:
     change (one KV write); `last` is what it wrote last (the master-port allocation compares it with other
     jobs' records)."""
 
-    def __init__(self, state: JobState, ray_job_id: str, driver: tuple[int, str]):
+    def __init__(self, cluster: Cluster, state: JobState, ray_job_id: str, driver: tuple[int, str]):
+        self._cluster = cluster
         self._state = state
         self._ray_job_id = ray_job_id
         self._driver = driver  # the driver's pid and Ray node id
@@ -211,7 +212,7 @@ class RecordWriter:
             if self._deleted:
                 return None
             self.last = JobRecord.of(self._state, self._ray_job_id, driver=self._driver)
-            _compat.kv_put(key(self._state.namespace, self._state.name), self.last.to_bytes())
+            self._cluster.kv_put(key(self._state.namespace, self._state.name), self.last.to_bytes())
             return self.last
 
     def on_change(self, state: JobState) -> None:
@@ -225,7 +226,7 @@ class RecordWriter:
         with self._lock:
             self._deleted = True
             if self.last is not None:
-                delete(self._state.namespace, self._state.name)
+                delete(self._cluster, self._state.namespace, self._state.name)
                 self.last = None
 
 
@@ -233,23 +234,23 @@ def key(namespace: str, job: str) -> str:
     return f"{_PREFIX}{namespace}/{job}"
 
 
-def read(namespace: str, job: str) -> JobRecord | None:
-    raw = _compat.kv_get(key(namespace, job))
+def read(cluster: Cluster, namespace: str, job: str) -> JobRecord | None:
+    raw = cluster.kv_get(key(namespace, job))
     return JobRecord.from_bytes(raw) if raw else None
 
 
-def read_all(*, live_only: bool = False) -> list[JobRecord]:
-    """Every job record on the connected cluster (with `live_only`, only those whose driver still runs)."""
+def read_all(cluster: Cluster, *, live_only: bool = False) -> list[JobRecord]:
+    """Every job record on the cluster (with `live_only`, only those whose driver still runs)."""
     records = []
-    for k in _compat.kv_keys(_PREFIX):
-        raw = _compat.kv_get(k)
+    for k in cluster.kv_keys(_PREFIX):
+        raw = cluster.kv_get(k)
         if raw:
             records.append(JobRecord.from_bytes(raw))
     if live_only:
-        alive = _compat.live_ray_jobs()
+        alive = cluster.live_jobs()
         records = [r for r in records if r.ray_job_id in alive]
     return records
 
 
-def delete(namespace: str, job: str) -> None:
-    _compat.kv_delete(key(namespace, job))
+def delete(cluster: Cluster, namespace: str, job: str) -> None:
+    cluster.kv_delete(key(namespace, job))

@@ -37,13 +37,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.plan import Worker
-from rlplace.ray import _compat, exchange, records
+from rlplace.ray import exchange, records
+from rlplace.ray.port import Cluster
 from rlplace.ray.ports import free_ports, port_range
 from rlplace.ray.state import Change, JobState, Master
 from rlplace.ray.worker import rendezvous_timeout_s
@@ -82,7 +80,8 @@ class _Layout:
 class Rendezvous:
     """The rendezvous of one job: each worker's constructor payload, from the state; chooses the masters."""
 
-    def __init__(self, state: JobState, record: Written):
+    def __init__(self, cluster: Cluster, state: JobState, record: Written):
+        self._cluster = cluster
         self._state = state
         self._record = record
         #: component -> (the workers it was computed for, its layout; None: unpinned). Recomputed when the state
@@ -123,7 +122,7 @@ class Rendezvous:
             "visible_gpus": None if worker.visible_gpus is None else list(worker.visible_gpus),
             "hardware_env": hardware_env_fallbacks(worker.hardware),
         }
-        env = {**visibility_env(worker, node), **(self.env(worker) or {})}
+        env = {**visibility_env(self._cluster, worker, node), **(self.env(worker) or {})}
         self._warn_overrides(worker, env)
         meet = None
         if self._layout(worker.component) is None and worker.name not in self._joining:
@@ -172,7 +171,7 @@ class Rendezvous:
                     raise PlacementError(f"{state.worker(name, 0).name}: node has no address; is it alive?")
                 todo[name] = node
         if todo:
-            taken = _ports_of(records.read_all(live_only=True), skip=state.instance)
+            taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
             for name in todo:  # the old port stays out of the draw
                 old = state.masters()[name]
                 taken.setdefault(old.address, set()).add(old.port)
@@ -184,7 +183,7 @@ class Rendezvous:
 
     def forget(self) -> None:
         """At shutdown: delete what unpinned components exchanged."""
-        _compat.kv_delete(exchange.prefix(self._state.instance, ""), by_prefix=True)
+        self._cluster.kv_delete(exchange.prefix(self._state.instance, ""), by_prefix=True)
 
     # -- internals --------------------------------------------------------------------------------------
 
@@ -221,13 +220,13 @@ class Rendezvous:
                 todo[name] = node
         if not todo:
             return
-        taken = _ports_of(records.read_all(live_only=True), skip=state.instance)
+        taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
         state.apply(Change(masters=self._allocate(todo, taken)))
         for _ in range(3):  # two drivers that allocated at the same moment: the later one moves
             clash = self._clashes()
             if not clash:
                 return
-            taken = _ports_of(records.read_all(live_only=True), skip=state.instance)
+            taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
             moved = {name: state.node(state.master(name).node_rank) for name in clash}  # type: ignore[union-attr]
             state.apply(Change(masters=self._allocate(moved, taken)))  # type: ignore[arg-type]
 
@@ -238,7 +237,7 @@ class Rendezvous:
         for name, node in todo.items():
             by_address.setdefault(node.address or "", []).append(name)
         low, high = port_range()
-        here = ray.util.get_node_ip_address()
+        here = self._cluster.driver_ip()
         timeout_s = self._state.timeout_s
         masters = self._state.masters()
         found: dict[str, Any] = {}
@@ -248,20 +247,21 @@ class Rendezvous:
             if address == here:
                 found[address] = free_ports(len(names), avoid, low, high)
                 continue
-            node = todo[names[0]]
-            strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False) if node.node_id else None
-            found[address] = _reserve_ports.options(scheduling_strategy=strategy).remote(len(names), avoid, low, high)
-        refs = [f for f in found.values() if isinstance(f, ray.ObjectRef)]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+            node_id = todo[names[0]].node_id
+            found[address] = self._cluster.run_task(
+                free_ports, len(names), avoid, low, high, node_id=str(node_id) if node_id else None
+            )
+        refs = [f for f in found.values() if self._cluster.is_result(f)]
+        ready, _ = self._cluster.wait(refs, timeout_s)
         chosen: dict[str, Master] = {}
         for address, names in by_address.items():
-            if isinstance(found[address], ray.ObjectRef):
+            if self._cluster.is_result(found[address]):
                 if found[address] not in ready:
                     raise PlacementError(
                         f"could not reach node {todo[names[0]].rank} ({address}) within {timeout_s:g} s to "
                         f"choose a MASTER_PORT for {', '.join(names)}; is the node alive?"
                     )
-                found[address] = ray.get(found[address])
+                found[address] = self._cluster.get(found[address])
             for name, port in zip(names, found[address], strict=True):
                 node = todo[name]
                 chosen[name] = Master(node.rank, node.node_id, address, port)
@@ -275,7 +275,7 @@ class Rendezvous:
         instance = self._state.instance
         earlier = [
             r
-            for r in records.read_all(live_only=True)
+            for r in records.read_all(self._cluster, live_only=True)
             if r.instance != instance and (r.written_at, r.instance) < (mine.written_at, mine.instance)
         ]
         held = _ports_of(earlier, skip=instance)
@@ -291,7 +291,7 @@ class Rendezvous:
                     f"{key} per worker for torch.distributed (e.g. {worker.name} gets {env[key]}), and its value "
                     f"wins. Remove {key} from env_configs, or pass it to init_component_group() explicitly"
                 )
-                self._state.warnings.append(message)
+                self._state.apply(Change(warnings=(message,)))
                 log.warning(message)
 
 
@@ -304,13 +304,13 @@ def _ports_of(recs: list[records.JobRecord], *, skip: str) -> dict[str, set[int]
     return out
 
 
-def visibility_env(worker: Worker, node: Node | None) -> dict[str, str]:
+def visibility_env(cluster: Cluster, worker: Worker, node: Node | None) -> dict[str, str]:
     """The devices a worker sees when Ray's own assignment cannot say (`Worker.visible_gpus`): every GPU of
     its node for a worker placed through a robot, `node` or accelerator-less group (RLinf semantics), or the
     GPUs of a process spanning GPUs that other processes share (it asks Ray for none). Empty for the rest."""
     if worker.visible_gpus is None or node is None or not node.num_gpus:
         return {}
-    return {_compat.visible_devices_var(node.accelerator_resource): ",".join(map(str, worker.visible_gpus))}
+    return {cluster.visible_devices_var(node.accelerator_resource): ",".join(map(str, worker.visible_gpus))}
 
 
 def hardware_env_fallbacks(hardware: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -323,7 +323,3 @@ def hardware_env_fallbacks(hardware: dict[str, Any] | None) -> list[tuple[str, s
     kind = REGISTRY.get(str(hardware.get("type")))
     return [(k, var) for k, var in (kind.env_fallbacks if kind else ()) if hardware.get(k) is None]
 
-
-@ray.remote(num_cpus=0, max_retries=0)
-def _reserve_ports(count: int, avoid: list[int], low: int, high: int) -> list[int]:
-    return free_ports(count, avoid, low, high)

@@ -15,28 +15,29 @@ Ray cannot grow or shrink a placement group, so an elastic component's growth re
 new group per node and resize step (`Bundle.reservation`: 0 for the plan's own groups, k for the k-th step), and
 a shrink removes a group once none of its bundles holds a worker (`reserve_step`, `release_bundles`). A node's
 groups are its units: a spare taking the node's rank over reserves every unit of it there.
+
+Every bundle selects its node by rank (or id) and by the node's topology labels (rack, NVLink domain, zone:
+`rlplace.ray.topology`), which connect checked against the plan.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import ray
-from ray.util.placement_group import PlacementGroup, placement_group, placement_group_table, remove_placement_group
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+from typing import Any
 
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.plan import Bundle, Worker
 from rlplace.planner import capacity
 from rlplace.planner.capacity import bundle_resources
-from rlplace.ray import _compat, diagnose
+from rlplace.ray import diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL, RAY_NODE_ID_LABEL
 from rlplace.ray.nodes import inventory_from_nodes
-from rlplace.ray.state import JobState
+from rlplace.ray.port import Cluster
+from rlplace.ray.state import Change, JobState
+from rlplace.ray.topology import selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ class _NodeReservation:
     bundles: list[Bundle]  # plan bundles in placement-group bundle order
     step: int = 0  # Bundle.reservation of its bundles
     held: frozenset[int] = frozenset()  # GPUs of the node that the job's other groups there hold
-    pg: PlacementGroup | None = None
-    filler: PlacementGroup | None = None
+    pg: Any = None  # the cluster's placement group
+    filler: Any = None
 
     def resources(self, bundle: Bundle) -> dict[str, float]:
         """What Ray reserves for `bundle` here: hardware the node does not advertise is left out."""
@@ -74,18 +75,21 @@ class Reservation:
     by `remove()`. Reads the plan, the rank -> node map, the timeout and the name from the job's state; its warnings
     go there too."""
 
-    def __init__(self, state: JobState):
+    def __init__(self, cluster: Cluster, state: JobState):
+        self._cluster = cluster
         self._state = state
         self.timeout_s = state.timeout_s
         self.name = state.name
-        self.warnings = state.warnings
         self._units: dict[tuple[int, int], _NodeReservation] = {}  # (node rank, reservation step) -> its group
-        self._slot: dict[int, tuple[PlacementGroup, int]] = {}  # plan bundle -> (group, index in it)
-        self._created: list[PlacementGroup] = []
+        self._slot: dict[int, tuple[Any, int]] = {}  # plan bundle -> (group, index in it)
+        self._created: list[Any] = []
         self._by_label = all(NODE_RANK_LABEL in n.labels for n in state.live.nodes)
 
+    def _warn(self, message: str) -> None:
+        self._state.apply(Change(warnings=(message,)))
+
     @property
-    def placement_groups(self) -> list[PlacementGroup]:
+    def placement_groups(self) -> list[Any]:
         return list(self._created)
 
     def reserve(self) -> None:
@@ -93,7 +97,7 @@ class Reservation:
         units = self._group_by_node(self._state.plan.bundles)
         self._check_feasible(units)
         self._units.update({(r.node.rank, r.step): r for r in units})
-        self._reserve_nodes(units, time.monotonic() + self.timeout_s)
+        self._reserve_nodes(units, self._cluster.now() + self.timeout_s)
 
     def reserve_step(self, bundles: Sequence[Bundle], deadline: float) -> None:
         """Reserve a resize step's new bundles (one `reservation` id) as one new group per node, by `deadline`
@@ -122,7 +126,7 @@ class Reservation:
         holed = self._fillable([r for r in nodes if self._holes(r)])
         for r in holed:
             r.filler = self._create([{r.node.accelerator_resource: 1.0}] * len(self._holes(r)), r.node, "filler")
-        self._wait_fillers(holed, min(deadline, time.monotonic() + _FILLER_WAIT_S))
+        self._wait_fillers(holed, min(deadline, self._cluster.now() + _FILLER_WAIT_S))
         for r in nodes:
             r.pg = self._create([r.resources(b) for b in r.bundles], r.node, "node", r.step)
             for index, b in enumerate(r.bundles):
@@ -168,20 +172,18 @@ class Reservation:
             gpus.update(g for b in r.bundles for g in b.gpus)
         self._units.update({(rank, r.step): r for r in moved})
         try:
-            self._reserve_nodes(moved, time.monotonic() + self.timeout_s)
+            self._reserve_nodes(moved, self._cluster.now() + self.timeout_s)
         except BaseException:
             self.release(rank)
             raise
 
-    def scheduling_strategy(
-        self, worker: Worker
-    ) -> PlacementGroupSchedulingStrategy | NodeAffinitySchedulingStrategy | None:
-        """Where Ray must start `worker`: its bundle, its node (pinned without a group), or anywhere."""
+    def scheduling_strategy(self, worker: Worker) -> Any:
+        """Where the cluster must start `worker`: its bundle, its node (pinned without a group), or anywhere."""
         if worker.bundle is not None:
             pg, index = self._slot[worker.bundle]
-            return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
+            return self._cluster.in_group(pg, index)
         if worker.node_rank is not None:
-            return NodeAffinitySchedulingStrategy(self._live_node(worker.node_rank).node_id, soft=False)
+            return self._cluster.on_node(str(self._live_node(worker.node_rank).node_id))
         return None
 
     def remove(self) -> None:
@@ -215,7 +217,7 @@ class Reservation:
         problems = []
         for r in units:
             if r.unadvertised:
-                self.warnings.append(capacity.unadvertised_warning(r.node, r.unadvertised))
+                self._warn(capacity.unadvertised_warning(r.node, r.unadvertised))
             reason = capacity.node_problem(r.node, r.bundles)
             if reason:
                 problems.append(reason)
@@ -226,22 +228,22 @@ class Reservation:
         """Nodes whose holes can be held aside. A filler on a node with too few free GPUs would take the
         GPUs the plan needs (Ray says how many GPUs are free, not which), so such nodes get none. GPUs
         just released (a previous run's groups) take about a second to show as free: wait that long."""
-        deadline = time.monotonic() + _FILLER_WAIT_S
+        deadline = self._cluster.now() + _FILLER_WAIT_S
         short: dict[int, float] = {}
         while holed:
-            available = _compat.available_resources_per_node()
+            available = self._cluster.free_resources()
             short = {}
             for r in holed:
                 acc = r.node.accelerator_resource
                 free = available.get(str(r.node.node_id), {}).get(acc, 0.0)
                 if free < len(self._holes(r)) + r.demand.get(acc, 0.0):
                     short[r.node.rank] = free
-            if not short or time.monotonic() >= deadline:
+            if not short or self._cluster.now() >= deadline:
                 break
-            time.sleep(_POLL_MAX_S)
+            self._cluster.sleep(_POLL_MAX_S)
         for r in holed:
             if r.node.rank in short:
-                self.warnings.append(
+                self._warn(
                     f"node {r.node.rank}: only {short[r.node.rank]:g} GPUs are free, too few to keep the plan's idle "
                     f"GPUs {self._holes(r)} aside, so the plan's GPU indices on this node may not come true "
                     "(workers report what they got; Job.verify() checks)"
@@ -255,31 +257,34 @@ class Reservation:
         return [g for g in range(max(used, default=-1) + 1) if g not in used and g not in r.held]
 
     def _selector(self, node: Node) -> dict[str, str]:
+        """The node's rank (or id) and its topology labels: connect checked them against the plan
+        (`rlplace.ray.topology`), so a node that joins meanwhile under the rank in another rack is not taken."""
         if self._by_label and NODE_RANK_LABEL in node.labels:
-            return {NODE_RANK_LABEL: str(node.rank)}
-        return {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
+            pin = {NODE_RANK_LABEL: str(node.rank)}
+        else:
+            pin = {RAY_NODE_ID_LABEL: str(node.node_id)}  # unranked clusters, and spares that took over a rank
+        return {**pin, **selector_labels(self._state.levels, node)}
 
-    def _create(self, bundles: list[dict[str, float]], node: Node, kind: str, step: int = 0) -> PlacementGroup:
+    def _create(self, bundles: list[dict[str, float]], node: Node, kind: str, step: int = 0) -> Any:
         try:
-            pg = placement_group(
+            pg = self._cluster.create_group(
                 bundles,
-                strategy="PACK",
-                name=f"rlplace:{self.name}:{kind}{node.rank}" + (f".{step}" if step else ""),
-                bundle_label_selector=[self._selector(node)] * len(bundles),
+                f"rlplace:{self.name}:{kind}{node.rank}" + (f".{step}" if step else ""),
+                [self._selector(node)] * len(bundles),
             )
         except Exception as e:  # Ray rejects malformed bundles with ValueError and others
             raise PlacementError(f"Ray refused the placement group for node {node.rank}: {e}") from e
         self._created.append(pg)
         return pg
 
-    def _remove(self, pg: PlacementGroup | None) -> None:
+    def _remove(self, pg: Any) -> None:
         if pg is None or pg not in self._created:
             return
         self._created.remove(pg)
         try:
-            remove_placement_group(pg)
+            self._cluster.remove_group(pg)
         except Exception as e:  # already gone (cluster shut down): nothing left to release
-            log.debug("placement group %s already gone: %s", pg.id.hex(), e)
+            log.debug("placement group %s already gone: %s", self._cluster.group_id(pg), e)
 
     # -- waiting -----------------------------------------------------------------------------------
 
@@ -293,35 +298,35 @@ class Reservation:
             self._wait(fillers, deadline)
         except PlacementError:
             for r in holed:
-                if r.filler is not None and _state(r.filler)[0] != "CREATED":
-                    self.warnings.append(
+                if r.filler is not None and self._cluster.group_state(r.filler)[0] != "CREATED":
+                    self._warn(
                         f"node {r.node.rank}: GPUs {self._holes(r)} are held by others, so the plan's GPU "
                         "indices on this node may not come true (workers report what they got)"
                     )
                     self._remove(r.filler)
                     r.filler = None
 
-    def _wait(self, pending: dict[PlacementGroup, tuple[_NodeReservation, dict[str, float]]], deadline: float) -> None:
+    def _wait(self, pending: dict[Any, tuple[_NodeReservation, dict[str, float]]], deadline: float) -> None:
         """Poll until every group is placed; `pending` maps each group to its node and what it asks for."""
-        started, delay = time.monotonic(), _POLL_MIN_S
+        started, delay = self._cluster.now(), _POLL_MIN_S
         while pending:
             for pg, (r, _) in list(pending.items()):
-                state, scheduling = _state(pg)
+                state, scheduling = self._cluster.group_state(pg)
                 if state == "CREATED":
                     del pending[pg]
                 elif state == "REMOVED":  # the job was shut down meanwhile (or a node loss released it)
                     raise PlacementError(f"the placement group for node {r.node.rank} was removed while waiting")
                 elif scheduling == "INFEASIBLE":
                     raise PlacementError(self._infeasible(r))
-            if pending and time.monotonic() >= deadline:
-                raise PlacementError(self._starved(list(pending.values()), time.monotonic() - started))
+            if pending and self._cluster.now() >= deadline:
+                raise PlacementError(self._starved(list(pending.values()), self._cluster.now() - started))
             if pending:
-                time.sleep(delay)
+                self._cluster.sleep(delay)
                 delay = min(delay * 2, _POLL_MAX_S)
 
     def _infeasible(self, r: _NodeReservation) -> str:
         """Explain with the node as Ray sees it now (the inventory the plan was checked against may be stale)."""
-        fresh = inventory_from_nodes(ray.nodes())
+        fresh = inventory_from_nodes(self._cluster.nodes())
         node = fresh.node(r.node.rank) if r.node.rank < len(fresh) else r.node
         why = diagnose.infeasible(node, r.demand)
         return why or (
@@ -330,11 +335,11 @@ class Reservation:
         )
 
     def _starved(self, pending: list[tuple[_NodeReservation, dict[str, float]]], waited_s: float) -> str:
-        available = _compat.available_resources_per_node()
-        table = placement_group_table()
-        ours = {pg.id.hex() for pg in self._created}
+        available = self._cluster.free_resources()
+        table = self._cluster.group_table()
+        ours = {self._cluster.group_id(pg) for pg in self._created}
         try:
-            actors = list(_compat.actor_table().values())
+            actors = list(self._cluster.actor_table().values())
         except Exception:  # the actor table is a debugging API: explain without it if it fails
             actors = []
         lines = []
@@ -343,7 +348,3 @@ class Reservation:
             lines.append(diagnose.starved(r.node, demand, available.get(str(r.node.node_id), {}), held, waited_s))
         return "placement groups still waiting when timeout_s ran out, resources busy:\n  " + "\n  ".join(lines)
 
-
-def _state(pg: PlacementGroup) -> tuple[str, str]:
-    entry = placement_group_table(pg)
-    return entry.get("state", ""), (entry.get("stats") or {}).get("scheduling_state", "")

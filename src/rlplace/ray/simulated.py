@@ -10,8 +10,9 @@ an error or Ctrl-C, and the process table is checked for what is left.
 Hot spares (`spares=`) join as `rlplace start --spare` would: no rank, the `rlplace/spare` label. A node
 can be lost abruptly (`lose_node`: its raylet and workers are killed, as when a machine goes), to watch a
 job move its workers to a spare, and started again later (`add_node`), to watch elastic components grow
-back. Ray's health checks run every second here, three misses declaring a node
-dead, so a loss is noticed in a few seconds rather than Ray's default of about 15 to 30.
+back; or drained with a deadline (`drain_node`, a preemption notice), to watch the job move them before it
+goes. Ray's health checks run every second here, three misses declaring a node dead, so a loss is noticed in a
+few seconds rather than Ray's default of about 15 to 30.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ CPUS_PER_NODE = 32
 SIMULATED_GPU = "simulated"  # the accelerator label of nodes declared without a model ("2x4")
 #: How long Ray's processes get to exit by themselves after shutdown before they are killed.
 EXIT_GRACE_S = 10.0
+#: Label keys Ray reserves for itself (`ray start --labels` and `Cluster.add_node` refuse them).
+RAY_LABEL_PREFIX = "ray.io/"
 #: Ray's node health checks on the embedded cluster (see the module docstring and docs/ray.md).
 HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 
@@ -65,12 +68,24 @@ class SimulatedCluster:
         self.cluster.remove_node(self.nodes.pop(rank), allow_graceful=False)
         return time.time()
 
+    def drain_node(self, rank: int, deadline_s: float) -> float:
+        """A preemption notice for node `rank`: Ray drains it with a deadline `deadline_s` from now (the node keeps
+        running; `lose_node` at the deadline is the cloud's part); returns when (time.time())."""
+        if rank not in self.nodes:
+            raise PlacementError(f"node {rank} is not a node that can be drained here (ranks {sorted(self.nodes)})")
+        from rlplace.ray import _compat
+
+        _compat.quiet_raylet_deaths()  # the drained raylet exits once idle; the job's events report it
+        now = time.time()
+        _compat.drain_node(self.address, self.nodes[rank].node_id, int((now + deadline_s) * 1000), "preemption")
+        return now
+
     def add_node(self, rank: int) -> float:
         """Start node `rank` again (a replacement: same shape and rank label, as `rlplace start --node-rank`
         would); returns when it joined (time.time())."""
         if rank in self.nodes or not 0 < rank < len(self.inventory):
             raise PlacementError(f"node {rank} cannot be added: it is running, or not a node of {self.inventory}")
-        self.nodes[rank] = self.cluster.add_node(**_node_args(self.inventory.node(rank)))
+        self.nodes[rank] = self.cluster.add_node(**node_args(self.inventory.node(rank)))
         self.cluster.wait_for_nodes()
         return time.time()
 
@@ -126,17 +141,17 @@ def simulated_cluster(
     logging.getLogger("ray").setLevel(logging.WARNING)  # no "Overwriting previous Ray address" chatter
     for key, value in HIDE_GPUS_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the raylets started below
-    args = [_node_args(n) for n in inventory.nodes]
+    args = [node_args(n) for n in inventory.nodes]
     head = {**args[0], "include_dashboard": False, "_system_config": HEALTH_CHECKS}
     cluster = Cluster(initialize_head=True, head_node_args=head)
     handle = SimulatedCluster(
         inventory, cluster.head_node.get_session_dir_path(), spares=tuple(spares), cluster=cluster
     )
     try:
-        for node, node_args in zip(inventory.nodes[1:], args[1:], strict=True):
-            handle.nodes[node.rank] = cluster.add_node(**node_args)
+        for node, started_with in zip(inventory.nodes[1:], args[1:], strict=True):
+            handle.nodes[node.rank] = cluster.add_node(**started_with)
         for spare in handle.spares:
-            cluster.add_node(**_node_args(spare))
+            cluster.add_node(**node_args(spare))
         if connect:
             ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
         yield handle
@@ -171,8 +186,13 @@ def _stop_stragglers(session_name: str) -> list[str]:
     return killed
 
 
-def _node_args(node: Node) -> dict[str, object]:
-    labels = {SPARE_LABEL: "true"} if node.rank < 0 else {NODE_RANK_LABEL: str(node.rank)}
+def node_args(node: Node) -> dict[str, object]:
+    """How `ray.cluster_utils.Cluster` starts the node: its CPUs and GPUs, the labels `rlplace start` would set,
+    and the labels it was declared with (racks and NVLink domains of `--nodes 8x4/rack=2`, an inventory file's
+    `labels`), so a plan made on the simulated cluster sees the declared topology. Keys under `ray.io/` (a
+    zone) are Ray's own, refused as custom labels, and left out: the simulated cluster is zone-blind."""
+    declared = {k: v for k, v in node.labels.items() if not k.startswith(RAY_LABEL_PREFIX)}
+    labels = {**declared, **({SPARE_LABEL: "true"} if node.rank < 0 else {NODE_RANK_LABEL: str(node.rank)})}
     if node.num_gpus:
         labels[ACCELERATOR_LABEL] = node.gpu_model or SIMULATED_GPU
     return {"num_cpus": node.num_cpus, "num_gpus": node.num_gpus, "labels": labels}

@@ -19,16 +19,19 @@ from typing import Any, Literal
 
 from rlplace.errors import ConfigError, NodeLostError, Problem
 from rlplace.inventory import Inventory, Node
-from rlplace.model import JobSpec
+from rlplace.model import JobSpec, TopologyLevel
 from rlplace.plan import Plan, Worker
+from rlplace.ray.topology import job_levels
 
 
 @dataclass(frozen=True)
 class NodeEvent:
     """Something that happened to a node of the job; `job.events` lists them in order.
 
-    kind: `lost` (the node is gone; `node_id` is the lost node), `spare` or `replacement` (the rank's
-    workers answer again on `node_id`; `seconds` since the loss was declared), `failed` (the window
+    kind: `lost` (the node is gone; `node_id` is the lost node), `draining` (Ray says the node goes at a
+    deadline, a preemption notice: `deadline` is when, wall clock; `detail` says what the job does before then,
+    or which workers will be lost then), `spare` or `replacement` (the rank's workers answer again on
+    `node_id`; `seconds` since the loss was declared, or since the drain notice), `failed` (the window
     passed; `seconds` likewise), `shrunk` (no spare or replacement, and every component on the node is
     elastic: they shrank instead, `job.resizes` has how; `seconds` likewise), `grown` (a node serves the rank
     again, or joined as a new one, and the shrunk components grew back onto it; `node_id` is that node).
@@ -42,6 +45,7 @@ class NodeEvent:
     address: str
     detail: str
     seconds: float | None = None
+    deadline: float | None = None  # a `draining` event's deadline (wall clock)
 
     def __str__(self) -> str:
         took = f" after {self.seconds:.1f} s" if self.seconds is not None else ""
@@ -119,9 +123,11 @@ class Master:
 
 @dataclass(frozen=True)
 class Trouble:
-    """A node rank that is lost (waiting for a spare or a replacement) or failed (the window passed)."""
+    """A node rank that is draining (its node goes at a deadline and a spare, a free node or a shrink will serve
+    it: the calls already sent there are finishing, new ones wait), lost (waiting for a spare or a replacement)
+    or failed (the window passed)."""
 
-    kind: Literal["lost", "failed"]
+    kind: Literal["draining", "lost", "failed"]
     since: float  # wall clock of the loss's declaration
     until: float  # wall clock end of the replacement window
     error: NodeLostError | None = field(default=None, compare=False)
@@ -140,6 +146,7 @@ class Change:
     #: True: the rank's node is gone and its components shrank (no node serves it); False: a node serves it again.
     down: Mapping[int, bool] = field(default_factory=dict)
     resizes: tuple[ResizeEvent, ...] = ()
+    warnings: tuple[str, ...] = ()  # appended to the job's warnings
 
 
 Subscriber = Callable[["JobState"], None]
@@ -165,6 +172,8 @@ class JobState:
             raise ValueError(f"replace_within_s must be 0 (fail at once) or more seconds, not {replace_within_s}")
         self.plan = plan
         self.spec = spec  # what the plan was made from (None when handed a Plan): growing needs it
+        #: The topology levels (and their label keys) that bundle selectors carry and failover goes by.
+        self.levels: tuple[TopologyLevel, ...] = job_levels(spec, plan)
         self.name = name
         self.namespace = namespace
         self.timeout_s = timeout_s
@@ -225,7 +234,8 @@ class JobState:
         return self._masters.get(component)
 
     def health(self, node_rank: int | None) -> str:
-        """`ok`, `lost` (waiting for a spare or replacement) or `failed` (the replacement window passed)."""
+        """`ok`, `draining` (its workers move off a node that goes; calls sent there finish, new ones wait), `lost`
+        (waiting for a spare or replacement) or `failed` (the replacement window passed)."""
         trouble = None if node_rank is None else self._trouble.get(node_rank)
         return trouble.kind if trouble else "ok"
 
@@ -280,6 +290,7 @@ class JobState:
             if change.event is not None:
                 self._events.append(change.event)
             self._resizes.extend(change.resizes)
+            self.warnings.extend(change.warnings)
             for rank, gone in change.down.items():
                 if gone:
                     self._down.add(rank)

@@ -1,7 +1,7 @@
 """Node loss, noticed and acted on: a watcher that reads node health and moves a lost rank's workers, or
 fails it clearly.
 
-One `NodeWatcher` per job. Its thread reads the GCS node table (`ray.nodes()`, one request) every
+One `NodeWatcher` per job. Its ticks (`Cluster.every`: a thread on Ray) read the node table (one request) every
 `period_s` seconds; calls never poll the GCS themselves, they read the job state (`JobState.health`).
 When a node holding the job's bundles is gone (Ray declared it dead, or its raylet refuses connections
 while a call on it has just failed: the worker processes are known dead, no need to wait for Ray's health
@@ -21,6 +21,20 @@ checks), the watcher:
 5. or, when `replace_within_s` passes first (0: at once), records `failed`, and every pending and new call
    on those workers raises `NodeLostError` naming the rank, the workers and what the job waited for.
 
+A drain (Ray says a node goes at a deadline: `ray drain-node`, the autoscaler, KubeRay, a spot preemption;
+`rlplace drain`) is a loss told early. The watcher reads the GCS's draining nodes each period too; when a node
+serving a rank drains, it records a `draining` event with the deadline and:
+
+- when a node could take the rank over now (the same `candidates` as for a loss) or its components could
+  shrink (the same planner step), marks the rank `draining` (new calls on its workers wait) and, on a thread of
+  its own (the watcher goes on watching), gives the calls already sent there until half the time left to finish
+  on the still-running node; then the rank goes the loss path at once (steps 1-4, counted from the notice: calls
+  that had not finished are re-run where the workers move);
+- else leaves the workers running and says (event and warning) which of them will be lost at the deadline; the
+  loss is handled as any other when the node goes.
+
+A draining node never takes a rank over and is never grown onto.
+
 While ranks are gone after a shrink, the watcher looks for nodes that can serve them again (a replacement
 with the rank's label, a spare of the lost node's shape) or that join as the next ranks, and has the mover
 grow the shrunk components back onto them (a `grown` event).
@@ -33,18 +47,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-import ray
-
 from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
-from rlplace.ray import _compat
 from rlplace.ray.failover import Loss, candidates, death_reason, joiners, lost_error, size_changes
 from rlplace.ray.nodes import raylet_refuses
+from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
 log = logging.getLogger(__name__)
@@ -61,6 +72,13 @@ class Mover(Protocol):
 
     def drop_rank(self, rank: int) -> None:
         """Node `rank` is lost: kill its workers and release its bundles, so nothing waits on them."""
+
+    def finish_calls(self, rank: int, deadline: float) -> list[str]:
+        """Node `rank` drains but is still up: wait until the calls already sent to its workers are done, at most
+        until `deadline` (monotonic); the names of the workers still busy then."""
+
+    def shrink_refusal(self, rank: int) -> str | None:
+        """Why the components on node `rank` could not shrink off it (None: they could); nothing changes."""
 
     def move_rank(self, rank: int, node: Node, event: NodeEvent) -> None:
         """Serve node `rank` from `node`: reserve its bundles there, map the rank to it in the state, relaunch
@@ -86,7 +104,10 @@ class Reserved(Protocol):
 class NodeWatcher:
     """The node-loss watcher of one job (see the module docstring)."""
 
-    def __init__(self, state: JobState, reserved: Reserved, mover: Mover, *, period_s: float = WATCH_PERIOD_S):
+    def __init__(
+        self, cluster: Cluster, state: JobState, reserved: Reserved, mover: Mover, *, period_s: float = WATCH_PERIOD_S
+    ):
+        self._cluster = cluster
         self._state = state
         self._reserved = reserved
         self._mover = mover
@@ -94,10 +115,10 @@ class NodeWatcher:
         self._losses: dict[int, Loss] = {}
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
-        self._work = threading.RLock()  # one declaration or takeover at a time (they create and remove groups)
-        self._wake = threading.Event()
+        self._notices: set[str] = set()  # draining nodes acted on (once each)
+        self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
         self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._ticker: Ticker | None = None
 
     # -- life cycle --------------------------------------------------------------------------------------
 
@@ -105,18 +126,20 @@ class NodeWatcher:
         if not self._state.pinned_ranks():
             return  # nothing pinned to a node: Ray alone decides where the workers run
         self._read_nodes()
-        name = f"rlplace-watcher-{self._state.name}"
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._ticker = self._cluster.every(self.period_s, self._run_once, f"rlplace-watcher-{self._state.name}")
 
     def stop(self) -> None:
         """Stop watching; calls waiting on a lost node wake up (they raise: the job is shut down)."""
         self._stopped = True
-        self._wake.set()
         with self._state.changed:
             self._state.changed.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self._state.timeout_s + 5)
+        if self._ticker is not None:
+            self._ticker.stop(self._state.timeout_s + 5)
+
+    def _wake(self) -> None:
+        """Look again at once (a loss was just declared: its takeover need not wait a period)."""
+        if self._ticker is not None:
+            self._ticker.wake()
 
     # -- what calls ask (in memory; never a GCS request on the fast path) --------------------------------
 
@@ -131,7 +154,7 @@ class NodeWatcher:
         if self._state.health(rank) != "ok":
             return True
         node = self._state.live.node(rank)
-        deadline = time.monotonic() + max(self._state.replace_within_s, 30.0)
+        deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
         while not self._stopped:
             raylet = self._raylets.get(str(node.node_id))
             refused = raylet_refuses(*raylet) if raylet else None
@@ -141,9 +164,9 @@ class NodeWatcher:
             if str(node.node_id) not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
                 self._declare(rank, "Ray declared it dead")
                 return True
-            if refused is False or time.monotonic() >= deadline:
+            if refused is False or self._cluster.now() >= deadline:
                 return False
-            time.sleep(self.period_s)
+            self._cluster.sleep(self.period_s)
         return self._state.health(rank) != "ok"
 
     def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
@@ -163,13 +186,13 @@ class NodeWatcher:
                 if trouble is None:
                     return True
                 loss = self._losses.get(rank)  # type: ignore[arg-type]
-                if loss is not None and time.monotonic() > loss.deadline + 2 * self.period_s + 5:
+                if loss is not None and self._cluster.now() > loss.deadline + 2 * self.period_s + 5:
                     self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
                     continue
-                wait = None if deadline is None else deadline - time.monotonic()
+                wait = None if deadline is None else deadline - self._cluster.now()
                 if wait is not None and wait <= 0:
                     return False
-                state.changed.wait(timeout=wait if wait is not None else 1.0)
+                self._cluster.wait_on(state.changed, wait if wait is not None else 1.0)
 
     def wait_all(self) -> None:
         """Block until no rank is lost (or raise the NodeLostError of one that failed): taken over, or its
@@ -181,39 +204,47 @@ class NodeWatcher:
         """Is any node of the job lost? (Probes every node; see `check`.)"""
         return any([self.check(rank) for rank in self._state.pinned_ranks()])
 
-    # -- the thread ------------------------------------------------------------------------------------
+    # -- the ticks (a thread on Ray, a timer in the simulation) ------------------------------------------
 
-    def _run(self) -> None:
-        try:
-            while not self._stopped:
-                try:
-                    self._tick()
-                except Exception as e:  # never let the watcher die silently: say so, try again next period
-                    if self._stopped or not ray.is_initialized():
-                        return
+    def _run_once(self) -> bool:
+        """One look at the nodes; False ends the ticks (the job was shut down, or the cluster went away)."""
+        if not self._stopped:
+            try:
+                self._tick()
+                return True
+            except Exception as e:  # never let the watcher die silently: say so, try again next period
+                if not self._stopped and self._cluster.connected():
                     log.warning("rlplace node watcher of job %s: %s", self._state.name, e, exc_info=True)
-                self._wake.wait(self.period_s)
-                self._wake.clear()
-        finally:  # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
-            self._stopped = True
-            with self._state.changed:
-                self._state.changed.notify_all()
+                    return True
+        # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
+        self._stopped = True
+        with self._state.changed:
+            self._state.changed.notify_all()
+        return False
 
     def _tick(self) -> None:
         raw = self._read_nodes()
+        draining = self._cluster.draining_nodes()
         alive = {n["NodeID"] for n in raw if n.get("Alive")}
         for rank in self._state.pinned_ranks():
             node_id = self._state.live.node(rank).node_id
             if self._state.health(rank) == "ok" and str(node_id) not in alive:
                 dead = next((n for n in raw if n["NodeID"] == node_id), {})
                 self._declare(rank, "Ray declared it dead" + death_reason(dead))
+        usable = [n for n in raw if n["NodeID"] not in draining]  # a node that goes takes nothing over
+        for rank in self._state.pinned_ranks():
+            node_id = str(self._state.live.node(rank).node_id)
+            if node_id in draining and node_id not in self._notices and self._state.health(rank) == "ok":
+                self._notices.add(node_id)
+                self._drained(rank, draining[node_id] / 1000 or None, usable)
         for rank in sorted(self._losses):
-            self._resolve(rank, raw)
-        if self._state.down:
-            self._grow_back(raw)
+            self._resolve(rank, usable)
+        moving = any(t.kind in ("draining", "lost") for t in self._state.troubles().values())
+        if self._state.down and not moving:  # a rank being moved first: growth must not take its spare
+            self._grow_back(usable)
 
     def _read_nodes(self) -> list[dict[str, Any]]:
-        raw = ray.nodes()
+        raw = self._cluster.nodes()
         for n in raw:
             if n.get("Alive") and n.get("NodeManagerPort"):
                 self._raylets[n["NodeID"]] = (n["NodeManagerAddress"], int(n["NodeManagerPort"]))
@@ -221,37 +252,103 @@ class NodeWatcher:
 
     # -- deciding --------------------------------------------------------------------------------------
 
-    def _declare(self, rank: int, why: str) -> None:
+    def _declare(self, rank: int, why: str, *, notice: NodeEvent | None = None) -> None:
+        """Node `rank` is lost (records a `lost` event); or, given the `notice` of its drain (its `draining` event,
+        recorded already), it is being left: the loss counts from the notice, and the window from now."""
         with self._work:
-            if self._state.health(rank) != "ok" or self._stopped:
+            if self._state.health(rank) != ("ok" if notice is None else "draining") or self._stopped:
                 return
             node = self._state.live.node(rank)
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
             workers = self._mover.workers_on(rank)
-            now, wall = time.monotonic(), time.time()
+            now, wall = self._cluster.now(), self._cluster.wall()
             window = self._state.replace_within_s
-            self._losses[rank] = Loss(node, workers, now, wall, now + window)
-            where = f"{node.address or '?'} (id {str(node.node_id)[:8]})"
-            event = NodeEvent("lost", rank, workers, wall, str(node.node_id), node.address or "?", f"{where}: {why}")
-            self._state.apply(Change(trouble={rank: Trouble("lost", wall, wall + window)}, event=event))
-            log.warning(
-                "rlplace job %s: node %d lost (%s); workers %s", self._state.name, rank, why, ", ".join(workers)
-            )
+            since = (now, wall) if notice is None else (now - (wall - notice.at), notice.at)
+            self._losses[rank] = Loss(node, workers, *since, now + window)
+            event = None if notice is not None else self._event("lost", rank, workers, why)
+            self._state.apply(Change(trouble={rank: Trouble("lost", since[1], wall + window)}, event=event))
+            if event is not None:
+                log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
             self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
-            if window == 0 and not self._shrink(rank, self._losses[rank]):
+            if window == 0 and notice is None and not self._shrink(rank, self._losses[rank]):
                 self._fail(rank)
-        self._wake.set()
+        self._wake()
+
+    def _drained(self, rank: int, deadline: float | None, usable: list[dict[str, Any]]) -> None:
+        """Node `rank` drains by `deadline` (wall clock; None: Ray gave none): act on it while it is up, or say what
+        the deadline will take (see the module docstring)."""
+        with self._work:
+            if self._state.health(rank) != "ok" or self._stopped:
+                return
+            node = self._state.live.node(rank)
+            workers = self._mover.workers_on(rank)
+            now, wall = self._cluster.now(), self._cluster.wall()
+            left = self._state.timeout_s if deadline is None else max(0.0, deadline - wall)
+            when = "no deadline" if deadline is None else f"deadline {_clock(deadline)} (in {left:.0f} s)"
+            probe = Loss(node, workers, now, wall, now)
+            takers = self._takers(rank, probe, usable)
+            refusal = None if takers else self._mover.shrink_refusal(rank)
+            if takers or refusal is None:
+                how, taker = takers[0] if takers else ("", node)
+                act = f"{how} {taker.address} takes its workers over" if takers else "its elastic components shrink"
+                event = self._event("draining", rank, workers, f"{when}; {act} before then", deadline)
+                self._state.apply(Change(trouble={rank: Trouble("draining", wall, wall + left)}, event=event))
+                log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
+                finish_by, name = now + left / 2, f"rlplace-drain-{self._state.name}-{rank}"
+                self._cluster.spawn(lambda: self._leave(rank, event, finish_by), name)
+                return
+            why = "; ".join(probe.refusals.values()) or "no hot spare or node with its rank label is free"
+            what = (
+                f"{when}; nothing takes it over ({why}) and its components cannot shrink ({refusal}): its workers "
+                f"({', '.join(workers) or 'none launched'}) will be lost at the deadline"
+            )
+            event = self._event("draining", rank, workers, what, deadline)
+            self._state.apply(Change(event=event, warnings=(str(event),)))
+            log.warning("rlplace job %s: %s", self._state.name, event)
+
+    def _event(
+        self, kind: str, rank: int, workers: tuple[str, ...], why: str, deadline: float | None = None
+    ) -> NodeEvent:
+        """A `lost` or `draining` event of the node serving `rank` now."""
+        node = self._state.live.node(rank)
+        address = node.address or "?"
+        detail = f"{address} (id {str(node.node_id)[:8]}): {why}"
+        at = self._cluster.wall()
+        return NodeEvent(kind, rank, workers, at, str(node.node_id), address, detail, deadline=deadline)
+
+    def _leave(self, rank: int, notice: NodeEvent, finish_by: float) -> None:
+        """Beside the watcher, per drain (`Cluster.spawn`: the watcher goes on watching): the calls already sent to the
+        draining rank's workers finish on its node, at most until `finish_by` (monotonic); then, in any case, the
+        rank goes the loss path (the next tick moves or shrinks it)."""
+        try:
+            late = self._mover.finish_calls(rank, finish_by)
+            if late:
+                log.warning(
+                    "rlplace job %s: calls on %s had not finished on draining node %d by half the time left; they "
+                    "run again where the workers move",
+                    self._state.name,
+                    ", ".join(late),
+                    rank,
+                )
+        except Exception as e:  # the node went meanwhile, say: its calls fail and run again where the workers move
+            log.warning("rlplace job %s: waiting for the calls on draining node %d: %s", self._state.name, rank, e)
+        finally:
+            self._declare(rank, "drained", notice=notice)
+
+    def _takers(self, rank: int, loss: Loss, raw: list[dict[str, Any]]) -> list[tuple[str, Node]]:
+        """The nodes that may take `rank` over now (`failover.candidates`; refusals go into `loss`)."""
+        alive = [n for n in raw if n.get("Alive")]
+        free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if alive else {}
+        serving = {str(n.node_id) for n in self._state.live.nodes}
+        demand, levels = self._reserved.demand(rank), self._state.levels
+        return candidates(rank, loss, alive, serving=serving, demand=demand, free=free, levels=levels)
 
     def _resolve(self, rank: int, raw: list[dict[str, Any]]) -> None:
         with self._work:
             loss = self._losses.get(rank)
             if loss is None or self._stopped:
                 return
-            alive = [n for n in raw if n.get("Alive")]
-            free: Mapping[str, Mapping[str, float]] = _compat.available_resources_per_node() if alive else {}
-            serving = {str(n.node_id) for n in self._state.live.nodes}
-            demand = self._reserved.demand(rank)
-            for how, node in candidates(rank, loss, alive, serving=serving, demand=demand, free=free):
+            for how, node in self._takers(rank, loss, raw):
                 try:
                     self._take_over(rank, loss, node, how)
                     return
@@ -264,7 +361,7 @@ class NodeWatcher:
                     )
             if self._shrink(rank, loss):
                 return
-            if time.monotonic() >= loss.deadline:
+            if self._cluster.now() >= loss.deadline:
                 self._fail(rank)
 
     def _shrink(self, rank: int, loss: Loss) -> bool:
@@ -280,11 +377,11 @@ class NodeWatcher:
                 "shrunk",
                 rank,
                 loss.workers,
-                time.time(),
+                self._cluster.wall(),
                 str(node.node_id),
                 node.address or "?",
                 detail,
-                time.monotonic() - loss.declared,
+                self._cluster.now() - loss.declared,
             )
             del self._losses[rank]
             self._state.apply(Change(trouble={rank: None}, down={rank: True}, event=event))
@@ -310,7 +407,7 @@ class NodeWatcher:
             state = self._state
             serving = {str(n.node_id) for n in state.live.nodes}
             alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._tried]
-            joined = joiners(sorted(state.down), state.live, alive, serving=serving)
+            joined = joiners(sorted(state.down), state.live, alive, serving=serving, levels=state.levels)
             if not joined or self._stopped:
                 return
 
@@ -319,7 +416,8 @@ class NodeWatcher:
                     detail = f"{how} {node.address} (id {str(node.node_id)[:8]}) serves node {rank}"
                     detail += f": {size_changes(events)}" if events else "; nothing to grow back"
                     added = tuple(r.name for e in events for r in e.added if r.node_rank == rank)
-                    event = NodeEvent("grown", rank, added, time.time(), str(node.node_id), node.address or "?", detail)
+                    at, address = self._cluster.wall(), node.address or "?"
+                    event = NodeEvent("grown", rank, added, at, str(node.node_id), address, detail)
                     state.apply(Change(event=event))
                     log.warning("rlplace job %s: %s", state.name, event)
 
@@ -334,9 +432,9 @@ class NodeWatcher:
         answer there, with the seconds since the loss was declared."""
         what = "hot spare" if how == "spare" else "replacement node"
         detail = f"{what} {node.address} (id {str(node.node_id)[:8]}) took over node {rank}"
-        event = NodeEvent(how, rank, loss.workers, time.time(), str(node.node_id), node.address or "?", detail)
+        event = NodeEvent(how, rank, loss.workers, self._cluster.wall(), str(node.node_id), node.address or "?", detail)
         self._mover.move_rank(rank, node, event)
-        done = dataclasses.replace(event, at=time.time(), seconds=time.monotonic() - loss.declared)
+        done = dataclasses.replace(event, at=self._cluster.wall(), seconds=self._cluster.now() - loss.declared)
         del self._losses[rank]
         self._state.apply(Change(trouble={rank: None}, event=done))
         log.warning("rlplace job %s: %s", self._state.name, done)
@@ -349,12 +447,12 @@ class NodeWatcher:
             if loss is None or self._state.health(rank) == "failed":
                 return
             error = lost_error(rank, loss, self._reserved.demand(rank), self._state.replace_within_s)
-            now = time.monotonic()
+            now = self._cluster.now()
             event = NodeEvent(
                 "failed",
                 rank,
                 loss.workers,
-                time.time(),
+                self._cluster.wall(),
                 str(loss.node.node_id),
                 loss.node.address or "?",
                 str(error),
@@ -362,3 +460,7 @@ class NodeWatcher:
             )
             trouble = Trouble("failed", loss.at, loss.at + self._state.replace_within_s, error)
             self._state.apply(Change(trouble={rank: trouble}, event=event))
+
+
+def _clock(wall: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall))

@@ -1,7 +1,10 @@
 """What a worker knows about its own placement, from one object (`rlplace.worker_placement()`).
 
 This is the worker-side API of the Ray layer, the one `rlplace.runtime` builds on: `placement()`, the
-installed job's record (`job_record()`), and the rendezvous wait (`rendezvous_timeout_s()`).
+installed job's record (`job_record()`), the rendezvous wait (`rendezvous_timeout_s()`), and what this process
+is (`here()`: its node, the node's labels and address, its GPUs). It is the one module besides the port's
+implementation (`rlplace.ray.raycluster`) that imports `ray`: it runs inside the actors, where Ray's runtime
+context is the only source of those facts (the import-linter contract names it).
 
 The driver hands each worker its planned placement and its rendezvous variables as a constructor
 argument (`rlplace.ray.rendezvous`); the thin subclass `rlplace.ray.launch` puts around the user's class
@@ -139,8 +142,38 @@ def job_record() -> JobRecord | None:
     if _installed is None:
         return None
     from rlplace.ray import records  # only error paths need it: keep the worker's start-up import small
+    from rlplace.ray.raycluster import RAY
 
-    return records.read(_installed["namespace"], _installed["job"])
+    return records.read(RAY, _installed["namespace"], _installed["job"])
+
+
+@dataclass(frozen=True)
+class Here:
+    """What this process is, as Ray's runtime context says: its node, the node's labels, its address, its GPUs,
+    and its own worker id."""
+
+    node_id: str
+    labels: dict[str, str]
+    address: str
+    gpus: tuple[int, ...]
+    worker_id: str
+
+
+def node_id() -> str:
+    """The id (hex) of this process's node (the one fact of `here()` hot paths ask for)."""
+    return ray.get_runtime_context().get_node_id()
+
+
+def here() -> Here:
+    """This process (a worker, or the driver) as Ray sees it."""
+    ctx = ray.get_runtime_context()
+    return Here(
+        node_id=node_id(),
+        labels=dict(ctx.get_node_labels()),
+        address=ray.util.get_node_ip_address(),
+        gpus=tuple(int(g) for g in ray.get_gpu_ids()),
+        worker_id=ctx.get_worker_id(),
+    )
 
 
 def placement() -> WorkerPlacement:

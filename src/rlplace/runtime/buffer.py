@@ -20,9 +20,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ray
-
 from rlplace.groups import Group
+from rlplace.ray.worker import here, node_id
 
 
 class BufferShard:
@@ -36,7 +35,7 @@ class BufferShard:
             raise ValueError(f"BufferShard capacity must be positive, got {capacity}")
         self._items: deque[Any] = deque(maxlen=capacity)
         self._rng = random.Random(seed)
-        self._node_id = ray.get_runtime_context().get_node_id()
+        self._node_id = node_id()
         self._counts = {"written": 0, "local": 0, "remote": 0}
 
     def node_id(self) -> str:
@@ -81,14 +80,14 @@ def _first_turn() -> int:
     try:
         return placement().rank
     except RlplaceError:
-        return zlib.crc32(ray.get_runtime_context().get_worker_id().encode())
+        return zlib.crc32(here().worker_id.encode())
 
 
 def _node_ids(group: Group) -> list[str]:
     """Where every shard of a launched "buffer" group runs (Ray node ids, rank order)."""
     if not group.actors:
         raise ValueError("a ShardRouter needs at least one buffer shard; the buffer group is empty")
-    return group.get([a.node_id.remote() for a in group.actors], "node_id")
+    return group.get([group.cluster.call(a, "node_id") for a in group.actors], "node_id")
 
 
 @dataclass(frozen=True)
@@ -149,18 +148,20 @@ class ShardRouter:
 
     def write(self, items: Sequence[Any]) -> int:
         """Add items to this node's shard (or the next in turn); returns that shard's size."""
-        rank = self._pick(ray.get_runtime_context().get_node_id())
-        return self.group.get([self.group.actors[rank].add.remote(list(items))], "add", ranks=[rank])[0]
+        rank = self._pick(node_id())
+        ref = self.group.cluster.call(self.group.actors[rank], "add", list(items))
+        return self.group.get([ref], "add", ranks=[rank])[0]
 
     def sample(self, n: int) -> list[Any]:
         """`n` items from this node's shard (or the next in turn: counted remote)."""
-        node = ray.get_runtime_context().get_node_id()
+        node = node_id()
         rank = self._pick(node)
-        return self.group.get([self.group.actors[rank].sample.remote(n, node)], "sample", ranks=[rank])[0]
+        ref = self.group.cluster.call(self.group.actors[rank], "sample", n, node)
+        return self.group.get([ref], "sample", ranks=[rank])[0]
 
     def stats(self) -> SampleStats:
         self._follow()
-        counts = self.group.get([a.stats.remote() for a in self.group.actors], "stats")
+        counts = self.group.get([self.group.cluster.call(a, "stats") for a in self.group.actors], "stats")
         return SampleStats(
             local=sum(c["local"] for c in counts),
             remote=sum(c["remote"] for c in counts),

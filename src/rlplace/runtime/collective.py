@@ -35,13 +35,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import ray
 import torch
 import torch.distributed as dist
 
 from rlplace.config.ranges import format_ranks
 from rlplace.errors import RendezvousError, RlplaceError
-from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, job_record, placement
+from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, here, job_record, placement
 from rlplace.ray.worker import rendezvous_timeout_s as wait_seconds
 from rlplace.runtime.offload import flat_views, group_buckets, unique_tensors
 
@@ -144,7 +143,7 @@ def destroy_component_group() -> None:
 
 
 def _where(p: Any) -> str:
-    return f"node {p.node_rank} ({ray.util.get_node_ip_address()})"
+    return f"node {p.node_rank} ({here().address})"
 
 
 def _rendezvous(addr: str, port: int, rank: int, world: int, wait_s: float, who: str, where: str) -> Any:
@@ -253,7 +252,7 @@ def sync_host(instance: object, name: str, wait_s: float) -> tuple[str, int]:
     """On the first source: host the group's TCPStore on a port the OS picks; returns (address, port)."""
     store = dist.TCPStore("0.0.0.0", 0, None, True, timeout=datetime.timedelta(seconds=wait_s), wait_for_workers=False)
     _sync[(name, id(instance))] = _SyncMember(store=store)
-    return ray.util.get_node_ip_address(), store.port
+    return here().address, store.port
 
 
 def sync_join(
@@ -291,7 +290,7 @@ def sync_describe(instance: object, method: str, bucket_mb: float, counts: list[
         "tensors": len(tensors),
         "bytes": sum(t.numel() * t.element_size() for t in tensors),
         "cuda": torch.cuda.is_available() and all(t.is_cuda for t in tensors),
-        "gpu": f"{ray.get_runtime_context().get_node_id()}:{ray.get_gpu_ids()}",  # NCCL needs one rank per GPU
+        "gpu": f"{here().node_id}:{list(here().gpus)}",  # NCCL needs one rank per GPU
     }
 
 

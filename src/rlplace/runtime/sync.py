@@ -31,10 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import ray
-
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.groups import Group
+from rlplace.ray.raycluster import RAY
 
 Transport = Literal["auto", "object_store", "collective"]
 
@@ -114,12 +113,12 @@ def _collective_possible(sources: list[Any], targets: Sequence[Group], method: s
 
 
 def _object_store(train: Group, sources: list[Any], targets: Sequence[Group], get_method: str, set_method: str) -> int:
-    weights = [getattr(actor, get_method).remote() for actor in sources]
-    applied = [[getattr(actor, set_method).remote(*weights) for actor in group.actors] for group in targets]
+    weights = [RAY.call(actor, get_method) for actor in sources]
+    applied = [[RAY.call(actor, set_method, *weights) for actor in group.actors] for group in targets]
     train.get(weights, get_method)  # first, so a train-side failure is reported under the train worker's name
     for group, refs in zip(targets, applied, strict=True):
         group.get(refs, set_method)
-    sizes = ray.experimental.get_object_locations(weights)
+    sizes = RAY.object_nodes(weights)
     return sum(int(sizes.get(ref, {}).get("object_size") or 0) for ref in weights)
 
 
@@ -266,7 +265,7 @@ def _describe(
 
 def _thunk(actor: Any, function: str, *args: Any) -> Callable[[], Any]:
     """Running `collective.<function>(*args)` in the worker `actor`, to be started by `_start_all`."""
-    return lambda: actor.__ray_call__.remote(_call, function, *args)
+    return lambda: RAY.run_on(actor, _call, function, *args)
 
 
 def _thunks(group: Group, function: str, *args: Any) -> list[Callable[[], Any]]:
@@ -320,9 +319,9 @@ def _build(
     """Host the store on the first source, then have every member join its groups, all at once."""
     if stale is not None:  # drop the old groups where they still exist (fire and forget)
         for actor in stale.members:
-            actor.__ray_call__.remote(_call, "sync_leave", stale.name)
+            RAY.run_on(actor, _call, "sync_leave", stale.name)
     name = uuid.uuid4().hex[:12]
-    host = sources[0].__ray_call__.remote(_call, "sync_host", name, timeout_s)
+    host = RAY.run_on(sources[0], _call, "sync_host", name, timeout_s)
     address, port = train.get([host], "sync_host", timeout_s, ranks=[0])[0]
     size = 1 + sum(len(g.actors) for g in targets)
 

@@ -4,7 +4,7 @@ On an existing cluster (`--address`, or one this machine is already part of) or 
 (`--simulate 3x2,1x0`, the demo's `--nodes`). It shows the plan, writes the topology picture, trains with a
 progress bar until CartPole is solved or the budget ends, prints the reward curve and where every worker ran,
 and removes everything it created (and stops the simulated cluster). The demo's node-loss options
-(`--kill-node`, `--spare`, `--elastic`, ...) are in `node_loss`.
+(`--kill-node`, `--drain-node`, `--spare`, `--elastic`, ...) are in `node_loss`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from rlplace.cli_types import non_negative_seconds, positive_int, positive_seconds
 from rlplace.errors import PlacementError, RlplaceError
-from rlplace.examples.cartpole_ppo.node_loss import NodeKiller, simulated_spares_of
+from rlplace.examples.cartpole_ppo.node_loss import node_fault, simulated_spares_of
 
 
 def add_pipeline_arguments(p: argparse.ArgumentParser, title: str) -> None:
@@ -123,8 +123,7 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
     window = args.replace_within
     window = window if window is not None else (10.0 if cluster is not None else 60.0)
     job = rlplace.connect(spec, timeout_s=args.timeout, export_path=export, replace_within_s=window)
-    rank, after = getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0)
-    kill = NodeKiller(cluster, rank, after, getattr(args, "add_node_after", None))
+    kill = node_fault(args, cluster)
     with job, kill:
         _show_plan(job, console, args.out / picture_stem)
         budget = Budget(iterations=args.iterations, seed=args.seed)

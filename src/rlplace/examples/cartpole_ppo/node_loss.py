@@ -1,6 +1,7 @@
 """The demo's node-loss flags (`rlplace demo`): hot spares for the embedded cluster, a node removed on purpose
 during training to show a spare taking over, elastic components that shrink instead, and the node started again
-later to show them growing back."""
+later to show them growing back; or a node drained with a deadline (a preemption notice) to show the job moving
+its workers before the node goes."""
 
 from __future__ import annotations
 
@@ -37,6 +38,27 @@ def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
         "loss is handled (default: %(default)s)",
     )
     g.add_argument(
+        "--drain-node",
+        type=int,
+        metavar="RANK",
+        help="a preemption notice during training: Ray drains this node with --deadline, the job moves its workers "
+        "to a spare (or shrinks with --elastic) before then, and the node is removed at the deadline",
+    )
+    g.add_argument(
+        "--drain-after",
+        type=positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="with --drain-node: seconds after training starts (default: %(default)s)",
+    )
+    g.add_argument(
+        "--deadline",
+        type=positive_seconds,
+        default=20.0,
+        metavar="SECONDS",
+        help="with --drain-node: seconds from the notice until the node goes (default: %(default)s)",
+    )
+    g.add_argument(
         "--elastic",
         action="store_true",
         help="make the pipeline's components elastic (from 1 worker up to their planned size, where the config does "
@@ -52,19 +74,31 @@ def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
-    """The embedded cluster's spares from --spare / --kill-node (checked before anything starts)."""
+    """The embedded cluster's spares from --spare / --kill-node / --drain-node (checked before anything starts)."""
     from rlplace.ray.simulated import simulated_spares
 
-    kill = getattr(args, "kill_node", None)
-    if kill is not None and not 0 < kill < len(nodes):
-        raise RlplaceError(
-            f"--kill-node {kill}: the embedded cluster's nodes that can be lost are 1-{len(nodes) - 1} "
-            "(node 0 is the head: losing it ends the cluster)"
-        )
+    kill, drain = getattr(args, "kill_node", None), getattr(args, "drain_node", None)
+    if kill is not None and drain is not None:
+        raise RlplaceError(f"--kill-node {kill} and --drain-node {drain}: the demo shows one node going; choose one")
+    for flag, rank in (("--kill-node", kill), ("--drain-node", drain)):
+        if rank is not None and not 0 < rank < len(nodes):
+            raise RlplaceError(
+                f"{flag} {rank}: the embedded cluster's nodes that can be lost are 1-{len(nodes) - 1} "
+                "(node 0 is the head: losing it ends the cluster)"
+            )
     if getattr(args, "add_node_after", None) is not None and kill is None:
         raise RlplaceError("--add-node-after needs --kill-node RANK: it starts that node again after the loss")
+    goes = kill if kill is not None else drain
     text = getattr(args, "spare", None)
-    return simulated_spares("1" if text is None and kill is not None else text, nodes, like=kill)
+    return simulated_spares("1" if text is None and goes is not None else text, nodes, like=goes)
+
+
+def node_fault(args: argparse.Namespace, cluster: Any | None) -> NodeKiller:
+    """What the demo does to a node during training (--kill-node or --drain-node; nothing without either)."""
+    if getattr(args, "drain_node", None) is not None:
+        return NodeDrainer(cluster, args.drain_node, args.drain_after, args.deadline)
+    rank, after = getattr(args, "kill_node", None), getattr(args, "kill_after", 0.0)
+    return NodeKiller(cluster, rank, after, getattr(args, "add_node_after", None))
 
 
 class NodeKiller:
@@ -96,7 +130,7 @@ class NodeKiller:
 
     def start(self) -> None:
         if self.cluster is not None and self.rank is not None:
-            self._timer = threading.Timer(self.after_s, self._kill)
+            self._timer = threading.Timer(self.after_s, self._strike)
             self._timer.daemon = True
             self._timer.start()
 
@@ -112,7 +146,7 @@ class NodeKiller:
             return "grown" in kinds
         return bool(kinds & {"spare", "replacement", "failed", "shrunk"})
 
-    def _kill(self) -> None:
+    def _strike(self) -> None:
         self.done = self._finished
         self.at = self.cluster.lose_node(self.rank)
 
@@ -133,3 +167,46 @@ class NodeKiller:
     def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+class NodeDrainer(NodeKiller):
+    """`--drain-node RANK --drain-after S --deadline D`: a preemption notice S seconds into training (Ray drains node
+    RANK with a deadline D seconds later, as a cloud's notice would), and the node removed at the deadline unless it
+    left already (Ray lets a drained node go as soon as nothing runs there). Training goes on; the report says how
+    long before the deadline the job had moved the workers."""
+
+    def __init__(self, cluster: Any | None, rank: int | None, after_s: float, deadline_s: float):
+        super().__init__(cluster, rank, after_s)
+        self.deadline_s = deadline_s
+        self._removal: threading.Timer | None = None
+
+    def _strike(self) -> None:
+        self.done = self._finished
+        self.at = self.cluster.drain_node(self.rank, self.deadline_s)
+        self._removal = threading.Timer(self.deadline_s, self._remove)
+        self._removal.daemon = True
+        self._removal.start()
+
+    def _remove(self) -> None:
+        if self.rank in self.cluster.nodes:
+            self.cluster.lose_node(self.rank)
+
+    def describe(self, events: list) -> str:
+        if self.at is None:
+            return f"node {self.rank} was not drained: training ended within --drain-after {self.after_s:g} s"
+        said = (
+            f"node {self.rank} drained {self.after_s:g} s into training, during iteration {self.done + 1}, with a "
+            f"{self.deadline_s:g} s deadline"
+        )
+        moved = next(
+            (e for e in events if e.kind in ("spare", "replacement", "shrunk") and e.node_rank == self.rank), None
+        )
+        if moved is not None and moved.at >= self.at:
+            said += f"; the job was done {moved.at - self.at:.1f} s after the notice ({moved.kind}), "
+            said += f"{self.at + self.deadline_s - moved.at:.1f} s before the deadline"
+        return said
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        if self._removal is not None:
+            self._removal.cancel()

@@ -1,0 +1,85 @@
+"""The explorer on the simulated cluster: no violation over the run `make test` makes, every named mutation
+caught, a violation reported with a seed that replays it and a shortened schedule, the same seed the same run."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from rlplace.sim.explore import MUTATIONS, cases, draw, explore, run, shrink
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def all_cases():
+    logging.disable(logging.WARNING)  # the jobs' own warnings (losses, shrinks) are the schedules' moves
+    yield cases(ROOT)
+    logging.disable(logging.NOTSET)
+
+
+def test_the_repositorys_examples_are_explored_each_also_elastic(all_cases):
+    names = [c.name for c in all_cases]
+    assert any("cartpole_ppo/configs/disaggregate.yaml" in n for n in names)
+    assert any("spec_examples/pools-mixed.yaml" in n for n in names)
+    assert sum(n.endswith(", elastic") for n in names) >= 8
+    assert len(names) >= 20
+
+
+@pytest.mark.slow
+def test_ten_thousand_schedules_break_no_invariant(all_cases):
+    """The run `make test` makes (about 50 s on one core of the 2-core CI machine; scripts/explore.py spreads
+    the same run over every core)."""
+    report = explore(all_cases, 10_000, seed=1)
+    assert report.schedules == 10_000
+    assert [(seed, case.name, violation) for seed, case, _, violation in report.violations] == []
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_every_named_mutation_is_caught(all_cases, name):
+    with MUTATIONS[name]():
+        report = explore(all_cases, 1000, seed=2, until_violation=True)
+    assert report.violations, f"mutation {name} went unnoticed in {report.schedules} schedules"
+
+
+def test_a_violation_replays_from_its_seed_and_shrinks_to_a_shorter_schedule(all_cases):
+    with MUTATIONS["skip-renumbering"]():
+        report = explore(all_cases, 1000, seed=3, until_violation=True)
+        own, case, shortest, violation = report.violations[0]
+        replayed_case, moves = draw(all_cases, own)
+        assert replayed_case is case and run(case, moves).violation == violation  # the seed is the schedule
+        assert len(shortest) < len(moves) and shortest == shrink(case, moves)
+        assert run(case, shortest).violation is not None
+    assert run(case, shortest).violation is None  # without the bug the same schedule holds
+
+
+def test_the_same_seed_runs_the_same_schedules(all_cases):
+    first = [(c.name, tuple(m)) for c, m in (draw(all_cases, s) for s in range(50))]
+    again = [(c.name, tuple(m)) for c, m in (draw(all_cases, s) for s in range(50))]
+    assert first == again and len(set(first)) == 50
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts/explore.py"), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_script_lists_its_mutations_and_refuses_an_unknown_one():
+    listed = _script("--mutate", "list")
+    assert listed.returncode == 0 and listed.stdout.split() == list(MUTATIONS)
+    unknown = _script("--mutate", "forget-everything")
+    assert unknown.returncode == 2
+    assert "--mutate 'forget-everything' is not a known mutation; known: keep-groups-when-workers-go" in unknown.stderr
+
+
+def test_the_script_reports_its_count_and_a_caught_mutation():
+    clean = _script("--schedules", "200", "--seed", "4", "--jobs", "1")
+    assert clean.returncode == 0 and clean.stdout.startswith("explored 200 schedules, 0 invariant violations")
+    caught = _script("--schedules", "300", "--seed", "4", "--jobs", "1", "--mutate", "drop-call-in-flight")
+    assert caught.returncode == 0 and "mutation drop-call-in-flight: caught" in caught.stdout
+    assert "shortest schedule" in caught.stdout and "seed " in caught.stdout
