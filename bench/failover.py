@@ -60,13 +60,18 @@ def loss(job, sim, lose, in_flight: bool, group) -> tuple[float, float]:
     if call is not None:
         group.get([call], "ping", ranks=[len(group) - 1])
     else:
-        deadline = time.monotonic() + 120
-        while len(job.events) < before + 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_for_events(job, before + 2, 120)
         group.call("ping")
     lost, took = job.events[before], job.events[before + 1]
     assert (lost.kind, took.kind) == ("lost", "spare"), job.events
     return lost.at - gone, took.seconds
+
+
+def _wait_for_events(job, count: int, timeout_s: float) -> None:
+    """Until the job has recorded `count` node events (a loss or notice and its takeover), at most `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while len(job.events) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def drain(job, sim, node_id: str, group) -> tuple[float, float]:
@@ -77,9 +82,7 @@ def drain(job, sim, node_id: str, group) -> tuple[float, float]:
     before = len(job.events)
     asked = time.time()
     _compat.drain_node(sim.address, node_id, int((asked + 30) * 1000), "maintenance", "bench/failover.py")
-    deadline = time.monotonic() + 30
-    while len(job.events) < before + 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for_events(job, before + 2, 30)
     group.call("ping")
     notice, took = job.events[before], job.events[before + 1]
     assert (notice.kind, took.kind) == ("draining", "spare"), job.events
