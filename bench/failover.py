@@ -96,9 +96,9 @@ def baseline(sim, workers: int) -> float:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from rlplace.inventory import Node
-    from rlplace.ray.simulated import _node_args
+    from rlplace.ray.simulated import node_args
 
-    node = sim.cluster.add_node(**_node_args(Node(rank=-1, num_gpus=workers, gpu_model="A800", num_cpus=32)))
+    node = sim.cluster.add_node(**node_args(Node(rank=-1, num_gpus=workers, gpu_model="A800", num_cpus=32)))
     sim.cluster.wait_for_nodes()
     start = time.perf_counter()
     pg = placement_group(
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import rlplace
     from rlplace.ray.launch import remote_class
-    from rlplace.ray.simulated import _node_args, simulated_cluster, simulated_inventory, simulated_spares
+    from rlplace.ray.simulated import node_args, simulated_cluster, simulated_inventory, simulated_spares
 
     inventory = simulated_inventory(f"1x2:A800,1x{args.workers}:A800")
     shape = simulated_spares("1", inventory, like=1)[0]
@@ -140,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
             if r:  # a fresh node 1 for this round (the previous one was lost)
-                sim.nodes[1] = sim.cluster.add_node(**_node_args(inventory.node(1)))
+                sim.nodes[1] = sim.cluster.add_node(**node_args(inventory.node(1)))
             spares += [
-                sim.cluster.add_node(**_node_args(shape)) for _ in range(3 - sum(s.node_id in alive for s in spares))
+                sim.cluster.add_node(**node_args(shape)) for _ in range(3 - sum(s.node_id in alive for s in spares))
             ]
             sim.cluster.wait_for_nodes()
             with rlplace.connect(config(args.workers), export_path=None, timeout_s=60) as job:
