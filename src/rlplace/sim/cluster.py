@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from rlplace.planner.capacity import add
 from rlplace.ray.port import CallTimedOut, WorkerDied
 
 #: How long after a node's processes die `nodes()` reports it dead (Ray's health checks).
@@ -59,6 +60,14 @@ class SimGroup:
     @property
     def state(self) -> str:
         return "REMOVED" if self.removed else "CREATED" if self.node_id else "PENDING"
+
+    @property
+    def demand(self) -> dict[str, float]:
+        """What its bundles hold together (PACK: on one node)."""
+        total: dict[str, float] = {}
+        for b in self.bundles:
+            add(total, b)
+        return total
 
 
 @dataclass(eq=False)
@@ -505,32 +514,23 @@ class SimCluster:
         return [n for n in self.nodes_by_id.values() if n.running]
 
     def _free(self, node: SimNode) -> dict[str, float]:
-        free = dict(node.resources)
+        free = node.resources
+        held: dict[str, float] = {}
         for g in self.groups:
             if g.node_id == node.node_id and not g.removed:
-                for b in g.bundles:
-                    for k, v in b.items():
-                        free[k] = free.get(k, 0.0) - v
+                add(held, g.demand)
         for a in self.actors.values():
             if a.node_id == node.node_id and a.group is None and a.died_at is None:
-                for k, v in a.resources.items():
-                    free[k] = free.get(k, 0.0) - v
-        return free
+                add(held, a.resources)
+        return {k: free.get(k, 0.0) - held.get(k, 0.0) for k in {*free, *held}}
 
     def _could_hold(self, node: SimNode, group: SimGroup) -> bool:
-        total: dict[str, float] = {}
-        for b in group.bundles:
-            for k, v in b.items():
-                total[k] = total.get(k, 0.0) + v
-        return _fits(node.resources, total) and all(_selects(node.labels, s) for s in group.selectors)
+        return _fits(node.resources, group.demand) and all(_selects(node.labels, s) for s in group.selectors)
 
     def _place_pending(self) -> None:
         for group in self.groups:
             if group.node_id is None and not group.removed:
-                total: dict[str, float] = {}
-                for b in group.bundles:
-                    for k, v in b.items():
-                        total[k] = total.get(k, 0.0) + v
+                total = group.demand
                 for node in self._live_nodes():
                     if all(_selects(node.labels, s) for s in group.selectors) and _fits(self._free(node), total):
                         group.node_id = node.node_id

@@ -14,6 +14,7 @@ has, the job record says what the state says, and after shutdown nothing of the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,8 +27,9 @@ from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.ray import records
 from rlplace.ray.job import Job
-from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL
+from rlplace.ray.labels import SPARE_LABEL
 from rlplace.ray.nodes import inventory_from_nodes
+from rlplace.ray.simulated import node_args
 from rlplace.sim.cluster import SimCluster, SimHang
 
 #: The job's bounds in the simulation (virtual seconds): a call's own timeout, the replacement window.
@@ -489,10 +491,10 @@ def node_resources(node: Any) -> dict[str, float]:
 
 
 def node_labels(node: Any, rank: int | None) -> dict[str, str]:
-    labels = {SPARE_LABEL: "true"} if rank is None else {NODE_RANK_LABEL: str(rank)}
-    if node.num_gpus:
-        labels[ACCELERATOR_LABEL] = node.gpu_model or "A800"
-    return labels
+    """The labels `rlplace start` gives a node shaped like `node` (its own labels left out: a live node's carry
+    its rank): rank `rank`, or a hot spare (None)."""
+    shape = dataclasses.replace(node, rank=-1 if rank is None else rank, labels={})
+    return node_args(shape)["labels"]  # type: ignore[return-value]
 
 
 # -- mutations: known bugs the explorer must catch -------------------------------------------------------
