@@ -5,6 +5,7 @@ visibility of workers that see their node's GPUs, and the one job record. No tor
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -178,7 +179,8 @@ cluster:
     planned = make_plan(load(config), ray_cluster.inventory)
     (agent,) = planned.by_component("agent")
     assert agent.node_rank == 0 and not agent.gpus
-    agent.sees_node_gpus = True  # what the planner sets for RLinf's GPU-less groups on GPU nodes
+    seeing = agent._replace(sees_node_gpus=True)  # what the planner sets for RLinf's GPU-less groups on GPU nodes
+    planned = dataclasses.replace(planned, workers=tuple(seeing if w is agent else w for w in planned.workers))
     with rlplace.connect(planned, export_path=None, name="rdzv-g") as job:
         (seen,) = _seen(job.launch("agent", EnvProbe))
     assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"

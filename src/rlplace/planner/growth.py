@@ -24,15 +24,13 @@ from itertools import chain
 
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec
-from rlplace.plan import GroupSummary, Plan, Worker
+from rlplace.plan import NO_ENV, GroupSummary, Plan, Worker
 from rlplace.planner.builder import gpu_columns
 from rlplace.planner.capacity import NodeFree
 from rlplace.planner.node_groups import GroupEnvs, Resources, group_resources
 from rlplace.planner.pools import per_gpu
 from rlplace.planner.ranges import format_ranks
 from rlplace.planner.topology import Nearness, nearest, read_topology
-
-_NO_ENV: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -175,7 +173,7 @@ def _chunks(
         env, python = envs.of(r0.label, node)
         visible = envs.node_gpus([node])[0] if r0.kind != "gpu" else None
         gpus = tuple(r.gpus[i][0] for r, i in chunk) if r0.kind == "gpu" else ()
-        out.append(Place(node, gpus, r0.label, cap, cap, fresh, env=env or _NO_ENV, python=python, visible=visible))
+        out.append(Place(node, gpus, r0.label, cap, cap, fresh, env=env or NO_ENV, python=python, visible=visible))
     return out
 
 

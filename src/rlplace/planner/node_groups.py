@@ -425,7 +425,7 @@ def _units_slot(
             if not r.slot:
                 r.slot = [-1] * len(r.node)
             unit = r.unit[i]
-            builder.slot_resources[slot][hardware_resource_name(str(unit["type"]), int(unit["index"]))] = 1.0  # type: ignore[call-overload]
+            builder.add_resource(slot, hardware_resource_name(str(unit["type"]), int(unit["index"])))  # type: ignore[call-overload]
             builder.slot_of[("hw", r.label, i)] = slot
             r.slot[i] = slot
     units = [r.unit[i] for r, i in mine]

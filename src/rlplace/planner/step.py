@@ -18,7 +18,7 @@ from itertools import chain
 from rlplace.errors import PlanError
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec
-from rlplace.plan import Bundle, GroupSummary, Plan, Worker
+from rlplace.plan import NO_ENV, Bundle, GroupSummary, Plan, Worker
 from rlplace.planner.builder import gpu_columns
 from rlplace.planner.capacity import EPS, NodeFree
 from rlplace.planner.followers import followers
@@ -26,7 +26,6 @@ from rlplace.planner.growth import Place, places
 from rlplace.planner.ranges import format_ranks
 from rlplace.planner.settings import buffer_cpus
 
-_NO_ENV: dict[str, str] = {}
 _SHOWN = 8  # nodes a PlanError describes
 
 
@@ -272,7 +271,7 @@ class Step:
             place.group,
             bundle,
             0,  # set by finish
-            place.env or _NO_ENV,
+            place.env or NO_ENV,
             place.python,
             None,
             place.visible is not None,
@@ -453,7 +452,7 @@ class Step:
             name = w.actor_name if i == w.rank else (w.actor_name or w.name)
             if id(w) not in fresh:
                 renumbered[w.rank] = i
-            out.append(dataclasses.replace(w, rank=i, world_size=n, local_rank=lr, actor_name=name))
+            out.append(w._replace(rank=i, world_size=n, local_rank=lr, actor_name=name))
         self.workers[c] = out
         return out, renumbered
 

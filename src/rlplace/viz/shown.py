@@ -25,8 +25,7 @@ def shown_plan(plan: Plan, values: tuple[EnvValue, ...]) -> Plan:
         return None if s is None else hide(s, values)
 
     def worker(w: Worker) -> Worker:
-        return dataclasses.replace(
-            w,
+        return w._replace(
             group=text(w.group),
             env_vars=hide_in(w.env_vars, values),
             python=text(w.python),
@@ -36,7 +35,7 @@ def shown_plan(plan: Plan, values: tuple[EnvValue, ...]) -> Plan:
     return dataclasses.replace(
         plan,
         workers=tuple(worker(w) for w in plan.workers),
-        bundles=tuple(dataclasses.replace(b, group=text(b.group)) for b in plan.bundles),
+        bundles=tuple(b._replace(group=text(b.group)) for b in plan.bundles),
         groups=tuple(dataclasses.replace(g, name=hide(g.name, values)) for g in plan.groups),
         warnings=tuple(hide(w, values) for w in plan.warnings),
         notes=tuple(hide(n, values) for n in plan.notes),
