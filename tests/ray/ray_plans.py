@@ -43,10 +43,9 @@ def pinned_plan(rows: list[Row], *, settings: EffectiveSettings = SETTINGS) -> P
         key = (r.node_rank, r.gpus) if r.gpus else (r.node_rank, (-1 - i,))
         if key not in slot:
             slot[key] = len(bundles)
-            bundles.append(Bundle(len(bundles), r.node_rank, r.gpus, 0.0, dict(r.resources), r.group))
+            bundles.append(Bundle(len(bundles), r.node_rank, r.gpus, 0.0, {}, r.group))
         b = bundles[slot[key]]
-        b.num_cpus += r.num_cpus
-        b.resources.update(r.resources)
+        bundles[slot[key]] = b._replace(num_cpus=b.num_cpus + r.num_cpus, resources={**b.resources, **r.resources})
     sharing = {k: sum(1 for r in rows if r.gpus and (r.node_rank, r.gpus) == k) for k in slot}
     workers, counts, local = [], {}, {}
     for i, r in enumerate(rows):
@@ -73,6 +72,5 @@ def pinned_plan(rows: list[Row], *, settings: EffectiveSettings = SETTINGS) -> P
                 hardware=r.hardware,
             )
         )
-    for w in workers:
-        w.world_size = counts[w.component]
-    return Plan(tuple(workers), tuple(bundles), settings)
+    sized = tuple(w._replace(world_size=counts[w.component]) for w in workers)
+    return Plan(sized, tuple(bundles), settings)
