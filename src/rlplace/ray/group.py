@@ -4,50 +4,34 @@ A dead worker surfaces as a PlacementError naming the worker and its node (not a
 traceback), so a job stops with a message a user can act on. A worker whose node is lost is different:
 calls on it wait (at most until the job's replacement window ends) while the job moves it to a spare or a
 replacement node (`rlplace.ray.watcher`), and are then re-run on the new worker, or raise NodeLostError.
-To re-run a call the group remembers what it sent (method and arguments) until the result is fetched
-through `get()`. When the job shrinks an elastic component instead (no spare, docs/guide.md "Elastic
-components"), the calls on the removed workers raise RanksRemovedError carrying the other calls' results.
+To re-run a call the group remembers what it sent (`rlplace.ray.calls`) until the result is fetched through
+`get()`. When the job shrinks an elastic component instead (no spare, docs/guide.md "Elastic components"), the
+calls on the removed workers raise RanksRemovedError carrying the other calls' results. A resize changes the
+members only between calls being sent (`rlplace.ray.gate`); waiting on a node's health is the watcher's
+(`NodeHealth`); starting a worker again is the job's (`rlplace.ray.ranks`).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
 from rlplace.plan import Worker
+from rlplace.ray.calls import Call, CallMemory
+from rlplace.ray.gate import ResizeGate
 from rlplace.ray.port import CallTimedOut, Cluster, WorkerDied
 from rlplace.ray.raycluster import RAY
 from rlplace.ray.worker import WorkerPlacement, placement
 
 #: How long one wait on a result lasts before the group looks whether the worker's node was lost meanwhile.
 _SLICE_S = 0.25
-#: Calls remembered per group for re-running after a node loss (those fetched with `get()` are forgotten at
-#: once; this bounds what refs fetched some other way can hold).
-_REMEMBERED = 4096
 
 
 def _own_placement(_instance: object) -> WorkerPlacement:
     """Runs inside the actor through `__ray_call__`, so worker classes need no method for it."""
     return placement()
-
-
-@dataclass
-class _Call:
-    """A call made through the group, remembered until its result is fetched with `get()`."""
-
-    name: str  # the worker's actor name: who it is across takeovers and renumbering (a resize)
-    method: str
-    args: tuple
-    kwargs: dict
-    actor: str  # the id of the actor it was sent to (a worker relaunched after a node loss is another actor)
-    node_rank: int | None
-    removed: bool = False  # a shrink took the worker out of the group before the call was fetched
-    sent: bool = True  # False: the worker was removed while the call waited to be sent: it never ran
 
 
 class NodeHealth(Protocol):
@@ -61,6 +45,23 @@ class NodeHealth(Protocol):
 
     def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
         """Wait while node `rank` is lost; False when `deadline` came first; NodeLostError past the window."""
+
+
+class _Untroubled:
+    """The health of a group that watches no node (a copy shipped to a worker, or no watcher): every node is ok,
+    and a failed call is a dead worker."""
+
+    def health(self, rank: int | None) -> str:
+        return "ok"
+
+    def check(self, rank: int) -> bool:
+        return False
+
+    def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
+        return True
+
+
+_UNTROUBLED = _Untroubled()
 
 
 class _NodeDown(Exception):
@@ -79,10 +80,9 @@ class WorkerGroup:
     """All workers of one component; `actors[i]` and `workers[i]` are rank i.
 
     `cluster` is the port the calls go through; `health` is the job's node watcher (None: calls on a lost node
-    fail like any dead worker);
-    `relaunch` starts one worker from its plan row (the job passes it; used when a node is lost and when an
-    elastic component grows). An elastic component's group changes its members when the component is resized
-    (`reshape`): calls are made to workers by name, so a call in flight keeps its worker through renumbering.
+    fail like any dead worker). An elastic component's group changes its members when the component is resized
+    (`reshape`, inside `pause`): calls are made to workers by name, so a call in flight keeps its worker through
+    renumbering.
     """
 
     def __init__(
@@ -93,22 +93,15 @@ class WorkerGroup:
         *,
         cluster: Cluster = RAY,
         health: NodeHealth | None = None,
-        relaunch: Callable[[Worker], Any] | None = None,
     ):
         self.component = component
         self.workers: tuple[Worker, ...] = tuple(workers)
         self.actors: list[Any] = list(actors)
         self.cluster = cluster
-        self.relaunch = relaunch
-        self._health = health
-        self._calls: OrderedDict[bytes, _Call] = OrderedDict()
+        self._health: NodeHealth = health or _UNTROUBLED
+        self._calls = CallMemory()
+        self._gate = ResizeGate()
         self._rank_of = {w.name: i for i, w in enumerate(self.workers)}
-        self._init_lock()
-
-    def _init_lock(self) -> None:
-        self._open = threading.Condition(threading.RLock())  # guards the members; notified when a pause ends
-        self._paused = 0  # resizes under way (they change the members)
-        self._senders = 0  # threads sending calls (a resize waits until they are done)
 
     def __len__(self) -> int:
         return len(self.actors)
@@ -127,50 +120,38 @@ class WorkerGroup:
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
-        state = {**self.__dict__, "_health": None, "relaunch": None, "_calls": OrderedDict()}
-        del state["_open"], state["_paused"], state["_senders"]
+        state = {**self.__dict__, "_health": _UNTROUBLED}
+        del state["_calls"], state["_gate"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._init_lock()
+        self._calls = CallMemory()
+        self._gate = ResizeGate()
 
     def replace(self, rank: int, actor: Any) -> None:
         """Worker `rank` runs as `actor` from now on (it was relaunched after its node was lost)."""
-        with self._open:
+        with self._gate.lock:
             self.actors[rank] = actor
 
     def reshape(self, workers: Sequence[Worker], actors: Sequence[Any], removed: Sequence[str]) -> None:
         """The component was resized: these are its workers and actors now, in rank order; the calls still
         remembered for the `removed` workers raise RanksRemovedError from `get()` unless they finished."""
-        gone = set(removed)
-        with self._open:
+        with self._gate.lock:
             self.workers = tuple(workers)
             self.actors = list(actors)
             self._rank_of = {w.name: i for i, w in enumerate(self.workers)}
-            for call in self._calls.values():
-                if call.name in gone:
-                    call.removed = True
+        self._calls.removed(set(removed))
 
     def pairs(self) -> list[tuple[Worker, Any]]:
         """(plan row, actor) of every worker, in rank order, as one consistent snapshot."""
-        with self._open:
+        with self._gate.lock:
             return list(zip(self.workers, self.actors, strict=True))
 
-    @contextmanager
-    def pause(self) -> Iterator[None]:
+    def pause(self) -> AbstractContextManager[None]:
         """Calls made meanwhile wait until the block ends (a resize changes the members in it); calls being sent
         when it starts are sent first."""
-        with self._open:
-            self._paused += 1
-            while self._senders:
-                self._open.wait()
-        try:
-            yield
-        finally:
-            with self._open:
-                self._paused -= 1
-                self._open.notify_all()
+        return self._gate.pause()
 
     def __repr__(self) -> str:
         return f"WorkerGroup({self.component!r}, {len(self)} workers)"
@@ -236,26 +217,14 @@ class WorkerGroup:
 
     def _members(self) -> tuple[Worker, ...]:
         """The workers now (after any resize in progress)."""
-        with self._open:
-            while self._paused:
-                self._open.wait()
+        with self._gate.open():
             return self.workers
 
     @contextmanager
     def _sending(self) -> Iterator[tuple[Worker, ...]]:
-        """While calls are being sent (never waiting on anything but the sending): no resize changes the
-        members, and one that is under way first ends. Yields the members."""
-        with self._open:
-            while self._paused:
-                self._open.wait()
-            self._senders += 1
-            members = self.workers
-        try:
-            yield members
-        finally:
-            with self._open:
-                self._senders -= 1
-                self._open.notify_all()
+        """While calls are being sent: no resize changes the members (`ResizeGate.sending`). Yields them."""
+        with self._gate.sending():
+            yield self.workers
 
     def _fan_out(self, method: str, arguments: Callable[[int], tuple[tuple, dict]]) -> list:
         """One call per worker (`arguments(i)` for rank i), all sent to the same members: those on healthy
@@ -275,19 +244,16 @@ class WorkerGroup:
 
     def _submit(self, worker: Worker, method: str, args: tuple, kwargs: dict) -> Any:
         """Send one call to `worker` (by name: its rank may have changed). Inside `_sending` only."""
-        with self._open:
+        with self._gate.lock:
             rank = self._rank_of.get(worker.name)
             actor = None if rank is None else self.actors[rank]
         if actor is None:  # removed by a shrink while the call waited for its node: it never runs
             ref = self.cluster.put(None)
-            call = _Call(worker.name, method, args, kwargs, "", worker.node_rank, removed=True, sent=False)
+            call = Call(worker.name, method, args, kwargs, "", worker.node_rank, removed=True, sent=False)
         else:
             ref = self._send(actor, method, args, kwargs)
-            call = _Call(worker.name, method, args, kwargs, self.cluster.actor_id(actor), worker.node_rank)
-        with self._open:
-            self._calls[self.cluster.result_key(ref)] = call
-            while len(self._calls) > _REMEMBERED:
-                self._calls.popitem(last=False)
+            call = Call(worker.name, method, args, kwargs, self.cluster.actor_id(actor), worker.node_rank)
+        self._calls.remember(self.cluster.result_key(ref), call)
         return ref
 
     def _send(self, actor: Any, method: str, args: tuple, kwargs: dict) -> Any:
@@ -302,7 +268,7 @@ class WorkerGroup:
         worker = self._worker_of(call, rank)
         while True:
             if call is not None and not call.sent:
-                self._calls.pop(key(ref), None)
+                self._calls.forget(key(ref))
                 raise _Removed(call.name)
             try:
                 value = self._wait(ref, worker, method, timeout_s, deadline)
@@ -311,12 +277,12 @@ class WorkerGroup:
             except WorkerDied as e:
                 moved = call is not None and (call.removed or self._replaced(call))
                 if not moved and not self._node_lost(worker.node_rank):
-                    self._calls.pop(key(ref), None)
+                    self._calls.forget(key(ref))
                     raise PlacementError(
                         f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
                     ) from e
             else:
-                self._calls.pop(key(ref), None)
+                self._calls.forget(key(ref))
                 return value
             if not self._usable(worker.node_rank, deadline):
                 raise PlacementError(
@@ -324,14 +290,14 @@ class WorkerGroup:
                     f"{worker.node_rank} was lost and no spare or replacement took over yet)"
                 )
             if call is not None and call.removed:
-                self._calls.pop(key(ref), None)
+                self._calls.forget(key(ref))
                 raise _Removed(call.name)
             ref = self._rerun(ref, worker, method)
             call = self._calls.get(key(ref))
 
-    def _worker_of(self, call: _Call | None, rank: int) -> Worker:
+    def _worker_of(self, call: Call | None, rank: int) -> Worker:
         """The worker a call went to: by name (its rank may have changed since), else the one at `rank`."""
-        with self._open:
+        with self._gate.lock:
             at = self._rank_of.get(call.name) if call is not None else rank
             if at is not None and 0 <= at < len(self.workers):
                 return self.workers[at]
@@ -355,7 +321,7 @@ class WorkerGroup:
 
     def _rerun(self, ref: Any, worker: Worker, method: str) -> Any:
         """The worker was replaced: send the call that `ref` stood for to the new worker."""
-        call = self._calls.pop(self.cluster.result_key(ref), None)
+        call = self._calls.forget(self.cluster.result_key(ref))
         if call is None:
             raise NodeLostError(
                 f"worker {worker.name} was moved off lost node {worker.node_rank}, but its call {method}() was not "
@@ -368,22 +334,20 @@ class WorkerGroup:
             return self._submit(worker, call.method, call.args, call.kwargs)
 
     def _node_state(self, node_rank: int | None) -> str:
-        return "ok" if self._health is None else self._health.health(node_rank)
+        return self._health.health(node_rank)
 
-    def _replaced(self, call: _Call) -> bool:
+    def _replaced(self, call: Call) -> bool:
         """Was the call sent to an earlier incarnation of its worker (since moved off a lost node)?"""
-        with self._open:
+        with self._gate.lock:
             rank = self._rank_of.get(call.name)
             return rank is not None and self.cluster.actor_id(self.actors[rank]) != call.actor
 
     def _node_lost(self, node_rank: int | None) -> bool:
-        return self._health is not None and node_rank is not None and self._health.check(node_rank)
+        return node_rank is not None and self._health.check(node_rank)
 
     def _usable(self, node_rank: int | None, deadline: float | None) -> bool:
         """Wait while the node is lost; False if `deadline` came first (NodeLostError past the window)."""
-        if self._health is None or self._node_state(node_rank) == "ok":
-            return True
-        return self._health.wait_usable(node_rank, deadline)
+        return self._health.health(node_rank) == "ok" or self._health.wait_usable(node_rank, deadline)
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""
@@ -405,9 +369,7 @@ class WorkerGroup:
             raise PlacementError(f"worker {self.workers[rank].name} was killed but is not dead after {timeout_s:g} s")
 
     def _actor_row(self, rank: int) -> Worker:
-        with self._open:
-            while self._paused:
-                self._open.wait()
+        with self._gate.open():
             self._actor(rank)
             return self.workers[rank]
 

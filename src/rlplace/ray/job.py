@@ -18,6 +18,7 @@ import functools
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -81,7 +82,11 @@ class Job:
         self._reservation = Reservation(cluster, self.state)
         self._rendezvous = Rendezvous(cluster, self.state, self._record)
         self.launcher = Launcher(cluster, self.state, self._reservation, self._rendezvous)
-        self._ranks = Ranks(cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups)
+        #: How to start one more worker of each launched component (after a node loss, or when it grows).
+        self._starters: dict[str, Callable[[Worker], Any]] = {}
+        self._ranks = Ranks(
+            cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups, self._starters
+        )
         self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._ranks)
         self._closed = False
 
@@ -264,7 +269,8 @@ class Job:
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
-            group = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live)
+            group, start = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live)
+            self._starters[component] = start
             self.groups[component] = group
             return group
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
@@ -284,7 +290,8 @@ class Job:
             )
 
         actors = [start(w) for w in workers]
-        group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher, relaunch=start)
+        self._starters[component] = start
+        group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher)
         self.groups[component] = group
         return group
 

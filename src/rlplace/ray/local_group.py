@@ -77,13 +77,11 @@ class LocalGroup(WorkerGroup):
         workers: Sequence[Worker],
         instances: Sequence[object],
         driver: WorkerPlacement,
-        make: Callable[[], object] | None = None,
         *,
         cluster: Cluster,
     ):
-        relaunch = None if make is None else (lambda _worker: LocalHandle(make(), cluster))
         handles = [LocalHandle(i, cluster) for i in instances]
-        super().__init__(component, workers, handles, cluster=cluster, relaunch=relaunch)
+        super().__init__(component, workers, handles, cluster=cluster)
         self._driver = driver
 
     @property
@@ -135,13 +133,17 @@ class LocalGroup(WorkerGroup):
 
 def launch_local(
     cluster: Cluster, component: str, workers: Sequence[Worker], cls: Any, args: tuple, kwargs: dict, live: Inventory
-) -> LocalGroup:
+) -> tuple[LocalGroup, Callable[[Worker], LocalHandle]]:
     """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver (the
-    user's class behind a `ray.remote` one: a driver-local component is not an actor)."""
+    user's class behind a `ray.remote` one: a driver-local component is not an actor). Returns the group and
+    how to start one more of its workers (a growth)."""
     plain = cluster.user_class(cls)[0]
-    instances = [plain(*args, **kwargs) for _ in workers]
+
+    def start(_worker: Worker) -> LocalHandle:
+        return LocalHandle(plain(*args, **kwargs), cluster)
+
     driver = _driver_placement(live, here().node_id)
-    return LocalGroup(component, workers, instances, driver, lambda: plain(*args, **kwargs), cluster=cluster)
+    return LocalGroup(component, workers, [plain(*args, **kwargs) for _ in workers], driver, cluster=cluster), start
 
 
 def _driver_placement(live: Inventory, node_id: str) -> WorkerPlacement:

@@ -55,6 +55,7 @@ class Ranks:
         rendezvous: Rendezvous,
         launcher: Launcher,
         groups: dict[str, WorkerGroup],
+        starters: Mapping[str, Callable[[Worker], Any]],
     ):
         self._cluster = cluster
         self._state = state
@@ -62,6 +63,7 @@ class Ranks:
         self._rendezvous = rendezvous
         self._launcher = launcher
         self._groups = groups  # the Job's own dict: components launched later are seen too
+        self._starters = starters  # the Job's too: how to start one more worker of each launched component
         self._lock = cluster.lock()  # a resize and a takeover never interleave
 
     # -- node loss: dropping and moving a rank (rlplace.ray.watcher) ------------------------------------------
@@ -103,9 +105,9 @@ class Ranks:
             try:
                 for group in list(self._groups.values()):
                     for i, w in enumerate(group.workers):
-                        if w.node_rank == rank and group.relaunch is not None:
+                        if w.node_rank == rank:
                             self._check_open()
-                            relaunched.append((group, i, group.relaunch(w)))
+                            relaunched.append((group, i, self._starters[group.component](w)))
                 first = [self._first_call(handle, event) for _, _, handle in relaunched]
                 self._cluster.get(first, self._state.timeout_s)
                 self._check_open()
@@ -229,8 +231,7 @@ class Ranks:
                     if not group.in_driver:
                         self._launcher.check_names(c.added)
                     for w in c.added:
-                        assert group.relaunch is not None
-                        started[w.name] = group.relaunch(w)
+                        started[w.name] = self._starters[c.component](w)
                 self._answered(started, deadline)
                 self._check_open()
             except BaseException as e:
