@@ -22,8 +22,9 @@ from tests.ray_helpers import leftovers, wait_until_dead
 
 import rlplace
 from rlplace.cli import main
-from rlplace.commands.status import collect_all, render
+from rlplace.commands.status import render
 from rlplace.ray import _compat
+from rlplace.ray.status import collect_all
 
 pytestmark = pytest.mark.ray
 

@@ -15,8 +15,8 @@ from ray_workers import Elastic
 from tests.ray_helpers import DETECT_S, leftovers, wait_until_dead
 
 import rlplace
-from rlplace.commands.status import collect_all, sizes
 from rlplace.errors import RanksRemovedError
+from rlplace.ray.status import collect_all, sizes
 
 pytestmark = pytest.mark.ray
 

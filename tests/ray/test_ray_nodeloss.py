@@ -25,8 +25,9 @@ from ray_workers import Stepper
 from tests.ray_helpers import DETECT_S, Extra, leftovers, wait_declared
 
 import rlplace
-from rlplace.commands.status import collect_all, render
+from rlplace.commands.status import render
 from rlplace.errors import NodeLostError, PlacementError
+from rlplace.ray.status import collect_all
 
 pytestmark = pytest.mark.ray
 

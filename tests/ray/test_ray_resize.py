@@ -12,10 +12,10 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray_workers import Elastic
 
 import rlplace
-from rlplace.commands.status import sizes
 from rlplace.errors import ConfigError, PlacementError, PlanError
 from rlplace.ray import _compat
 from rlplace.ray.labels import NODE_RANK_LABEL
+from rlplace.ray.status import sizes
 
 pytestmark = pytest.mark.ray
 

@@ -15,9 +15,9 @@ import ray
 from ray import cloudpickle
 
 import rlplace
-from rlplace.commands.status import collect
 from rlplace.errors import PlacementError
 from rlplace.ray.local_group import LocalGroup
+from rlplace.ray.status import collect
 from rlplace.runtime import BufferShard, ShardRouter, sync_weights
 
 pytestmark = pytest.mark.ray

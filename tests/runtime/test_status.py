@@ -16,7 +16,8 @@ from ray import cloudpickle
 
 import rlplace
 from rlplace.cli import main
-from rlplace.commands.status import collect, render
+from rlplace.commands.status import render
+from rlplace.ray.status import collect
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from rlplace.sim.explore import MUTATIONS, cases, draw, explore, run, shrink
+from rlplace.sim.explore import MUTATIONS, Move, cases, draw, explore, run, shrink
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -83,3 +83,14 @@ def test_the_script_reports_its_count_and_a_caught_mutation():
     caught = _script("--schedules", "300", "--seed", "4", "--jobs", "1", "--mutate", "drop-call-in-flight")
     assert caught.returncode == 0 and "mutation drop-call-in-flight: caught" in caught.stdout
     assert "shortest schedule" in caught.stdout and "seed " in caught.stdout
+
+
+def test_status_shows_a_drained_ranks_workers_alive_on_the_replacement_that_took_it_over(all_cases):
+    """The schedule the status invariant found (seed 21000353, shrunk): node 2 drains with 1 s left and nothing
+    can take it over; a replacement with node 2's label joins; the move's group, selected by that label, must land
+    on the replacement, since the draining node carries the label too (Ray schedules nothing new on a draining
+    node; the simulation did, and status showed the moved workers dead while the state had them on the
+    replacement)."""
+    case, _ = draw(all_cases, 21000353)
+    moves = [Move("launch", ("eval",)), Move("drain", (2, 1.0)), Move("join", (2,)), Move("hang", ("eval",))]
+    assert run(case, [*moves, Move("shutdown", ())]).violation is None

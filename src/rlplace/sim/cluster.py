@@ -82,6 +82,7 @@ class SimActor:
     payload: dict[str, Any] | None = None  # what the placed class installed (its rank, its rendezvous)
     died_at: float | None = None
     busy_until: float = 0.0
+    started_at: float = 0.0  # the virtual time it was created
 
     def __getattr__(self, name: str) -> Any:
         """`hasattr(handle, "on_replaced")` asks the user's class, as an actor handle does."""
@@ -334,7 +335,7 @@ class SimCluster:
         return group
 
     def group_state(self, group: SimGroup) -> tuple[str, str]:
-        if group.state == "PENDING" and not any(self._could_hold(n, group) for n in self._live_nodes()):
+        if group.state == "PENDING" and not any(self._could_hold(n, group) for n in self._schedulable()):
             return "PENDING", "INFEASIBLE"
         return group.state, ""
 
@@ -379,9 +380,10 @@ class SimCluster:
         elif isinstance(strategy, tuple) and strategy[0] == "node":
             node_id = strategy[1]
         else:
-            node_id = next((n.node_id for n in self._live_nodes() if _fits(self._free(n), resources)), None)
+            node_id = next((n.node_id for n in self._schedulable() if _fits(self._free(n), resources)), None)
         name, namespace = options.get("name", ""), options.get("namespace", "")
         actor = SimActor(f"{next(self._ids):032x}", name, namespace, node_id or "", resources, group)
+        actor.started_at = self._now
         self.actors[actor.actor_id] = actor
         node = self.nodes_by_id.get(node_id or "")
         if node is None or not node.running or (group is not None and group.removed):
@@ -399,7 +401,14 @@ class SimCluster:
 
     def actor_table(self) -> dict[str, dict[str, Any]]:
         return {
-            a.actor_id: {"State": "DEAD" if a.died_at is not None else "ALIVE", "Name": a.name, "JobID": self.job}
+            a.actor_id: {
+                "ActorID": a.actor_id,
+                "State": "DEAD" if a.died_at is not None else "ALIVE",
+                "Name": a.name,
+                "JobID": self.job,
+                "Address": {"NodeID": a.node_id},
+                "StartTime": (EPOCH + a.started_at) * 1000,  # ms, as Ray's
+            }
             for a in self.actors.values()
         }
 
@@ -510,8 +519,10 @@ class SimCluster:
             fn()
         self._now = max(self._now, t)
 
-    def _live_nodes(self) -> list[SimNode]:
-        return [n for n in self.nodes_by_id.values() if n.running]
+    def _schedulable(self) -> list[SimNode]:
+        """The nodes new groups and actors may go to: running and not draining (Ray schedules nothing new on a
+        draining node: ray-project/ray PRs 38096, 38278 and 49517)."""
+        return [n for n in self.nodes_by_id.values() if n.running and n.drain_deadline_ms is None]
 
     def _free(self, node: SimNode) -> dict[str, float]:
         free = node.resources
@@ -531,7 +542,7 @@ class SimCluster:
         for group in self.groups:
             if group.node_id is None and not group.removed:
                 total = group.demand
-                for node in self._live_nodes():
+                for node in self._schedulable():
                     if all(_selects(node.labels, s) for s in group.selectors) and _fits(self._free(node), total):
                         group.node_id = node.node_id
                         break

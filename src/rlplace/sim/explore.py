@@ -25,7 +25,7 @@ from rlplace.errors import RlplaceError
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
-from rlplace.ray import records
+from rlplace.ray import records, status
 from rlplace.ray.job import Job
 from rlplace.ray.labels import SPARE_LABEL
 from rlplace.ray.nodes import inventory_from_nodes
@@ -420,7 +420,9 @@ class _World:
     def broken(self) -> str | None:
         if self.closed:
             return self._left_over()
-        return self._ranks() or self._capacity() or self._record() or self._groups() or self._drained()
+        return (
+            self._ranks() or self._capacity() or self._record() or self._status() or self._groups() or self._drained()
+        )
 
     def _ranks(self) -> str | None:
         state = self.job.state
@@ -458,6 +460,29 @@ class _World:
         written = {c: r.world_size for c, r in record.components.items()}
         if written != sizes:
             return f"the record says what the state says: record sizes {written}, state {sizes}"
+        return None
+
+    def _status(self) -> str | None:
+        """`rlplace status` (read off the simulated cluster, no GPU probe: asking the workers takes time) shows
+        every worker of the state on a node that is up as ALIVE, under its rank now; and nothing else ALIVE."""
+        state = self.job.state
+        shown = {r.name: r for r in status.collect_all(self.sim, probe_gpus=False)[1] if r.state == "ALIVE"}
+        expected = {}
+        for c, group in self.job.groups.items():
+            if group.in_driver:
+                continue
+            for w in state.workers(c):
+                node = state.node(w.node_rank)
+                running = node is None or self.sim.nodes_by_id[str(node.node_id)].running
+                expected[w.name] = (c, w.rank, running and state.health(w.node_rank) == "ok")
+        for name, (c, rank, up) in expected.items():
+            row = shown.get(name)
+            if up and (row is None or (row.component, row.rank) != (c, rank)):
+                seen = "not shown ALIVE" if row is None else f"shown as {row.component} rank {row.rank}"
+                return f"status says what the state says: {name} ({c} rank {rank}) is {seen}"
+        stray = sorted(set(shown) - set(expected))
+        if stray:
+            return f"status says what the state says: {', '.join(stray)} shown ALIVE, not workers of the state"
         return None
 
     def _groups(self) -> str | None:
