@@ -20,7 +20,7 @@ class Learner:
         self.cfg = cfg
         self.agent = Agent(cfg.hidden, seed=seed)
         self.optim = Adam(len(self.agent.params), cfg.lr, cfg.max_grad_norm)
-        self._rng = np.random.default_rng(seed + 1)
+        self.rng = np.random.default_rng(seed + 1)  # the minibatch schedule's (checkpointed with the weights)
         self._batch: dict[str, np.ndarray] = {}
         self._schedule: list[np.ndarray] = []
 
@@ -28,9 +28,7 @@ class Learner:
         """Take this update's experience; returns the number of minibatch steps (epochs x minibatches)."""
         n = len(batch["obs"])
         self._batch = batch
-        self._schedule = [
-            idx for _ in range(self.cfg.epochs) for idx in minibatches(n, self.cfg.minibatches, self._rng)
-        ]
+        self._schedule = [idx for _ in range(self.cfg.epochs) for idx in minibatches(n, self.cfg.minibatches, self.rng)]
         return len(self._schedule)
 
     def grad(self, step: int) -> tuple[np.ndarray, dict[str, float]]:

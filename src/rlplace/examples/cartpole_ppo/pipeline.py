@@ -188,22 +188,31 @@ def _run(
 
     sync()
     train.call("save_checkpoint", rank=0)
+    draws = shards.call("rng_state")  # the shards' sampling RNG at the checkpoint
     if on_start:
         on_start()
     it = reported = resized = 0
+    # Node events and resizes up to here are dealt with. Counted at the check, not when the next iteration starts:
+    # a takeover that lands between the two (during the checkpoint) is handled by the next iteration's check.
+    seen, sizes = len(job.events), len(job.resizes)
     while it < budget.iterations:
         t0 = time.perf_counter()
-        seen, sizes = len(job.events), len(job.resizes)
         removed: RanksRemovedError | None = None
         try:
             with phases.phase("rollout"):
-                finished = envs.call("rollout", evals.actors, router, budget.steps, ppo.gamma, ppo.gae_lambda)
+                evals.call("start_iteration", it)
+                finished = envs.call(
+                    "rollout", evals.actors, router, budget.steps, ppo.gamma, ppo.gae_lambda, iteration=it
+                )
             t1 = time.perf_counter()
             with phases.phase("train"):
                 per_train = len(envs.workers) * envs_each * budget.steps // len(train.workers)
                 _train_step(train, router, per_train, all_reduce=distributed)
             t2 = time.perf_counter()
             sync()
+            # The shards' sampling RNG after this iteration's draws (read before the check below: a shard relaunched
+            # on a spare after it would answer with its seed's, not the state the redo must start from).
+            drawn = shards.call("rng_state")
         except Exception as e:
             if isinstance(e, RanksRemovedError):
                 removed = e  # calls ran on workers a shrink took out: their part of the iteration is missing
@@ -213,7 +222,8 @@ def _run(
             if not _handled(job, seen, sizes):
                 raise
         if _handled(job, seen, sizes):  # workers changed mid-iteration: redo it from the checkpoint
-            router = _recover(job, train, shards, distributed, moved=_taken_over(job, seen))
+            router = _recover(job, train, envs, shards, draws, distributed, moved=_taken_over(job, seen))
+            seen, sizes = len(job.events), len(job.resizes)
             sync()
             lost = time.perf_counter() - t0
             result.seconds_lost += lost
@@ -224,8 +234,10 @@ def _run(
                 result.failover.append(f"calls lost on removed workers: {', '.join(removed.removed)}")
             result.failover.append(f"iteration {it + 1} redone from the last checkpoint: {lost:.1f} s of training lost")
             continue
+        seen, sizes = len(job.events), len(job.resizes)
         t3 = time.perf_counter()
         train.call("save_checkpoint", rank=0)
+        draws = drawn
         for phase, seconds in zip(("rollout", "train", "sync"), (t1 - t0, t2 - t1, t3 - t2), strict=True):
             result.phase_seconds[phase] += seconds
         result.curve.add_iteration([r for returns in finished for r in returns])
@@ -259,14 +271,27 @@ def _handled(job: Any, seen: int, sizes: int) -> bool:
     return _taken_over(job, seen) or len(job.resizes) > sizes
 
 
-def _recover(job: Any, train: Any, shards: Any, distributed: bool, *, moved: bool) -> Any:
-    """After a takeover (`moved`) or a resize: every train worker back to the last checkpoint (after a resize
-    their `on_resized` did it, and re-formed their torch.distributed group at the new size; after a takeover
-    they rejoin one group here: the relaunched worker is a new process, and rank 0 may have moved), and a
-    new router (a shard may now live on the spare). The caller re-syncs the eval workers. Returns the router."""
+def _recover(job: Any, train: Any, envs: Any, shards: Any, draws: list[Any], distributed: bool, *, moved: bool) -> Any:
+    """After a takeover (`moved`) or a resize, before the interrupted iteration is redone as a replay:
+
+    - the interrupted rollouts end first (a call that failed on one env worker leaves the others stepping, acting
+      and writing: left running, they would write into the redo's shards and draw from the eval workers' RNG
+      after it was put back);
+    - every train worker goes back to the last checkpoint, its minibatch RNG included (after a resize their
+      `on_resized` did it, and re-formed their torch.distributed group at the new size; after a takeover they
+      rejoin one group here: the relaunched worker is a new process, and rank 0 may have moved);
+    - every buffer shard's sampling RNG goes back to the checkpoint's (`draws`, by rank: a shard relaunched on a
+      spare would start from its seed; a grown one takes a survivor's);
+    - a new router (a shard may now live on the spare) is returned.
+
+    The caller re-syncs the eval workers; env and eval workers rewind to the iteration's start themselves when
+    it starts again."""
+    from rlplace.ray.launch import answer
     from rlplace.runtime import ShardRouter
 
-    train.call("restore")
+    envs.call("__ray_call__", answer)  # an actor runs its calls in order: this returns after the interrupted ones
+    train.call("restore")  # after the interrupted train calls, for the same reason (they may sample the shards)
+    shards.call_sharded("set_rng_state", [draws[rank % len(draws)] for rank in range(len(shards.workers))])
     if distributed and moved:
         master = job.master("train")
         train.call("init_group", master.address if master else None, master.port if master else None)

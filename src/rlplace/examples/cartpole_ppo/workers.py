@@ -16,16 +16,22 @@ back. A worker that touches offloaded state fails loudly, so a missing or misord
 unnoticed, and every move is counted (`offload_stats`). On a GPU the same hooks would move tensors to
 pinned host memory (`rlplace.runtime.offload.Offloader`).
 
-Node loss: train rank 0 writes a checkpoint (weights and Adam state) after every iteration; a TrainWorker
-that rlplace relaunches on a hot spare reloads it in `on_replaced`, before its first call, and the pipeline
-restores every train worker from it to redo the interrupted iteration (`restore`). When an elastic train
-component changes size instead (a lost node without a spare, a node joining later), every train worker, new
-ones included, reloads it in `on_resized` and re-forms the torch.distributed group at the new size there; an
-env worker takes its new rank (which eval worker it uses).
+Node loss: train rank 0 writes a checkpoint (weights, Adam state and the minibatch RNG) after every iteration; a
+TrainWorker that rlplace relaunches on a hot spare reloads it in `on_replaced`, before its first call, and the
+pipeline restores every train worker from it to redo the interrupted iteration (`restore`). The redo replays the
+iteration that was interrupted: env and eval workers go back to the episodes and action RNG they had at its start
+(`rollout(..., iteration)`, `start_iteration`) and the driver puts the buffer shards' sampling RNG back. Why replay:
+a redo that draws other random numbers sends PPO down another trajectory, and not every trajectory solves CartPole
+within the demo's budget (one that a drain's redo happened to pick peaked near 195 and fell back to 119). When an
+elastic train component changes size instead (a lost node without a spare, a node joining later), every train
+worker, new ones included, reloads it in `on_resized` and re-forms the torch.distributed group at the new size
+there; an env worker takes its new rank (which eval worker it uses).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 from typing import Any
 
@@ -127,7 +133,8 @@ class TrainWorker:
             return
         tmp = f"{self.checkpoint}.tmp.npz"
         arrays = {name: self.stash.value(name) for name in ("params", "adam_m", "adam_v")}
-        np.savez(tmp, step=np.array(self.learner.optim.t), **arrays)
+        rng = json.dumps(self.learner.rng.bit_generator.state)  # every replica's: they draw alike
+        np.savez(tmp, step=np.array(self.learner.optim.t), rng=np.array(rng), **arrays)
         os.replace(tmp, self.checkpoint)
 
     def restore(self) -> bool:
@@ -138,6 +145,7 @@ class TrainWorker:
             for name in ("params", "adam_m", "adam_v"):
                 self.stash.replace(name, saved[name].copy())
             self.learner.optim.t = int(saved["step"])
+            self.learner.rng.bit_generator.state = json.loads(str(saved["rng"]))
         return True
 
     def on_replaced(self, event: Any) -> None:
@@ -237,6 +245,15 @@ class EvalWorker:
         self.rng = np.random.default_rng(seed)
         self.stash = Stash(self)
         self._incoming: np.ndarray | None = None
+        self._start: tuple[int, dict[str, Any]] | None = None  # (iteration, action RNG state at its start)
+
+    def start_iteration(self, iteration: int) -> None:
+        """Before `iteration`'s rollout: remember the action RNG; when the iteration is redone (a node's workers
+        moved meanwhile), draw its actions again from where it started."""
+        if self._start is not None and self._start[0] == iteration:
+            self.rng.bit_generator.state = self._start[1]
+        else:
+            self._start = (iteration, self.rng.bit_generator.state)
 
     def set_weights(self, params: np.ndarray) -> None:
         self.stash.replace("params", np.array(params))
@@ -276,13 +293,24 @@ class EnvWorker:
     def __init__(self, n_envs: int, seed: int):
         self.rank = _my_rank()
         self.pool = EnvPool(n_envs, seed + 1000 * self.rank)  # every worker its own episodes
+        self._start: tuple[int, EnvPool] | None = None  # (iteration, the environments at its start)
 
     def on_resized(self, event: Any) -> None:
         """The env component changed size: the rank (which eval worker to use) may be another now."""
         self.rank = _my_rank()
 
-    def rollout(self, policies: list[Any], router: Any, steps: int, gamma: float, lam: float) -> list[float]:
-        """One rollout with the eval worker `policies[rank % len]`; returns the returns of finished episodes."""
+    def rollout(
+        self, policies: list[Any], router: Any, steps: int, gamma: float, lam: float, iteration: int | None = None
+    ) -> list[float]:
+        """One rollout with the eval worker `policies[rank % len]`; returns the returns of finished episodes.
+
+        `iteration`: the pipeline's iteration; a second rollout for the same one (the iteration is redone after a
+        node's workers moved) starts from the environments as they were at its first, so the redo replays it."""
+        if iteration is not None:
+            if self._start is not None and self._start[0] == iteration:
+                self.pool = copy.deepcopy(self._start[1])
+            else:
+                self._start = (iteration, copy.deepcopy(self.pool))
         policy = policies[self.rank % len(policies)]
         batch, finished = self.pool.collect(lambda obs: ray.get(policy.act.remote(obs)), steps, gamma, lam)
         table = np.column_stack([batch["obs"], batch["actions"], batch["logp"], batch["advantages"], batch["returns"]])
