@@ -264,7 +264,7 @@ class Job:
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
-            group = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live)
+            group = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live, self.state)
             self.groups[component] = group
             return group
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
@@ -284,7 +284,9 @@ class Job:
             )
 
         actors = [start(w) for w in workers]
-        group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher, relaunch=start)
+        group = WorkerGroup(
+            component, workers, actors, cluster=self.cluster, health=self._watcher, relaunch=start, rows=self.state
+        )
         self.groups[component] = group
         return group
 

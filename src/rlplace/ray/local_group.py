@@ -23,7 +23,7 @@ from typing import Any
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory
 from rlplace.plan import Worker
-from rlplace.ray.group import WorkerGroup
+from rlplace.ray.group import Rows, WorkerGroup
 from rlplace.ray.port import Cluster
 from rlplace.ray.worker import WorkerPlacement, here
 
@@ -80,10 +80,11 @@ class LocalGroup(WorkerGroup):
         make: Callable[[], object] | None = None,
         *,
         cluster: Cluster,
+        rows: Rows | None = None,
     ):
         relaunch = None if make is None else (lambda _worker: LocalHandle(make(), cluster))
         handles = [LocalHandle(i, cluster) for i in instances]
-        super().__init__(component, workers, handles, cluster=cluster, relaunch=relaunch)
+        super().__init__(component, workers, handles, cluster=cluster, relaunch=relaunch, rows=rows)
         self._driver = driver
 
     @property
@@ -134,14 +135,22 @@ class LocalGroup(WorkerGroup):
 
 
 def launch_local(
-    cluster: Cluster, component: str, workers: Sequence[Worker], cls: Any, args: tuple, kwargs: dict, live: Inventory
+    cluster: Cluster,
+    component: str,
+    workers: Sequence[Worker],
+    cls: Any,
+    args: tuple,
+    kwargs: dict,
+    live: Inventory,
+    rows: Rows | None = None,
 ) -> LocalGroup:
     """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver (the
-    user's class behind a `ray.remote` one: a driver-local component is not an actor)."""
+    user's class behind a `ray.remote` one: a driver-local component is not an actor); `rows`: the job's state,
+    where the group reads its workers' rows."""
     plain = cluster.user_class(cls)[0]
     instances = [plain(*args, **kwargs) for _ in workers]
     driver = _driver_placement(live, here().node_id)
-    return LocalGroup(component, workers, instances, driver, lambda: plain(*args, **kwargs), cluster=cluster)
+    return LocalGroup(component, workers, instances, driver, lambda: plain(*args, **kwargs), cluster=cluster, rows=rows)
 
 
 def _driver_placement(live: Inventory, node_id: str) -> WorkerPlacement:
