@@ -103,18 +103,17 @@ def test_after_a_shrink_a_replacement_a_spare_of_the_lost_shape_or_the_next_rank
 
 
 def test_a_lost_node_tries_the_spares_of_its_rack_first_then_in_ip_order():
-    from rlplace.ray.failover import Loss, candidates
+    from rlplace.ray.failover import candidates
 
     lost = Node(rank=1, num_gpus=4, gpu_model="A800", num_cpus=8.0, node_id="lost", labels={"rack": "r1"})
-    loss = Loss(lost, ("train:1",), 0.0, 0.0, 1.0)
     spares = []
     for node_id, ip, rack in (("other", "10.0.0.7", "r0"), ("mate", "10.0.0.9", "r1")):
         s = raw(node_id, ip, gpus=4, model="A800")
         s["Labels"].update({"rlplace/spare": "true", "rack": rack})
         spares.append(s)
-    found = candidates(1, loss, spares, serving=set(), demand=DEMAND, free={})
+    found = candidates(1, lost, spares, serving=set(), demand=DEMAND, free={})
     assert [n.node_id for _, n in found] == ["mate", "other"]  # IP order alone would take "other" first
-    assert [n.node_id for _, n in candidates(1, loss, spares, serving=set(), demand=DEMAND, free={}, levels=())] == [
+    assert [n.node_id for _, n in candidates(1, lost, spares, serving=set(), demand=DEMAND, free={}, levels=())] == [
         "other",
         "mate",
     ]

@@ -237,3 +237,17 @@ def test_a_lost_node_takes_the_spare_of_its_own_rack_though_another_comes_first_
     assert train.call("step", 1) == [1, 1]
     assert str(job.live.node(1).node_id) == same_rack.node_id
     job.shutdown()
+
+
+def test_a_spare_that_joins_after_the_window_still_takes_the_failed_rank_over():
+    sim, job = started(replace_within_s=1)
+    train = job.launch("train", SimWorker)
+    lose(sim, job, 1)
+    with pytest.raises(NodeLostError):
+        train.call("step", 1, rank=0)
+    spare = add(sim, job, rank=None)
+    sim.advance(2)
+    assert [e.kind for e in job.events] == ["lost", "failed", "spare"] and job.state.health(1) == "ok"
+    assert str(job.live.node(1).node_id) == spare and train.call("step", 2, rank=0) == 2
+    job.shutdown()
+    assert not sim.live_groups() and not sim.live_actors()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from rlplace.errors import NodeLostError
@@ -24,22 +23,9 @@ from rlplace.planner.topology import spare_order
 from rlplace.ray import diagnose
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.ray.nodes import node_of, spare_nodes
-from rlplace.ray.state import NodeEvent, ResizeEvent
+from rlplace.ray.state import NodeEvent, ResizeEvent, Trouble
 
 _MOVABLE = ("CPU", "GPU")
-
-
-@dataclass
-class Loss:
-    """A rank whose node is gone and that no node has taken over yet (the watcher's bookkeeping)."""
-
-    node: Node  # the lost node, as the job knew it
-    workers: tuple[str, ...]
-    declared: float  # time.monotonic() when the loss was declared
-    at: float  # wall clock of the same moment
-    deadline: float  # monotonic end of the replacement window
-    refusals: dict[str, str] = field(default_factory=dict)  # spare or replacement node id -> why not taken
-    shrink_refusal: str | None = None  # why its components could not shrink instead (tried once)
 
 
 def hardware_of(demand: Mapping[str, float], node: Node) -> list[str]:
@@ -67,31 +53,35 @@ def spare_refusal(lost: Node, demand: Mapping[str, float], spare: Node, free: Ma
 
 def candidates(
     rank: int,
-    loss: Loss,
+    lost: Node,
     alive: Iterable[Mapping[str, Any]],
     *,
     serving: set[str],
     demand: Mapping[str, float],
     free: Mapping[str, Mapping[str, float]],
     levels: Sequence[TopologyLevel] = DEFAULT_TOPOLOGY,
+    refusals: dict[str, str] | None = None,
 ) -> list[tuple[str, Node]]:
-    """The nodes that may take `rank` over, as ("replacement" | "spare", node), replacements first, spares nearest
-    the lost node first (its NVLink domain, rack, zone: `spare_order`, by the job's topology `levels`). `alive`
-    are the live `ray.nodes()` records, `serving` the ids of nodes serving one of the job's ranks now,
-    `free` the free resources per node id. Every refused spare's reason goes into `loss.refusals`."""
+    """The nodes that may take `rank` (served by `lost` until now) over, as ("replacement" | "spare", node),
+    replacements first, spares nearest the lost node first (its NVLink domain, rack, zone: `spare_order`, by the
+    job's topology `levels`). `alive` are the live `ray.nodes()` records, `serving` the ids of nodes serving one
+    of the job's ranks now, `free` the free resources per node id. Every refused spare's reason goes into
+    `refusals` (node id -> why), the caller's dict: the watcher keeps them in the rank's `Trouble`, a drain's
+    probe says them in its event."""
     alive = list(alive)
     out: list[tuple[str, Node]] = []
     for n in alive:
         if (n.get("Labels") or {}).get(NODE_RANK_LABEL) == str(rank) and n["NodeID"] not in serving:
             out.append(("replacement", node_of(n, rank)))
-    if hardware_of(demand, loss.node):
+    if hardware_of(demand, lost):
         return out  # a robot cannot move: only its own node, started again, can take the rank back
-    for spare in spare_order(loss.node, spare_nodes(alive), levels):
+    for spare in spare_order(lost, spare_nodes(alive), levels):
         if str(spare.node_id) in serving:
             continue  # already serving another rank
-        why = spare_refusal(loss.node, demand, spare, free.get(str(spare.node_id)))
+        why = spare_refusal(lost, demand, spare, free.get(str(spare.node_id)))
         if why:
-            loss.refusals[str(spare.node_id)] = why
+            if refusals is not None:
+                refusals[str(spare.node_id)] = why
         else:
             out.append(("spare", dataclasses.replace(spare, rank=rank)))
     return out
@@ -142,22 +132,22 @@ def size_changes(events: Iterable[ResizeEvent]) -> str:
     return ", ".join(f"{e.component} {e.old_size} -> {e.new_size}" for e in events)
 
 
-def lost_error(rank: int, loss: Loss, demand: Mapping[str, float], replace_within_s: float) -> NodeLostError:
+def lost_error(rank: int, trouble: Trouble, demand: Mapping[str, float], replace_within_s: float) -> NodeLostError:
     """The NodeLostError of a rank no node took over within the window: what the job waited for, and why the
-    nodes that showed up were not taken."""
-    waited = _waited_for(rank, loss, demand, replace_within_s)
-    names = ", ".join(loss.workers) or "none launched yet"
+    nodes that showed up were not taken (the rank's `trouble`: its lost node, workers and refusals)."""
+    waited = _waited_for(rank, trouble, demand, replace_within_s)
+    names = ", ".join(trouble.workers) or "none launched yet"
     message = (
-        f"node {rank} ({gpus(loss.node)}, {loss.node.address or '?'}) was lost and its workers ({names}) "
+        f"node {rank} ({gpus(trouble.node)}, {trouble.node.address or '?'}) was lost and its workers ({names}) "
         f"could not be moved: the job waited for {waited}. Start a spare (`rlplace start --spare "
         f"--address HEAD:PORT`) or the node again (`rlplace start --node-rank {rank} --address HEAD:PORT`), "
         "or raise connect(..., replace_within_s=...)"
     )
-    return NodeLostError(message, node_rank=rank, workers=loss.workers, waited_for=waited)
+    return NodeLostError(message, node_rank=rank, workers=trouble.workers, waited_for=waited)
 
 
-def _waited_for(rank: int, loss: Loss, demand: Mapping[str, float], replace_within_s: float) -> str:
-    hardware = hardware_of(demand, loss.node)
+def _waited_for(rank: int, trouble: Trouble, demand: Mapping[str, float], replace_within_s: float) -> str:
+    hardware = hardware_of(demand, trouble.node)
     window = "no time (replace_within_s=0)" if replace_within_s == 0 else f"{replace_within_s:g} s"
     if hardware:
         what = (
@@ -165,13 +155,13 @@ def _waited_for(rank: int, loss: Loss, demand: Mapping[str, float], replace_with
             "hardware cannot move to a spare)"
         )
     else:
-        what = f"a hot spare with {gpus(loss.node)} or a replacement node with rank {rank} for {window}"
-    if loss.shrink_refusal:
-        what += f" (its components could not shrink instead: {loss.shrink_refusal})"
+        what = f"a hot spare with {gpus(trouble.node)} or a replacement node with rank {rank} for {window}"
+    if trouble.shrink_refusal:
+        what += f" (its components could not shrink instead: {trouble.shrink_refusal})"
     if replace_within_s == 0:
         return what
-    if loss.refusals:
-        what += "; not taken: " + "; ".join(loss.refusals.values())
+    if trouble.refusals:
+        what += "; not taken: " + "; ".join(trouble.refusals.values())
     elif not hardware:
         what += "; no spare joined the cluster"
     return what

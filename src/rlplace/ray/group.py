@@ -13,7 +13,7 @@ members only between calls being sent (`rlplace.ray.gate`); waiting on a node's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
@@ -45,6 +45,13 @@ class NodeHealth(Protocol):
 
     def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
         """Wait while node `rank` is lost; False when `deadline` came first; NodeLostError past the window."""
+
+
+class Rows(Protocol):
+    """Where a group reads its workers' plan rows (the job's state: one owner for who the members are)."""
+
+    def workers(self, component: str) -> tuple[Worker, ...]:
+        """The workers `component` has now, in rank order."""
 
 
 class _Untroubled:
@@ -80,9 +87,11 @@ class WorkerGroup:
     """All workers of one component; `actors[i]` and `workers[i]` are rank i.
 
     `cluster` is the port the calls go through; `health` is the job's node watcher (None: calls on a lost node
-    fail like any dead worker). An elastic component's group changes its members when the component is resized
-    (`reshape`, inside `pause`): calls are made to workers by name, so a call in flight keeps its worker through
-    renumbering.
+    fail like any dead worker). `rows` is the job's state: the group holds the actors (by worker name) and reads
+    the workers' plan rows from it, so a resize's renumbering is the state's alone; the members are the state's
+    workers the group holds an actor for (a resize's new workers join at its commit, `reshape`, inside `pause`).
+    Without `rows` (a copy shipped to a worker, a group built by hand) the rows given stay the members'. Calls are
+    made to workers by name, so a call in flight keeps its worker through renumbering.
     """
 
     def __init__(
@@ -93,18 +102,40 @@ class WorkerGroup:
         *,
         cluster: Cluster = RAY,
         health: NodeHealth | None = None,
+        rows: Rows | None = None,
     ):
         self.component = component
-        self.workers: tuple[Worker, ...] = tuple(workers)
-        self.actors: list[Any] = list(actors)
         self.cluster = cluster
         self._health: NodeHealth = health or _UNTROUBLED
+        self._rows = rows
+        self._own_rows = tuple(workers)  # the members' rows when there is no `rows` to read
+        self._actors: dict[str, Any] = {w.name: a for w, a in zip(workers, actors, strict=True)}
         self._calls = CallMemory()
         self._gate = ResizeGate()
-        self._rank_of = {w.name: i for i, w in enumerate(self.workers)}
+        self._seen: tuple[tuple[Worker, ...], tuple[Worker, ...], dict[str, int]] | None = None  # rows -> members
 
     def __len__(self) -> int:
-        return len(self.actors)
+        return len(self.workers)
+
+    @property
+    def workers(self) -> tuple[Worker, ...]:
+        """The members' plan rows, in rank order."""
+        return self._view()[0]
+
+    @property
+    def actors(self) -> list[Any]:
+        """The members' actors, in rank order."""
+        with self._gate.lock:
+            return [self._actors[w.name] for w in self._view()[0]]
+
+    def _view(self) -> tuple[tuple[Worker, ...], dict[str, int]]:
+        """(members, worker name -> rank): the rows that have an actor here, recomputed when the rows changed."""
+        with self._gate.lock:
+            rows = self._own_rows if self._rows is None else self._rows.workers(self.component)
+            if self._seen is None or self._seen[0] is not rows:
+                members = tuple(w for w in rows if w.name in self._actors)
+                self._seen = (rows, members, {w.name: i for i, w in enumerate(members)})
+            return self._seen[1], self._seen[2]
 
     @property
     def in_driver(self) -> bool:
@@ -120,7 +151,9 @@ class WorkerGroup:
 
     def __getstate__(self) -> dict[str, Any]:
         """A copy shipped to a worker (inside a ShardRouter, say) calls the actors but watches no node."""
-        state = {**self.__dict__, "_health": _UNTROUBLED}
+        members = self.workers
+        state = {**self.__dict__, "_health": _UNTROUBLED, "_rows": None, "_own_rows": members, "_seen": None}
+        state["_actors"] = {w.name: self._actors[w.name] for w in members}
         del state["_calls"], state["_gate"]
         return state
 
@@ -129,24 +162,33 @@ class WorkerGroup:
         self._calls = CallMemory()
         self._gate = ResizeGate()
 
-    def replace(self, rank: int, actor: Any) -> None:
-        """Worker `rank` runs as `actor` from now on (it was relaunched after its node was lost)."""
+    def replace(self, name: str, actor: Any) -> None:
+        """Worker `name` runs as `actor` from now on (it was relaunched after its node was lost)."""
         with self._gate.lock:
-            self.actors[rank] = actor
+            self._actors[name] = actor
 
-    def reshape(self, workers: Sequence[Worker], actors: Sequence[Any], removed: Sequence[str]) -> None:
-        """The component was resized: these are its workers and actors now, in rank order; the calls still
-        remembered for the `removed` workers raise RanksRemovedError from `get()` unless they finished."""
+    def reshape(self, added: Mapping[str, Any], removed: Sequence[str]) -> None:
+        """The component was resized (the rows already say so): the `added` workers (name -> actor) are members
+        now, the `removed` ones not; the calls still remembered for those raise RanksRemovedError from `get()`
+        unless they finished."""
+        gone = set(removed)
         with self._gate.lock:
-            self.workers = tuple(workers)
-            self.actors = list(actors)
-            self._rank_of = {w.name: i for i, w in enumerate(self.workers)}
-        self._calls.removed(set(removed))
+            for name in gone:
+                self._actors.pop(name, None)
+            self._actors.update(added)
+            self._seen = None
+        self._calls.removed(gone)
+
+    def held(self) -> dict[str, Any]:
+        """Worker name -> actor, for every actor the group holds: in a resize, until its commit (`reshape`), also
+        those of the workers the rows no longer name."""
+        with self._gate.lock:
+            return dict(self._actors)
 
     def pairs(self) -> list[tuple[Worker, Any]]:
         """(plan row, actor) of every worker, in rank order, as one consistent snapshot."""
         with self._gate.lock:
-            return list(zip(self.workers, self.actors, strict=True))
+            return [(w, self._actors[w.name]) for w in self._view()[0]]
 
     def pause(self) -> AbstractContextManager[None]:
         """Calls made meanwhile wait until the block ends (a resize changes the members in it); calls being sent
@@ -245,8 +287,7 @@ class WorkerGroup:
     def _submit(self, worker: Worker, method: str, args: tuple, kwargs: dict) -> Any:
         """Send one call to `worker` (by name: its rank may have changed). Inside `_sending` only."""
         with self._gate.lock:
-            rank = self._rank_of.get(worker.name)
-            actor = None if rank is None else self.actors[rank]
+            actor = self._actors.get(worker.name) if worker.name in self._view()[1] else None
         if actor is None:  # removed by a shrink while the call waited for its node: it never runs
             ref = self.cluster.put(None)
             call = Call(worker.name, method, args, kwargs, "", worker.node_rank, removed=True, sent=False)
@@ -297,11 +338,11 @@ class WorkerGroup:
 
     def _worker_of(self, call: Call | None, rank: int) -> Worker:
         """The worker a call went to: by name (its rank may have changed since), else the one at `rank`."""
-        with self._gate.lock:
-            at = self._rank_of.get(call.name) if call is not None else rank
-            if at is not None and 0 <= at < len(self.workers):
-                return self.workers[at]
-        assert call is not None, f"{self.component} has ranks 0-{len(self.workers) - 1}, not {rank}"
+        members, rank_of = self._view()
+        at = rank_of.get(call.name) if call is not None else rank
+        if at is not None and 0 <= at < len(members):
+            return members[at]
+        assert call is not None, f"{self.component} has ranks 0-{len(members) - 1}, not {rank}"
         return Worker(self.component, rank, 0, call.node_rank, (), 0.0, 0.0, None, actor_name=call.name)
 
     def _wait(self, ref: Any, worker: Worker, method: str, timeout_s: float | None, deadline: float | None) -> Any:
@@ -339,8 +380,8 @@ class WorkerGroup:
     def _replaced(self, call: Call) -> bool:
         """Was the call sent to an earlier incarnation of its worker (since moved off a lost node)?"""
         with self._gate.lock:
-            rank = self._rank_of.get(call.name)
-            return rank is not None and self.cluster.actor_id(self.actors[rank]) != call.actor
+            actor = self._actors.get(call.name) if call.name in self._view()[1] else None
+            return actor is not None and self.cluster.actor_id(actor) != call.actor
 
     def _node_lost(self, node_rank: int | None) -> bool:
         return node_rank is not None and self._health.check(node_rank)
@@ -374,9 +415,11 @@ class WorkerGroup:
             return self.workers[rank]
 
     def _actor(self, rank: int) -> Any:
-        if not 0 <= rank < len(self.actors):
-            raise IndexError(f"{self.component} has ranks 0-{len(self.actors) - 1}, not {rank}")
-        return self.actors[rank]
+        with self._gate.lock:
+            members = self.workers
+            if not 0 <= rank < len(members):
+                raise IndexError(f"{self.component} has ranks 0-{len(members) - 1}, not {rank}")
+            return self._actors[members[rank].name]
 
 
 def wait_dead(cluster: Cluster, actor_ids: Sequence[str], timeout_s: float) -> set[str]:

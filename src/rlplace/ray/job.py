@@ -269,7 +269,7 @@ class Job:
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
-            group, start = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live)
+            group, start = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live, self.state)
             self._starters[component] = start
             self.groups[component] = group
             return group
@@ -291,7 +291,7 @@ class Job:
 
         actors = [start(w) for w in workers]
         self._starters[component] = start
-        group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher)
+        group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher, rows=self.state)
         self.groups[component] = group
         return group
 

@@ -23,7 +23,7 @@ from typing import Any
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory
 from rlplace.plan import Worker
-from rlplace.ray.group import WorkerGroup
+from rlplace.ray.group import Rows, WorkerGroup
 from rlplace.ray.port import Cluster
 from rlplace.ray.worker import WorkerPlacement, here
 
@@ -79,9 +79,10 @@ class LocalGroup(WorkerGroup):
         driver: WorkerPlacement,
         *,
         cluster: Cluster,
+        rows: Rows | None = None,
     ):
         handles = [LocalHandle(i, cluster) for i in instances]
-        super().__init__(component, workers, handles, cluster=cluster)
+        super().__init__(component, workers, handles, cluster=cluster, rows=rows)
         self._driver = driver
 
     @property
@@ -132,18 +133,27 @@ class LocalGroup(WorkerGroup):
 
 
 def launch_local(
-    cluster: Cluster, component: str, workers: Sequence[Worker], cls: Any, args: tuple, kwargs: dict, live: Inventory
+    cluster: Cluster,
+    component: str,
+    workers: Sequence[Worker],
+    cls: Any,
+    args: tuple,
+    kwargs: dict,
+    live: Inventory,
+    rows: Rows | None = None,
 ) -> tuple[LocalGroup, Callable[[Worker], LocalHandle]]:
     """Construct `cls(*args, **kwargs)` once per planned worker of `component`, in rank order, in the driver (the
-    user's class behind a `ray.remote` one: a driver-local component is not an actor). Returns the group and
-    how to start one more of its workers (a growth)."""
+    user's class behind a `ray.remote` one: a driver-local component is not an actor); `rows`: the job's state,
+    where the group reads its workers' rows. Returns the group and how to start one more of its workers (a
+    growth)."""
     plain = cluster.user_class(cls)[0]
 
     def start(_worker: Worker) -> LocalHandle:
         return LocalHandle(plain(*args, **kwargs), cluster)
 
     driver = _driver_placement(live, here().node_id)
-    return LocalGroup(component, workers, [plain(*args, **kwargs) for _ in workers], driver, cluster=cluster), start
+    instances = [plain(*args, **kwargs) for _ in workers]
+    return LocalGroup(component, workers, instances, driver, cluster=cluster, rows=rows), start
 
 
 def _driver_placement(live: Inventory, node_id: str) -> WorkerPlacement:

@@ -101,13 +101,13 @@ class Ranks:
             previous = self._state.live.node(rank)
             self._state.apply(Change(nodes={rank: node}))
             self._launcher.node_changed(rank)  # interpreters are probed on the new node
-            relaunched: list[tuple[WorkerGroup, int, Any]] = []
+            relaunched: list[tuple[WorkerGroup, str, Any]] = []
             try:
                 for group in list(self._groups.values()):
-                    for i, w in enumerate(group.workers):
+                    for w in group.workers:
                         if w.node_rank == rank:
                             self._check_open()
-                            relaunched.append((group, i, self._starters[group.component](w)))
+                            relaunched.append((group, w.name, self._starters[group.component](w)))
                 first = [self._first_call(handle, event) for _, _, handle in relaunched]
                 self._cluster.get(first, self._state.timeout_s)
                 self._check_open()
@@ -118,8 +118,8 @@ class Ranks:
                 if isinstance(e, PlacementError):
                     raise
                 raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
-            for group, i, handle in relaunched:
-                group.replace(i, handle)
+            for group, name, handle in relaunched:
+                group.replace(name, handle)
 
     # -- resizing -----------------------------------------------------------------------------------------
 
@@ -267,12 +267,10 @@ class Ranks:
             if group is None:
                 continue
             gone = {w.name for w in c.removed}
-            by_name = {w.name: a for w, a in group.pairs()} | started
-            doomed = [by_name[name] for name in gone if name in by_name]
+            doomed = [a for name, a in group.held().items() if name in gone]
             self._kill(doomed)
             self._wait_dead(doomed, f"removed {c.component} workers")
-            workers = self._state.workers(c.component)
-            group.reshape(workers, [by_name[w.name] for w in workers], sorted(gone))
+            group.reshape({w.name: started[w.name] for w in c.added}, sorted(gone))
         self._reservation.release_bundles(step.release)
 
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:

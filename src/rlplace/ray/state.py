@@ -125,12 +125,22 @@ class Master:
 class Trouble:
     """A node rank that is draining (its node goes at a deadline and a spare, a free node or a shrink will serve
     it: the calls already sent there are finishing, new ones wait), lost (waiting for a spare or a replacement)
-    or failed (the window passed)."""
+    or failed (the window passed; a spare or replacement may still take it over).
+
+    The one record of a rank's trouble: `status` and the job record read its kind and wall-clock times, the
+    node watcher everything else (what it moves, when the window ends, what to say if it fails). It changes
+    only by a new record through `JobState.apply` (`dataclasses.replace`), never in place."""
 
     kind: Literal["draining", "lost", "failed"]
-    since: float  # wall clock of the loss's declaration
-    until: float  # wall clock end of the replacement window
-    error: NodeLostError | None = field(default=None, compare=False)
+    since: float  # wall clock of the loss's declaration (of the drain notice, for a drained node)
+    until: float  # wall clock end of the replacement window (the drain's deadline, while draining)
+    node: Node  # the node that served the rank when the trouble began (the lost node, as the job knew it)
+    workers: tuple[str, ...]  # the names of the launched workers planned on it then
+    declared: float  # `since` on the cluster's monotonic clock (`Cluster.now`)
+    deadline: float  # `until` on the monotonic clock: past it, a lost rank fails
+    refusals: Mapping[str, str] = field(default_factory=dict)  # spare or replacement node id -> why not taken
+    shrink_refusal: str | None = None  # why its components could not shrink instead (tried once)
+    error: NodeLostError | None = field(default=None, compare=False)  # set once it failed
 
 
 @dataclass(frozen=True)

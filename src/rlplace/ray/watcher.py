@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
-from rlplace.ray.failover import Loss, candidates, death_reason, joiners, lost_error, size_changes
+from rlplace.ray.failover import candidates, death_reason, joiners, lost_error, size_changes
 from rlplace.ray.nodes import raylet_refuses
 from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
@@ -112,7 +112,6 @@ class NodeWatcher:
         self._reserved = reserved
         self._mover = mover
         self.period_s = period_s
-        self._losses: dict[int, Loss] = {}
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
         self._notices: set[str] = set()  # draining nodes acted on (once each)
@@ -185,8 +184,7 @@ class NodeWatcher:
                     return True
                 if trouble is None:
                     return True
-                loss = self._losses.get(rank)  # type: ignore[arg-type]
-                if loss is not None and self._cluster.now() > loss.deadline + 2 * self.period_s + 5:
+                if trouble.kind == "lost" and self._cluster.now() > trouble.deadline + 2 * self.period_s + 5:
                     self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
                     continue
                 wait = None if deadline is None else deadline - self._cluster.now()
@@ -237,8 +235,9 @@ class NodeWatcher:
             if node_id in draining and node_id not in self._notices and self._state.health(rank) == "ok":
                 self._notices.add(node_id)
                 self._drained(rank, draining[node_id] / 1000 or None, usable)
-        for rank in sorted(self._losses):
-            self._resolve(rank, usable)
+        for rank, trouble in sorted(self._state.troubles().items()):
+            if trouble.kind != "draining":  # lost, or failed: a node may still take it over
+                self._resolve(rank, usable)
         moving = any(t.kind in ("draining", "lost") for t in self._state.troubles().values())
         if self._state.down and not moving:  # a rank being moved first: growth must not take its spare
             self._grow_back(usable)
@@ -264,13 +263,13 @@ class NodeWatcher:
             now, wall = self._cluster.now(), self._cluster.wall()
             window = self._state.replace_within_s
             since = (now, wall) if notice is None else (now - (wall - notice.at), notice.at)
-            self._losses[rank] = Loss(node, workers, *since, now + window)
+            trouble = Trouble("lost", since[1], wall + window, node, workers, since[0], now + window)
             event = None if notice is not None else self._event("lost", rank, workers, why)
-            self._state.apply(Change(trouble={rank: Trouble("lost", since[1], wall + window)}, event=event))
+            self._state.apply(Change(trouble={rank: trouble}, event=event))
             if event is not None:
                 log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
             self._mover.drop_rank(rank)  # kill its workers, release its group: nothing waits on them from now on
-            if window == 0 and notice is None and not self._shrink(rank, self._losses[rank]):
+            if window == 0 and notice is None and not self._shrink(rank):
                 self._fail(rank)
         self._wake()
 
@@ -285,19 +284,20 @@ class NodeWatcher:
             now, wall = self._cluster.now(), self._cluster.wall()
             left = self._state.timeout_s if deadline is None else max(0.0, deadline - wall)
             when = "no deadline" if deadline is None else f"deadline {_clock(deadline)} (in {left:.0f} s)"
-            probe = Loss(node, workers, now, wall, now)
-            takers = self._takers(rank, probe, usable)
+            refusals: dict[str, str] = {}  # no trouble yet: the probe's refusals only go into its event
+            takers = self._takers(rank, node, usable, refusals)
             refusal = None if takers else self._mover.shrink_refusal(rank)
             if takers or refusal is None:
                 how, taker = takers[0] if takers else ("", node)
                 act = f"{how} {taker.address} takes its workers over" if takers else "its elastic components shrink"
                 event = self._event("draining", rank, workers, f"{when}; {act} before then", deadline)
-                self._state.apply(Change(trouble={rank: Trouble("draining", wall, wall + left)}, event=event))
+                trouble = Trouble("draining", wall, wall + left, node, workers, now, now + left)
+                self._state.apply(Change(trouble={rank: trouble}, event=event))
                 log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
                 finish_by, name = now + left / 2, f"rlplace-drain-{self._state.name}-{rank}"
                 self._cluster.spawn(lambda: self._leave(rank, event, finish_by), name)
                 return
-            why = "; ".join(probe.refusals.values()) or "no hot spare or node with its rank label is free"
+            why = "; ".join(refusals.values()) or "no hot spare or node with its rank label is free"
             what = (
                 f"{when}; nothing takes it over ({why}) and its components cannot shrink ({refusal}): its workers "
                 f"({', '.join(workers) or 'none launched'}) will be lost at the deadline"
@@ -335,66 +335,84 @@ class NodeWatcher:
         finally:
             self._declare(rank, "drained", notice=notice)
 
-    def _takers(self, rank: int, loss: Loss, raw: list[dict[str, Any]]) -> list[tuple[str, Node]]:
-        """The nodes that may take `rank` over now (`failover.candidates`; refusals go into `loss`)."""
+    def _takers(
+        self, rank: int, lost: Node, raw: list[dict[str, Any]], refusals: dict[str, str]
+    ) -> list[tuple[str, Node]]:
+        """The nodes that may take `rank` (served by `lost`) over now (`failover.candidates`; why a node is not
+        taken goes into `refusals`)."""
         alive = [n for n in raw if n.get("Alive")]
         free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if alive else {}
         serving = {str(n.node_id) for n in self._state.live.nodes}
         demand, levels = self._reserved.demand(rank), self._state.levels
-        return candidates(rank, loss, alive, serving=serving, demand=demand, free=free, levels=levels)
+        return candidates(
+            rank, lost, alive, serving=serving, demand=demand, free=free, levels=levels, refusals=refusals
+        )
 
     def _resolve(self, rank: int, raw: list[dict[str, Any]]) -> None:
         with self._work:
-            loss = self._losses.get(rank)
-            if loss is None or self._stopped:
+            trouble = self._state.trouble(rank)
+            if trouble is None or trouble.kind == "draining" or self._stopped:
                 return
-            for how, node in self._takers(rank, loss, raw):
+            refusals = dict(trouble.refusals)  # this look's refusals join the earlier ones (the error names them)
+            for how, node in self._takers(rank, trouble.node, raw, refusals):
                 try:
-                    self._take_over(rank, loss, node, how)
+                    self._take_over(rank, trouble, node, how)
                     return
                 except PlacementError as e:
                     if self._stopped:
                         return  # the job was shut down during the takeover
-                    loss.refusals[str(node.node_id)] = f"{how} {node.address} failed: {e}"
+                    refusals[str(node.node_id)] = f"{how} {node.address} failed: {e}"
                     log.warning(
                         "rlplace job %s: %s %s could not take node %d: %s", self._state.name, how, node.address, rank, e
                     )
-            if self._shrink(rank, loss):
+            self._amend(rank, refusals=refusals)
+            if self._shrink(rank):
                 return
-            if self._cluster.now() >= loss.deadline:
+            if self._cluster.now() >= trouble.deadline:
                 self._fail(rank)
 
-    def _shrink(self, rank: int, loss: Loss) -> bool:
+    def _amend(self, rank: int, **fields: Any) -> None:
+        """Change fields of the rank's trouble (a new record through the state; nothing when none or unchanged).
+        Read and replaced under the state's lock: a waiting call may fail the rank meanwhile (`_fail`)."""
+        with self._state.changed:
+            old = self._state.trouble(rank)
+            if old is None:
+                return
+            new = dataclasses.replace(old, **fields)
+            if new != old:
+                self._state.apply(Change(trouble={rank: new}))
+
+    def _shrink(self, rank: int) -> bool:
         """No node takes the rank over now: shrink its components instead, if they are all elastic (tried once per
-        loss; why not goes into the NodeLostError)."""
-        if loss.shrink_refusal is not None or not self._state.plan.elastic:
+        loss; why not goes into the rank's trouble, and so into the NodeLostError)."""
+        trouble = self._state.trouble(rank)
+        if trouble is None or trouble.shrink_refusal is not None or not self._state.plan.elastic:
             return False
 
         def done(events: tuple[ResizeEvent, ...]) -> None:
             detail = f"no spare or replacement: {size_changes(events)} (elastic components shrank)"
-            node = loss.node
+            node = trouble.node
             event = NodeEvent(
                 "shrunk",
                 rank,
-                loss.workers,
+                trouble.workers,
                 self._cluster.wall(),
                 str(node.node_id),
                 node.address or "?",
                 detail,
-                self._cluster.now() - loss.declared,
+                self._cluster.now() - trouble.declared,
             )
-            del self._losses[rank]
             self._state.apply(Change(trouble={rank: None}, down={rank: True}, event=event))
             log.warning("rlplace job %s: %s", self._state.name, event)
 
         try:
             self._mover.shrink_lost(rank, done)
         except PlanError as e:
-            loss.shrink_refusal = str(e)
+            self._amend(rank, shrink_refusal=str(e))
             return False
         except PlacementError as e:
-            if rank in self._losses:  # the shrink itself failed before its commit
-                loss.shrink_refusal = f"the shrink failed: {e}"
+            if self._state.trouble(rank) is not None:  # the shrink itself failed before its commit
+                self._amend(rank, shrink_refusal=f"the shrink failed: {e}")
                 log.warning("rlplace job %s: shrinking off node %d failed: %s", self._state.name, rank, e)
                 return False
             log.warning("rlplace job %s: %s", self._state.name, e)  # shrunk; an on_resized failed
@@ -427,15 +445,15 @@ class NodeWatcher:
                 self._tried.update(str(node.node_id) for _, node in joined.values())
                 log.warning("rlplace job %s: growing back onto %s failed: %s", state.name, sorted(joined), e)
 
-    def _take_over(self, rank: int, loss: Loss, node: Node, how: str) -> None:
+    def _take_over(self, rank: int, trouble: Trouble, node: Node, how: str) -> None:
         """Move the rank to `node`; the event (handed to `on_replaced` first) is recorded once the workers
         answer there, with the seconds since the loss was declared."""
         what = "hot spare" if how == "spare" else "replacement node"
         detail = f"{what} {node.address} (id {str(node.node_id)[:8]}) took over node {rank}"
-        event = NodeEvent(how, rank, loss.workers, self._cluster.wall(), str(node.node_id), node.address or "?", detail)
+        at, address = self._cluster.wall(), node.address or "?"
+        event = NodeEvent(how, rank, trouble.workers, at, str(node.node_id), address, detail)
         self._mover.move_rank(rank, node, event)
-        done = dataclasses.replace(event, at=self._cluster.wall(), seconds=self._cluster.now() - loss.declared)
-        del self._losses[rank]
+        done = dataclasses.replace(event, at=self._cluster.wall(), seconds=self._cluster.now() - trouble.declared)
         self._state.apply(Change(trouble={rank: None}, event=done))
         log.warning("rlplace job %s: %s", self._state.name, done)
 
@@ -443,23 +461,23 @@ class NodeWatcher:
         """The window passed: the rank fails (once; the state's lock, not the takeover's, so that a waiting
         call can fail a rank whose takeover hangs)."""
         with self._state.changed:
-            loss = self._losses.get(rank)
-            if loss is None or self._state.health(rank) == "failed":
+            trouble = self._state.trouble(rank)
+            if trouble is None or trouble.kind != "lost":
                 return
-            error = lost_error(rank, loss, self._reserved.demand(rank), self._state.replace_within_s)
+            error = lost_error(rank, trouble, self._reserved.demand(rank), self._state.replace_within_s)
             now = self._cluster.now()
             event = NodeEvent(
                 "failed",
                 rank,
-                loss.workers,
+                trouble.workers,
                 self._cluster.wall(),
-                str(loss.node.node_id),
-                loss.node.address or "?",
+                str(trouble.node.node_id),
+                trouble.node.address or "?",
                 str(error),
-                now - loss.declared,
+                now - trouble.declared,
             )
-            trouble = Trouble("failed", loss.at, loss.at + self._state.replace_within_s, error)
-            self._state.apply(Change(trouble={rank: trouble}, event=event))
+            failed = dataclasses.replace(trouble, kind="failed", error=error)
+            self._state.apply(Change(trouble={rank: failed}, event=event))
 
 
 def _clock(wall: float) -> str:

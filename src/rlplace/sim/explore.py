@@ -431,7 +431,8 @@ class _World:
             if [w.rank for w in workers] != list(range(len(workers))):
                 return f"ranks 0..n-1: {name} has ranks {[w.rank for w in workers]}"
             if tuple(group.workers) != tuple(workers):
-                return f"one owner per fact: {name}'s group has {len(group.workers)} workers, the state {len(workers)}"
+                held, named = len(group.workers), len(workers)
+                return f"one owner per fact: {name}'s group holds actors for {held} of the state's {named} workers"
             limits = state.spec.elastic_range(name) if state.spec is not None else None
             if limits is not None and not (limits.min <= len(workers) <= (limits.max or len(workers))):
                 return f"sizes inside elastic: {name} has {len(workers)} workers, range {limits.min}..{limits.max}"
