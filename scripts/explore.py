@@ -94,4 +94,8 @@ def _explore_share(seed: int, share: range, length: int, mutate: str | None) -> 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `explore.py ... | head`: the reader left; say nothing more (Python's recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -16,6 +16,7 @@ shutdown. A record whose driver died stays until the key is deleted; `read_all(l
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -167,6 +168,12 @@ class JobRecord:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> JobRecord:
+        """The record `raw` holds; the same (immutable) record for the same bytes, decoded once: `status` and the
+        simulation's explorer read every record after every change."""
+        return _decoded(raw)
+
+    @classmethod
+    def _decode(cls, raw: bytes) -> JobRecord:
         d = json.loads(zlib.decompress(raw))
         return cls(
             job=d["job"],
@@ -182,6 +189,11 @@ class JobRecord:
             driver_pid=d.get("driver", [0, ""])[0],
             driver_node_id=d.get("driver", [0, ""])[1],
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded(raw: bytes) -> JobRecord:
+    return JobRecord._decode(raw)
 
 
 def _component(entry: list) -> ComponentRecord:
