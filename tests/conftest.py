@@ -17,10 +17,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
 
 # Every simulated node of every test session on a machine has the same IP, so two sessions running at once
-# (developers sharing a machine, or the three processes of `make test`) would hand out the same master ports and
+# (developers sharing a machine, or the two halves of `make test`) would hand out the same master ports and
 # collide when their workers bind them. Each session takes its own window of the default range (inherited by
-# the embedded clusters the CLI tests start): by its pid, or, for the processes `make test` starts side by side
-# (RLPLACE_TEST_HALF=0, 1 and 2, children of one shell), by that shell's pid and that number, so no two share
+# the embedded clusters the CLI tests start): by its pid, or, for the halves `make test` starts side by side
+# (RLPLACE_TEST_HALF=0 and 1, children of one shell), by that shell's pid and the half, so the two never share
 # one. A test that sets the variable itself still wins.
 _WINDOW, _WINDOWS = 900, 14
 _half = os.environ.get("RLPLACE_TEST_HALF")

@@ -95,7 +95,6 @@ def left_running(mark: str) -> list[tuple[int, str]]:
     return local_nodes.marked_processes(MARK, mark)
 
 
-@pytest.mark.embedded
 @pytest.mark.slow
 @pytest.mark.parametrize("code", [0, 3])
 def test_run_runs_the_users_script_on_the_plan_and_exits_with_its_code(tmp_path, code):
@@ -123,7 +122,6 @@ def _on_a_terminal(slave: int) -> None:
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
 
-@pytest.mark.embedded
 @pytest.mark.slow
 @pytest.mark.parametrize("sent_to", ["Ctrl-C at the terminal", "kill -INT of run alone"])
 def test_ctrl_c_stops_the_command_then_the_simulated_cluster(tmp_path, sent_to):

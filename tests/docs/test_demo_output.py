@@ -31,7 +31,6 @@ def loosen(expected: str) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.embedded
 @pytest.mark.slow  # a full demo: about 30 s on a quiet 2-core machine, up to a minute under load
 def test_the_demo_prints_what_the_guide_shows(tmp_path):
     guide = (ROOT / "docs/guide.md").read_text()

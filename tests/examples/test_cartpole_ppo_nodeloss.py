@@ -28,7 +28,6 @@ def assert_stopped_clean(out: str) -> None:
     assert session_processes(session) == []
 
 
-@pytest.mark.embedded
 @pytest.mark.slow
 def test_demo_survives_losing_a_node_to_a_hot_spare(tmp_path):
     """About 45 s: node 1 (train rank 1, buffer shard 1) goes 3 s into training; the spare takes over, and the
@@ -51,7 +50,6 @@ def test_demo_survives_losing_a_node_to_a_hot_spare(tmp_path):
     assert_stopped_clean(out)
 
 
-@pytest.mark.embedded
 @pytest.mark.slow
 def test_demo_without_a_spare_stops_with_the_node_lost_error(tmp_path):
     """About 25 s: no spare and replace_within 0: the run ends with the NodeLostError message, no traceback."""
@@ -63,7 +61,6 @@ def test_demo_without_a_spare_stops_with_the_node_lost_error(tmp_path):
     assert_stopped_clean(proc.stdout)
 
 
-@pytest.mark.embedded
 @pytest.mark.slow
 def test_demo_with_elastic_components_shrinks_instead_of_stopping_and_grows_back(tmp_path):
     """About 28-35 s: no spare; node 1 (train rank 1, buffer shard 1) goes 3 s into training, train and buffer
@@ -118,7 +115,6 @@ def test_the_node_loss_options_are_the_demos_not_runs(tmp_path, capsys):
     assert "unrecognized arguments: --kill-node 1" in capsys.readouterr().err
 
 
-@pytest.mark.embedded
 @pytest.mark.slow
 def test_demo_trains_on_through_a_preemption_notice_moving_the_node_before_its_deadline(tmp_path):
     """About 45 s: node 1 (train rank 1, buffer shard 1) is drained 3 s into training with a 20 s deadline; the spare
