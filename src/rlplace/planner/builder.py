@@ -190,14 +190,14 @@ class PlanBuilder:
         bundles = tuple(map(_new_bundle, zip(*columns, sharers, repeat(0, n), strict=True)))
         self._fraction = [1.0 / k if g and k else 0.0 for k, g in zip(sharers, bundle_gpus, strict=True)]
         workers: list[Worker] = []
-        columns = _SlotColumns(self)
+        at_slots = _SlotColumns(self)
         for block in self.blocks:
             if isinstance(block, Unpinned):
                 workers.extend(_unpinned(block))
             elif isinstance(block, InDriver):
                 workers.extend(_in_driver(block))
             else:
-                workers.extend(self._pinned(block, columns(block.slots), uses_placement_groups))
+                workers.extend(self._pinned(block, at_slots(block.slots), uses_placement_groups))
         return Plan(
             workers=tuple(workers),
             bundles=bundles if uses_placement_groups else (),
