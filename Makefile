@@ -1,5 +1,7 @@
 # The two commands a newcomer types: `make demo` and `make test`. Each creates .venv when missing.
 PYTHON ?= python3
+# bash: make test reads the Ray half's exit status through a pipe (PIPESTATUS)
+SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -27,16 +29,22 @@ demo: $(STAMP)
 # The suite runs as two pytest processes side by side: the tests marked `ray` (they share the session's simulated
 # cluster, started once) and all the others (the planner, the loader, the docs, the demos on their own embedded
 # clusters). On the 2-core CI machine a Ray test spends much of its time waiting on Ray, so the halves overlap
-# well. The second half's report is printed after the first; `make test` fails if either does.
+# well. The second half's report is printed after the first; then, last (where a CI log's tail shows it), each
+# half's summary line and what failed in it. `make test` fails if either half does.
 test: $(VENV)/.torch
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
-	@RLPLACE_TEST_HALF=1 $(BIN)/python -m pytest -q -m "not ray" --durations=10 > $(VENV)/not-ray.log 2>&1 & \
+	@RLPLACE_TEST_HALF=1 $(BIN)/python -m pytest -q -rfE -m "not ray" --durations=10 > $(VENV)/not-ray.log 2>&1 & \
 	others=$$!; \
 	echo "pytest: the tests marked ray here; the others run beside them (report below)"; \
-	RLPLACE_TEST_HALF=0 $(BIN)/python -m pytest -q -m ray --durations=10; ray=$$?; \
+	RLPLACE_TEST_HALF=0 $(BIN)/python -m pytest -q -rfE -m ray --durations=10 2>&1 | tee $(VENV)/ray.log; \
+	ray=$${PIPESTATUS[0]}; \
 	wait $$others; rest=$$?; \
 	echo "pytest: the tests not marked ray"; cat $(VENV)/not-ray.log; \
+	echo "pytest: both halves"; \
+	for half in ray not-ray; do \
+	  echo "  $$half: $$(tail -n 1 $(VENV)/$$half.log)"; grep -E '^(FAILED|ERROR) ' $(VENV)/$$half.log | sed 's/^/    /'; \
+	done; \
 	test $$ray -eq 0 -a $$rest -eq 0
 
 lint: $(STAMP)
