@@ -107,7 +107,6 @@ def test_a_lost_node_takes_the_spare_of_its_own_rack(extra, tmp_path):
     assert leftovers() == ([], [])
 
 
-
 def test_without_spare_or_replacement_calls_fail_with_node_lost_error_within_the_window(extra, tmp_path):
     lost = extra.ranked(4)
     with rlplace.connect(on_node_4(), export_path=None, timeout_s=20, replace_within_s=1) as job:
@@ -137,7 +136,6 @@ def test_without_spare_or_replacement_calls_fail_with_node_lost_error_within_the
     assert leftovers() == ([], [])
 
 
-
 def lost_call(extra: Extra, lost: Any, plan: Any, tmp_path: Any) -> tuple[NodeLostError, list[tuple[str, int]]]:
     """Start the plan (replace_within_s=1), lose `lost`, return the NodeLostError of a call there and the events."""
     with rlplace.connect(plan, export_path=None, timeout_s=20, replace_within_s=1) as job:
@@ -159,8 +157,6 @@ def test_a_robot_node_is_not_moved_to_a_spare_hardware_cannot_move(extra, tmp_pa
     assert "a replacement node with rank 4 for 1 s" in str(error)
     assert happened == [("lost", 4), ("failed", 4)]
     assert leftovers() == ([], [])
-
-
 
 
 def test_shutdown_during_a_loss_is_prompt_wakes_waiting_calls_and_leaves_nothing(extra, tmp_path):

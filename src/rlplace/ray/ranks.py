@@ -327,7 +327,6 @@ class Ranks:
         if self._state.closed:
             raise PlacementError(f"job {self._state.name} is shut down")
 
-
     def _still_running(self, pairs: Iterable[tuple[Worker, Any]], deadline: float) -> list[str]:
         """Wait until the calls already sent to these workers are done (an actor runs its calls in order, so a
         no-op sent now ends after them), at most until `deadline` (monotonic); the workers still busy then."""

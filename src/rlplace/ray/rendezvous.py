@@ -322,4 +322,3 @@ def hardware_env_fallbacks(hardware: dict[str, Any] | None) -> list[tuple[str, s
 
     kind = REGISTRY.get(str(hardware.get("type")))
     return [(k, var) for k, var in (kind.env_fallbacks if kind else ()) if hardware.get(k) is None]
-

@@ -347,4 +347,3 @@ class Reservation:
             held = diagnose.holders(str(r.node.node_id), table, actors, exclude=ours)
             lines.append(diagnose.starved(r.node, demand, available.get(str(r.node.node_id), {}), held, waited_s))
         return "placement groups still waiting when timeout_s ran out, resources busy:\n  " + "\n  ".join(lines)
-

@@ -224,15 +224,22 @@ def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, 
     rows: list[NodeRow] = []
     for r in records:
         latest = {e.node_rank: e for e in r.events}
-        for rank, e in sorted(latest.items()):
+        # A rank lost or failed whose events fell out of the record's last ones (many nodes lost at once, a
+        # rack say) is shown too, with what the record still says of it.
+        for rank in sorted({*latest, *r.lost, *r.failed}):
+            e = latest.get(rank)
             if rank in r.failed:
-                rows.append(NodeRow(f"node {rank}", "FAILED", e.at, e.detail, r.ray_job_id))
+                at, detail = (e.at, e.detail) if e is not None else (r.written_at, "its replacement window passed")
+                rows.append(NodeRow(f"node {rank}", "FAILED", at, detail, r.ray_job_id))
             elif rank in r.lost:
                 since, until = r.lost[rank]
                 left = max(0.0, until - now)
-                detail = f"waiting for a hot spare or a replacement node ({left:.0f} s left); workers: "
-                detail += ", ".join(e.workers) or "none launched"
+                detail = f"waiting for a hot spare or a replacement node ({left:.0f} s left)"
+                if e is not None:
+                    detail += "; workers: " + (", ".join(e.workers) or "none launched")
                 rows.append(NodeRow(f"node {rank}", "LOST", since, detail, r.ray_job_id))
+            elif e is None:
+                continue
             elif e.kind in ("spare", "replacement"):
                 state = "SPARE" if e.kind == "spare" else "REPLACED"
                 detail = f"{e.detail}, {e.seconds:.1f} s after the loss was declared"

@@ -589,4 +589,3 @@ def _fits(free: Mapping[str, float], demand: Mapping[str, float]) -> bool:
 
 def _selects(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
-

@@ -152,8 +152,18 @@ def _elastic_variants(text: str, components: Sequence[str]) -> list[str]:
 
 #: The moves and how often a schedule draws each (weights).
 MOVES = {
-    "call": 3, "call_rank": 1, "call_across_loss": 2, "lose": 2, "join": 1, "grow": 1, "spare": 1, "drain": 1,
-    "resize": 3, "slow": 1, "hang": 1, "wait": 2,
+    "call": 3,
+    "call_rank": 1,
+    "call_across_loss": 2,
+    "lose": 2,
+    "join": 1,
+    "grow": 1,
+    "spare": 1,
+    "drain": 1,
+    "resize": 3,
+    "slow": 1,
+    "hang": 1,
+    "wait": 2,
 }
 
 
@@ -372,7 +382,9 @@ class _World:
             return False  # a loss not declared yet will want the spare too
         need = self.sim.nodes_by_id[node_id].resources
         return any(
-            n.running and SPARE_LABEL in n.labels and n.node_id not in serving
+            n.running
+            and SPARE_LABEL in n.labels
+            and n.node_id not in serving
             and all(n.resources.get(k, 0.0) >= v for k, v in need.items())
             for n in self.sim.nodes_by_id.values()
         )
@@ -465,9 +477,15 @@ class _World:
 
     def _status(self) -> str | None:
         """`rlplace status` (read off the simulated cluster, no GPU probe: asking the workers takes time) shows
+        the job's nodes the state holds lost or failed as LOST or FAILED (and no other node of the job so), and
         every worker of the state on a node that is up as ALIVE, under its rank now; and nothing else ALIVE."""
         state = self.job.state
-        shown = {r.name: r for r in status.collect_all(self.sim, probe_gpus=False)[1] if r.state == "ALIVE"}
+        node_rows, worker_rows = status.collect_all(self.sim, probe_gpus=False)
+        troubled = {f"node {rank}": t.kind.upper() for rank, t in state.troubles().items() if t.kind != "draining"}
+        marked = {r.node: r.state for r in node_rows if r.state in ("LOST", "FAILED") and r.job != "-"}
+        if marked != troubled:
+            return f"status says what the state says: nodes shown {marked or 'none'} lost or failed, state {troubled}"
+        shown = {r.name: r for r in worker_rows if r.state == "ALIVE"}
         expected = {}
         for c, group in self.job.groups.items():
             if group.in_driver:

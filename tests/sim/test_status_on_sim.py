@@ -1,0 +1,39 @@
+"""`rlplace status` read off the simulated cluster: what it shows of a job's nodes (the explorer checks the rest
+after every step of its schedules)."""
+
+from __future__ import annotations
+
+from rlplace.ray import records, status
+from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
+from rlplace.ray.state import NodeEvent
+from rlplace.sim.cluster import SimCluster
+
+
+def test_ranks_lost_or_failed_are_shown_when_their_events_fell_out_of_the_record():
+    """A rack of nodes lost at once: the record keeps the last node events only, and those of nodes 1 and 2 are
+    older; status still shows node 1 LOST (with its window) and node 2 FAILED, beside the ranks the events name."""
+    sim = SimCluster()
+    takeovers = tuple(
+        NodeEvent(
+            "spare", rank, (f"rlplace:train:{rank}",), 100.0 + rank, f"s{rank}", "10.0.1.1", "hot spare took over", 1.0
+        )
+        for rank in range(3, 3 + 50)
+    )
+    record = JobRecord(
+        job="j",
+        namespace="ns",
+        instance="1" * 32,
+        ray_job_id=sim.job,
+        written_at=200.0,
+        nodes={rank: NodeRecord(f"n{rank}", f"10.0.0.{rank}") for rank in range(53)},
+        components={"train": ComponentRecord(53, tuple(range(53)), 0, "10.0.0.0", 29500)},
+        lost={1: (90.0, 10**12)},
+        failed=(2,),
+        events=takeovers,
+    )
+    sim.kv_put(records.key("ns", "j"), record.to_bytes())
+    rows = {r.node: r for r in status.collect_all(sim, probe_gpus=False)[0] if r.job == sim.job}
+    assert (rows["node 1"].state, rows["node 1"].since) == ("LOST", 90.0)
+    assert rows["node 1"].detail.startswith("waiting for a hot spare or a replacement node (")
+    assert (rows["node 2"].state, rows["node 2"].detail) == ("FAILED", "its replacement window passed")
+    assert rows["node 3"].state == "SPARE" and len(rows) == 2 + 50
