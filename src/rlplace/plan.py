@@ -8,6 +8,7 @@ and `groups` for tools that want more.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
@@ -168,6 +169,27 @@ class PlanTopology:
         values = self.units[level]
         value = values[node] if node < len(values) else None
         return node if value is None else value
+
+    def nearest(self, holders: Sequence[int]) -> Callable[[int, int], int]:
+        """`nearest(node, default)`: `node` itself when it is one of `holders`, else the first of `holders` in its
+        NVLink domain, else its rack, else its zone, else `default`. Where a node reads the weights from: the
+        estimate counts weight sync so, and `sync_weights(source="nearest")` sends it so."""
+        held = set(holders)
+        first_in: list[dict[str | int, int]] = [{} for _ in self.levels]
+        for i, level in enumerate(self.levels):
+            for h in holders:
+                first_in[i].setdefault(self.unit(level, h), h)
+
+        def nearest(node: int, default: int) -> int:
+            if node in held:
+                return node
+            for i, level in enumerate(self.levels):
+                found = first_in[i].get(self.unit(level, node))
+                if found is not None:
+                    return found
+            return default
+
+        return nearest
 
     def to_dict(self) -> dict:
         return {

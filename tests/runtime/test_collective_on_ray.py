@@ -174,6 +174,42 @@ def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
             sync_weights(learner, [evals], transport="collective")
 
 
+# learner and eval on both A800 nodes, two of each per node; critic on node 3, where no learner is.
+BESIDE = """
+cluster:
+  num_nodes: 4
+  component_placement:
+    learner: {node_group: a800, placement: "0-1,4-5"}
+    eval: {node_group: a800, placement: "2-3,6-7"}
+    critic: {node_group: node, placement: "3"}
+  node_groups:
+    - {label: a800, node_ranks: 0-1}
+"""
+
+
+@pytest.mark.slow
+def test_nearest_sends_each_eval_worker_the_weights_of_the_learner_on_its_node(ray_cluster):
+    """8-15 s: nine workers import torch. Learner rank 2 (node 1) is made to differ from rank 0 (node 0), so what
+    each target holds afterwards says where it read from; the critic's node has no learner: it reads rank 0."""
+    with rlplace.connect(BESIDE, export_path=None, name="coll-n") as job:
+        learner = job.launch("learner", Member, seed=3)
+        learner.call("__ray_call__", lambda self: [w.add_(1) for w in self.weights if w.is_floating_point()], rank=2)
+        node0, node1 = (learner.call("digest", rank=r)[0] for r in (0, 2))
+        assert node0 != node1
+        evals = job.launch("eval", Member, zeros=True)
+        critic = job.launch("critic", Member, zeros=True)
+        for transport in ("collective", "object_store"):
+            for targets in (evals, critic):
+                targets.call("__ray_call__", lambda self: [w.zero_() for w in self.weights])
+            report = sync_weights(
+                learner, [evals, critic], source="nearest", topology=job.plan.topology, transport=transport
+            )
+            assert (report.transport, report.sources, report.targets) == (transport, (0, 2), 5)
+            assert [d for d, _ in evals.call("digest")] == [node0, node0, node1, node1]
+            assert critic.call("digest", rank=0)[0] == node0
+        assert report.objects == 2  # the object store's: one object per learner read
+
+
 @pytest.mark.slow
 def test_every_train_rank_sends_its_shard_and_a_mismatch_is_named(ray_cluster):
     """6-11 s: seven workers import torch and join three groups."""

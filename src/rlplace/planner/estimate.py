@@ -230,29 +230,11 @@ def _weight_flows(
     first = min((w.rank, w.node_rank) for w in train)[1]
     served = set(train_nodes)
     pulls = Counter(n for n in eval_nodes if n not in served)
-    source = _nearest_source(topology, sorted(served, key=lambda n: n != first))
+    source = topology.nearest(sorted(served, key=lambda n: n != first))
     return [
         Flow(WEIGHTS, source(node, first), (node,), n, model_bytes, train_name, eval_name)
         for node, n in sorted(pulls.items())
     ]
-
-
-def _nearest_source(topology: PlanTopology, holders: list[int]):
-    """`source(node, default)`: the first of `holders` (train rank 0's node first) in the same NVLink domain as
-    `node`, else rack, else zone, else `default`."""
-    first_in = [{} for _ in topology.levels]
-    for i, level in enumerate(topology.levels):
-        for h in holders:
-            first_in[i].setdefault(topology.unit(level, h), h)
-
-    def source(node: int, default: int) -> int:
-        for i, level in enumerate(topology.levels):
-            found = first_in[i].get(topology.unit(level, node))
-            if found is not None:
-                return found
-        return default
-
-    return source
 
 
 def _experience_flows(by: dict[str, list[Worker]], batch_bytes: int, roles: dict) -> list[Flow] | None:

@@ -31,7 +31,7 @@ import datetime
 import hashlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,13 +301,20 @@ def sync_send(instance: object, name: str, source: int, method: str, bucket_mb: 
 
 
 def sync_receive(
-    instance: object, name: str, counts: list[int], method: str, bucket_mb: float, done_method: str, ticket: dict
+    instance: object,
+    name: str,
+    counts: list[int],
+    method: str,
+    bucket_mb: float,
+    done_method: str,
+    ticket: dict,
+    sources: Sequence[int],
 ) -> dict:
-    """Receive every source's tensors in place, in source order (`counts`: tensors per source), then call
-    `done_method()` if the class defines it."""
+    """Receive the tensors of `sources` (indices of the sync's sources, in order) in place (`counts`: tensors
+    per source), then call `done_method()` if the class defines it."""
     parts = _parts(_tensors(instance, method), counts)
     layouts = [_layout_hash(part, bucket_mb) for part in parts]
-    stats = _transfer(instance, name, dict(enumerate(parts)), layouts, bucket_mb, ticket)
+    stats = _transfer(instance, name, dict(zip(sources, parts, strict=True)), layouts, bucket_mb, ticket)
     done = getattr(instance, done_method, None)
     if callable(done) and "aborted" not in stats:
         done()

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.groups import Group
+from rlplace.plan import PlanTopology
 from rlplace.ray.raycluster import RAY
 
 Transport = Literal["auto", "object_store", "collective"]
@@ -59,11 +60,15 @@ class SyncReport:
         return self.bytes / 1e9 / self.seconds if self.seconds > 0 else 0.0
 
 
+Source = Literal["rank0", "all", "nearest"]
+
+
 def sync_weights(
     train: Group,
     targets: Sequence[Group],
     *,
-    source: Literal["rank0", "all"] = "rank0",
+    source: Source = "rank0",
+    topology: PlanTopology | None = None,
     transport: Transport = "auto",
     get_method: str = "get_weights",
     set_method: str = "set_weights",
@@ -75,30 +80,41 @@ def sync_weights(
 ) -> SyncReport:
     """Send train rank 0's weights (or every rank's, `source="all"`) to every worker of `targets`.
 
+    `source="nearest"` is for data-parallel train ranks, which all hold the same weights: each target gets them
+    from the train rank on its own node, else from one in its NVLink domain, rack or zone (`topology`, the
+    plan's: `job.plan.topology`; without it, only the node counts), else from rank 0: so weight sync crosses a
+    rack only where the plan put no trainer in the receiver's rack, as the plan's estimate counts it.
+
     Object store: `get_method()` once per source, then `set_method(*weights)` on every target (one
-    positional argument per source rank). Collective: `tensors_method()` on both sides returns the
+    positional argument per source rank it is fed by). Collective: `tensors_method()` on both sides returns the
     tensors (a list, a dict or an nn.Module); the targets' are overwritten in place, then their
     `done_method()` runs if defined. With `source="all"` a target's tensors are every train rank's, in
     rank order. `backend` ("gloo"/"nccl") overrides the collective's choice; `timeout_s` bounds building
     the groups and each broadcast. Returns when every target has the weights.
     """
-    if source not in ("rank0", "all"):
-        raise ConfigError(Problem(path="source", value=source, message="must be 'rank0' or 'all'"))
+    if source not in ("rank0", "all", "nearest"):
+        raise ConfigError(
+            Problem(path="source", value=source, message=f"got {source!r}; must be 'rank0', 'all' or 'nearest'")
+        )
     if transport not in ("auto", "object_store", "collective"):
         raise ConfigError(
-            Problem(path="transport", value=transport, message="must be 'auto', 'object_store' or 'collective'")
+            Problem(
+                path="transport",
+                value=transport,
+                message=f"got {transport!r}; must be 'auto', 'object_store' or 'collective'",
+            )
         )
-    sources = list(train.actors[:1] if source == "rank0" else train.actors)
+    routes = _routes(train, targets, source, topology)
     if transport == "auto":
-        transport = "collective" if _collective_possible(sources, targets, tensors_method) else "object_store"
+        transport = "collective" if _collective_possible(train, routes, targets, tensors_method) else "object_store"
     start = time.perf_counter()
     if transport == "collective":
-        nbytes, used = _collective(train, sources, targets, tensors_method, done_method, backend, bucket_mb, timeout_s)
+        nbytes, used = _collective(train, routes, targets, tensors_method, done_method, backend, bucket_mb, timeout_s)
     else:
-        nbytes, used = _object_store(train, sources, targets, get_method, set_method), ""
+        nbytes, used = _object_store(train, routes, targets, get_method, set_method), ""
     return SyncReport(
-        sources=tuple(w.rank for w in train.workers[: len(sources)]),
-        objects=len(sources) if transport == "object_store" else 0,
+        sources=routes.ranks,
+        objects=len(routes.ranks) if transport == "object_store" else 0,
         targets=sum(len(g.actors) for g in targets),
         seconds=time.perf_counter() - start,
         transport=transport,
@@ -107,19 +123,58 @@ def sync_weights(
     )
 
 
-def _collective_possible(sources: list[Any], targets: Sequence[Group], method: str) -> bool:
-    actors = [*sources, *(a for g in targets for a in g.actors)]
+@dataclass(frozen=True)
+class _Routes:
+    """Who sends to whom in one sync: the train ranks that send (in rank order), and for every target, group by
+    group, the indices into them of the sources it receives from, in order."""
+
+    ranks: tuple[int, ...]
+    feeds: tuple[tuple[tuple[int, ...], ...], ...]
+
+    def senders(self, train: Group) -> list[Any]:
+        return [train.actors[r] for r in self.ranks]
+
+    def received(self, per_source: Sequence[int]) -> int:
+        """What one target received, of the sources' bytes (every target receives as much: one copy of the
+        weights, or with `source="all"` every rank's part)."""
+        feed = next((f for feeds in self.feeds for f in feeds), range(len(self.ranks)))
+        return sum(per_source[i] for i in feed)
+
+
+def _routes(train: Group, targets: Sequence[Group], source: Source, topology: PlanTopology | None) -> _Routes:
+    if source != "nearest":
+        ranks = tuple(range(1 if source == "rank0" else len(train.actors)))
+        every = tuple(range(len(ranks)))
+        return _Routes(ranks, tuple(tuple(every for _ in g.actors) for g in targets))
+    holders: dict[int, int] = {}  # node -> the lowest train rank on it
+    for w in train.workers:
+        if w.node_rank is not None:
+            holders.setdefault(w.node_rank, w.rank)
+    nearest = (topology or PlanTopology()).nearest(sorted(holders, key=holders.__getitem__))
+    picks = [
+        [0 if w.node_rank is None else holders.get(nearest(w.node_rank, -1), 0) for w in g.workers] for g in targets
+    ]
+    ranks = tuple(sorted({r for p in picks for r in p}))
+    index = {r: i for i, r in enumerate(ranks)}
+    return _Routes(ranks, tuple(tuple((index[r],) for r in p) for p in picks))
+
+
+def _collective_possible(train: Group, routes: _Routes, targets: Sequence[Group], method: str) -> bool:
+    actors = [*routes.senders(train), *(a for g in targets for a in g.actors)]
     return importlib.util.find_spec("torch") is not None and all(hasattr(a, method) for a in actors)
 
 
-def _object_store(train: Group, sources: list[Any], targets: Sequence[Group], get_method: str, set_method: str) -> int:
-    weights = [RAY.call(actor, get_method) for actor in sources]
-    applied = [[RAY.call(actor, set_method, *weights) for actor in group.actors] for group in targets]
-    train.get(weights, get_method)  # first, so a train-side failure is reported under the train worker's name
+def _object_store(train: Group, routes: _Routes, targets: Sequence[Group], get_method: str, set_method: str) -> int:
+    weights = [RAY.call(actor, get_method) for actor in routes.senders(train)]
+    applied = [
+        [RAY.call(a, set_method, *(weights[i] for i in feed)) for a, feed in zip(group.actors, feeds, strict=True)]
+        for group, feeds in zip(targets, routes.feeds, strict=True)
+    ]
+    train.get(weights, get_method, ranks=routes.ranks)  # first, so a train-side failure is reported by its name
     for group, refs in zip(targets, applied, strict=True):
         group.get(refs, set_method)
     sizes = RAY.object_nodes(weights)
-    return sum(int(sizes.get(ref, {}).get("object_size") or 0) for ref in weights)
+    return routes.received([int(sizes.get(ref, {}).get("object_size") or 0) for ref in weights])
 
 
 # -- collective -----------------------------------------------------------------------------------------
@@ -153,7 +208,7 @@ _built: weakref.WeakKeyDictionary[Any, dict[tuple, _SyncGroups]] = weakref.WeakK
 
 def _collective(
     train: Group,
-    sources: list[Any],
+    routes: _Routes,
     targets: Sequence[Group],
     method: str,
     done_method: str,
@@ -164,36 +219,37 @@ def _collective(
     """Build the groups if needed, then one round of calls per sync. If a member cannot take part (it
     restarted, or its tensors changed), nobody broadcasts: the groups are rebuilt (a changed layout then
     fails with the worker's name) and the sync runs again, once."""
-    # Groups per list of target groups; they belong to exactly these members: when a source or target changed
-    # (relaunched on a spare, added or removed by a resize), they are built again for the members there are now.
-    key = (len(sources), tuple(id(g) for g in targets))
-    members = (*train.actor_ids[: len(sources)], *(i for g in targets for i in g.actor_ids))
+    # Groups per routing and list of target groups; they belong to exactly these members: when a source or
+    # target changed (relaunched on a spare, added or removed by a resize), they are built again for the members
+    # there are now.
+    key = (routes, tuple(id(g) for g in targets))
+    members = (*(train.actor_ids[r] for r in routes.ranks), *(i for g in targets for i in g.actor_ids))
     built = _built.setdefault(train, {}).get(key)
     stale = built is not None and (built.member_ids != members or bool(backend and backend != built.backend))
     why = ""
     for _ in range(2):
         if built is None or stale or why:
-            built = _prepare(train, sources, targets, method, backend, bucket_mb, timeout_s, stale=built)
+            built = _prepare(train, routes, targets, method, backend, bucket_mb, timeout_s, stale=built)
             built.member_ids = members
             _built[train][key] = built
             stale = False
-        results = _run(train, sources, targets, built, method, done_method, bucket_mb)
+        results = _run(train, routes, targets, built, method, done_method, bucket_mb)
         why = next((r["aborted"] for r in results if "aborted" in r), "")
         if not why:
-            return int(sum(r["bytes"] for r in results[: len(sources)])), built.backend
+            return routes.received([r["bytes"] for r in results[: len(routes.ranks)]]), built.backend
     raise PlacementError(f"weight sync could not run twice in a row: a member reported: {why}")
 
 
 def _run(
     train: Group,
-    sources: list[Any],
+    routes: _Routes,
     targets: Sequence[Group],
     built: _SyncGroups,
     method: str,
     done_method: str,
     bucket_mb: float,
 ) -> list[dict]:
-    """One sync: every source sends, every target receives; results of the sources first."""
+    """One sync: every source sends, every target receives from its sources; results of the sources first."""
     built.seq += 1
     ticket = {
         "seq": built.seq,
@@ -204,17 +260,25 @@ def _run(
         "timeout_s": built.timeout_s,
     }
     name = built.name
-    sends = [_thunk(a, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(sources)]
-    receive = ("sync_receive", name, built.counts, method, bucket_mb, done_method, ticket)
-    sent_refs, *receives = _start_all([(train, sends), *((g, _thunks(g, *receive)) for g in targets)])
-    received = _collect(targets, receives, "sync_receive", None)  # each wait is bounded by the groups' timeout
-    sent = train.get(sent_refs, "sync_send", None, ranks=list(range(len(sources))))
+    sends = [_thunk(a, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(routes.senders(train))]
+
+    def receives(group: Group, feeds: tuple[tuple[int, ...], ...]) -> list[Callable[[], Any]]:
+        def receive(actor: Any, feed: tuple[int, ...]) -> Callable[[], Any]:
+            counts = [built.counts[i] for i in feed]
+            return _thunk(actor, "sync_receive", name, counts, method, bucket_mb, done_method, ticket, feed)
+
+        return [receive(a, feed) for a, feed in zip(group.actors, feeds, strict=True)]
+
+    calls = [(g, receives(g, feeds)) for g, feeds in zip(targets, routes.feeds, strict=True)]
+    sent_refs, *received_refs = _start_all([(train, sends), *calls])
+    received = _collect(targets, received_refs, "sync_receive", None)  # each wait is bounded by the groups' timeout
+    sent = train.get(sent_refs, "sync_send", None, ranks=routes.ranks)
     return [*sent, *(r for rs in received for r in rs)]
 
 
 def _prepare(
     train: Group,
-    sources: list[Any],
+    routes: _Routes,
     targets: Sequence[Group],
     method: str,
     backend: str | None,
@@ -223,10 +287,10 @@ def _prepare(
     stale: _SyncGroups | None,
 ) -> _SyncGroups:
     """Ask every member for its layout (a mismatch is an error naming the worker), choose the backend, build."""
-    described, target_described = _describe(train, sources, targets, method, bucket_mb, timeout_s)
-    _check_layouts(train, described, targets, target_described)
+    described, target_described = _describe(train, routes, targets, method, bucket_mb, timeout_s)
+    _check_layouts(train, routes, described, targets, target_described)
     chosen = backend or _backend([*described, *(d for ds in target_described for d in ds)])
-    built = _build(train, sources, targets, chosen, timeout_s, stale)
+    built = _build(train, routes, targets, chosen, timeout_s, stale)
     built.layouts = [d["layouts"][0] for d in described]
     built.counts = [d["tensors"] for d in described]
     return built
@@ -241,23 +305,22 @@ def _backend(described: list[dict]) -> str:
 
 def _describe(
     train: Group,
-    sources: list[Any],
+    routes: _Routes,
     targets: Sequence[Group],
     method: str,
     bucket_mb: float,
     timeout_s: float,
 ) -> tuple[list[dict], list[list[dict]]]:
-    """Every member's layout and devices. With one source the targets are asked at the same time; with
-    several, after the sources (a target splits its tensors by the sources' counts)."""
-    sent = [_thunk(a, "sync_describe", method, bucket_mb) for a in sources]
-    ranks = list(range(len(sources)))
-    if len(sources) == 1:
+    """Every member's layout and devices. Where every target is fed by one source the targets are asked at the
+    same time; with `source="all"`, after the sources (a target splits its tensors by the sources' counts)."""
+    sent = [_thunk(a, "sync_describe", method, bucket_mb) for a in routes.senders(train)]
+    if all(len(feed) == 1 for feeds in routes.feeds for feed in feeds):
         refs, *target_refs = _start_all(
             [(train, sent), *((g, _thunks(g, "sync_describe", method, bucket_mb)) for g in targets)]
         )
-        described = train.get(refs, "sync_describe", timeout_s, ranks=ranks)
+        described = train.get(refs, "sync_describe", timeout_s, ranks=routes.ranks)
     else:
-        described = train.get(_start_all([(train, sent)])[0], "sync_describe", timeout_s, ranks=ranks)
+        described = train.get(_start_all([(train, sent)])[0], "sync_describe", timeout_s, ranks=routes.ranks)
         counts = [d["tensors"] for d in described]
         target_refs = _start_all([(g, _thunks(g, "sync_describe", method, bucket_mb, counts)) for g in targets])
     return described, _collect(targets, target_refs, "sync_describe", timeout_s)
@@ -293,16 +356,18 @@ def _collect(groups: Sequence[Group], refs: list[list[Any]], what: str, timeout_
     return [g.get(r, what, timeout_s) for g, r in zip(groups, refs, strict=True)]
 
 
-def _check_layouts(train: Group, sources: list[dict], targets: Sequence[Group], described: list[list[dict]]) -> None:
-    """Every target's tensors must match the sources' dtype for dtype and shape for shape."""
-    want = [d["layouts"][0] for d in sources]
-    for group, ds in zip(targets, described, strict=True):
-        for worker, d in zip(group.workers, ds, strict=True):
-            if d["layouts"] != want:
-                src = train.workers[0].name
+def _check_layouts(
+    train: Group, routes: _Routes, sources: list[dict], targets: Sequence[Group], described: list[list[dict]]
+) -> None:
+    """Every target's tensors must match its sources' dtype for dtype and shape for shape."""
+    for group, feeds, ds in zip(targets, routes.feeds, described, strict=True):
+        for worker, feed, d in zip(group.workers, feeds, ds, strict=True):
+            if d["layouts"] != [sources[i]["layouts"][0] for i in feed]:
+                src = train.workers[routes.ranks[feed[0]]].name
+                first = sources[feed[0]]
                 raise PlacementError(
                     f"weight sync: {worker.name}'s weight tensors ({d['tensors']} tensors, {d['bytes']:,} bytes) do "
-                    f"not match {src}'s ({sources[0]['tensors']} tensors, {sources[0]['bytes']:,} bytes) in dtype "
+                    f"not match {src}'s ({first['tensors']} tensors, {first['bytes']:,} bytes) in dtype "
                     "and shape, in order; both classes' weight_tensors() must return the same tensors in the same "
                     "order (the object store transport, get_weights/set_weights, has no such constraint)"
                 )
@@ -310,36 +375,39 @@ def _check_layouts(train: Group, sources: list[dict], targets: Sequence[Group], 
 
 def _build(
     train: Group,
-    sources: list[Any],
+    routes: _Routes,
     targets: Sequence[Group],
     backend: str,
     timeout_s: float,
     stale: _SyncGroups | None,
 ) -> _SyncGroups:
-    """Host the store on the first source, then have every member join its groups, all at once."""
+    """Host the store on the first source, then have every member join its groups, all at once: one group per
+    source, of it (rank 0) and the targets it feeds (ranks 1.., in target order)."""
     if stale is not None:  # drop the old groups where they still exist (fire and forget)
         for actor in stale.members:
             RAY.run_on(actor, _call, "sync_leave", stale.name)
     name = uuid.uuid4().hex[:12]
+    sources = routes.senders(train)
     host = RAY.run_on(sources[0], _call, "sync_host", name, timeout_s)
-    address, port = train.get([host], "sync_host", timeout_s, ranks=[0])[0]
-    size = 1 + sum(len(g.actors) for g in targets)
+    address, port = train.get([host], "sync_host", timeout_s, ranks=routes.ranks[:1])[0]
+    fed = [feed for feeds in routes.feeds for feed in feeds]
+    sizes = [1 + sum(i in feed for feed in fed) for i in range(len(sources))]
 
     def join(actor: Any, memberships: list[tuple[int, int, int]]) -> Callable[[], Any]:
         return _thunk(actor, "sync_join", name, address, port, memberships, backend, timeout_s)
 
-    source_joins = [join(a, [(i, 0, size)]) for i, a in enumerate(sources)]
-    # A target's rank is the same in every source's group: 1 + its position among all targets.
+    source_joins = [join(a, [(i, 0, sizes[i])]) for i, a in enumerate(sources)]
+    taken = [0] * len(sources)  # targets given a rank in each source's group so far
     target_joins: list[tuple[Group, list[Callable[[], Any]]]] = []
-    rank = 1
-    for g in targets:
+    for g, feeds in zip(targets, routes.feeds, strict=True):
         starts = []
-        for actor in g.actors:
-            starts.append(join(actor, [(i, rank, size) for i in range(len(sources))]))
-            rank += 1
+        for actor, feed in zip(g.actors, feeds, strict=True):
+            for i in feed:
+                taken[i] += 1
+            starts.append(join(actor, [(i, taken[i], sizes[i]) for i in feed]))
         target_joins.append((g, starts))
     source_refs, *target_refs = _start_all([(train, source_joins), *target_joins])
     _collect(targets, target_refs, "sync_join", timeout_s)
-    train.get(source_refs, "sync_join", timeout_s, ranks=list(range(len(sources))))
+    train.get(source_refs, "sync_join", timeout_s, ranks=routes.ranks)
     members = [*sources, *(a for g in targets for a in g.actors)]
     return _SyncGroups(name, backend, members, address, port, layouts=[], counts=[], timeout_s=timeout_s)
