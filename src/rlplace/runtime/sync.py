@@ -142,6 +142,9 @@ class _Routes:
 
 
 def _routes(train: Group, targets: Sequence[Group], source: Source, topology: PlanTopology | None) -> _Routes:
+    """The routes of `source`: rank 0, or every rank, to every target; or for "nearest", each target from the
+    lowest train rank of the nearest node holding one (`PlanTopology.nearest`, the estimate's rule), else rank 0
+    (a target or trainer Ray placed has no known node)."""
     if source != "nearest":
         ranks = tuple(range(1 if source == "rank0" else len(train.actors)))
         every = tuple(range(len(ranks)))
