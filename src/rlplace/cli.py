@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = None
+    typed, command = list(argv), None
     if argv[:1] == ["run"]:  # `rlplace run CONFIG ... -- COMMAND ...`: the words after `--` are not rlplace's
         from rlplace.commands.driver import split_command
 
@@ -82,6 +82,7 @@ def _run(argv: list[str] | None) -> int:
         if getattr(args, "overrides", None) is None or not all(_is_override(w) for w in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = [*args.overrides, *extra]
+    args.argv = typed  # the command line as typed, for files that name the command that wrote them
     if argv[:1] == ["run"]:
         if command == []:
             return usage_error("run", "nothing to run after --: write the command, e.g. -- python train.py")

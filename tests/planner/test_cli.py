@@ -95,7 +95,7 @@ def test_export_writes_the_spec_form_with_a_header(capsys, tmp_path):
     code, text, _ = run(capsys, str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "2x4", "--export", str(out))
     assert code == 0 and str(out) in text.replace("\n", "")
     written = out.read_text()
-    assert written.startswith("# resource_pool computed by `rlplace plan`")
+    assert written.startswith("# resource_pool computed by `rlplace plan ")
     assert yaml.safe_load(written) == {
         "resource_pool": [
             {"name": "train_pool", "num_node": 1, "num_gpus": 4, "train": "0-1"},

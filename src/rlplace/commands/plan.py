@@ -13,7 +13,7 @@ import pathlib
 import sys
 from collections import Counter
 
-from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file
+from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file, invoked
 from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, with_node_env
@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
         planned = capacity.checked(plan(spec, inventory), inventory)
     except PlanError as e:
         raise PlanError(hide(str(e), hidden)) from None
-    if args.export:
-        write_resource_pool(planned, args.export)
+    exported = write_resource_pool(planned, args.export, written_by=invoked(args)) if args.export else None
     result = shown_plan(planned, hidden)  # what is printed: values from the environment as written
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
@@ -124,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
             if spec.from_env:
                 doc["from_environment"] = from_environment(spec.from_env)
             _dump(doc, args.format)
+    if exported is not None:  # after the table; on stderr when stdout is the plan's JSON or YAML
+        table = args.format in ("table", "table-full")
+        print(exported.describe(), file=sys.stdout if table else sys.stderr)
     return 0
 
 
@@ -242,8 +244,6 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
     console = terminal()
     console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
     console.print(estimate_line(result, est))
-    if args.export:
-        console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
         t = Table(title=f"strategies compared ({model_size(est)}, experience {_human(args.batch_bytes)} per iteration)")
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):

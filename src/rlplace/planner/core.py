@@ -177,7 +177,8 @@ def _pack_pools(builder: PlanBuilder, pools: list[Pool], counts: dict[str, Count
     blocks = {}
     for name in ("train", "eval", "env"):
         if name in counts and name in pool_of and counts[name].count:
-            blocks[name] = pack(builder, pool_of[name], counts[name], source)
+            partners = blocks.get("eval") if name == "env" else None  # env i steps with eval i * eval / env
+            blocks[name] = pack(builder, pool_of[name], counts[name], source, partners)
     return blocks
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
+import sys
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -386,5 +388,10 @@ def _export(plan: Plan, path: str | os.PathLike) -> None:
     except ImportError:
         log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    write_resource_pool(plan, path)
-    log.info("wrote the computed resource pool to %s", path)
+    written = write_resource_pool(plan, path, written_by=f"rlplace.connect() in {_command_line()}")
+    (log.warning if written.path != written.asked else log.info)("%s", written.describe())
+
+
+def _command_line() -> str:
+    """This process's command line as typed (`train.py --lr 3e-4`, `rlplace run job.yaml`), for the export's header."""
+    return shlex.join([os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]])
