@@ -7,11 +7,9 @@ exceptions). Without --nodes/--inventory the live Ray cluster's inventory is rea
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import pathlib
 import sys
-from collections import Counter
 
 from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file, invoked
 from rlplace.config.from_env import hide
@@ -176,6 +174,7 @@ def _live_inventory(address: str | None) -> Inventory:
 def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argparse.Namespace) -> dict[str, dict]:
     """Plan the worker counts of `planned` under each auto strategy; a strategy that does not fit says why."""
     from rlplace.planner import estimate, plan
+    from rlplace.planner.variants import eval_env_share, with_strategy
 
     if spec.dialect != "pools":
         raise ConfigError(
@@ -187,19 +186,15 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argp
             )
         )
     out: dict[str, dict] = {}
-    shared = _eval_env_share(planned)
+    shared = eval_env_share(planned)
     for strategy in COMPARED:
         env = spec.settings.env_strategy
-        if strategy != "colocate" and env == "device-colocate":
-            env = None
+        if strategy == "default" and env == "device-colocate":
+            env = None  # Ray schedules every worker under default: device-colocate has no effect there
         elif strategy == "colocate" and env is None and shared:
             env = "device-colocate"  # the planned layout already puts eval and env on one GPU
-        settings = dataclasses.replace(
-            spec.settings, mode="auto", strategy=strategy, env_strategy=env, is_colocated=None
-        )
-        variant = dataclasses.replace(spec, settings=settings, node_groups=(), components=_unplaced(spec, planned))
         try:
-            p = plan(variant, inventory)
+            p = plan(with_strategy(spec, planned, strategy, env), inventory)
         except PlanError as e:
             out[strategy] = {"fits": False, "error": str(e)}
             continue
@@ -211,17 +206,6 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argp
             "warnings": len(p.warnings),
         }
     return out
-
-
-def _eval_env_share(planned: Plan) -> bool:
-    evals = {(w.node_rank, w.gpus) for w in planned.workers if w.component == "eval" and w.gpus}
-    return any((w.node_rank, w.gpus) in evals for w in planned.workers if w.component == "env")
-
-
-def _unplaced(spec: JobSpec, planned: Plan) -> tuple:
-    """The components without placements, each with the worker count it got in `planned`."""
-    counts = Counter(w.component for w in planned.workers)
-    return tuple(dataclasses.replace(c, placement=None, num_workers=counts[c.name]) for c in spec.components)
 
 
 def _dump(doc: dict, fmt: str) -> None:
@@ -250,7 +234,7 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
             t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():
             if not row["fits"]:
-                t.add_row(name, "no", row["error"], "", "", "", "")
+                t.add_row(name, "no", "", "", "", "", "")
                 continue
             t.add_row(
                 name,
@@ -262,6 +246,9 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
                 _human(row["experience_bytes"]),
             )
         console.print(t)
+        for name, row in compared.items():  # why a strategy does not fit: below the table, not in a column of numbers
+            if not row["fits"]:
+                console.print(f"{name} does not fit: {row['error']}", highlight=False)
 
 
 def _opt(v: int | None) -> str:
