@@ -184,12 +184,16 @@ def test_a_config_that_does_not_fit_is_refused_before_the_command_runs(tmp_path,
 
 
 def test_a_configured_ray_address_elsewhere_is_refused_with_simulate(tmp_path, capsys):
-    """RLightning's `ray_address: HOST:PORT` sends connect() there, not to the simulated cluster."""
+    """RLightning's `ray_address: HOST:PORT`: the command's connect() would refuse it beside the simulated cluster's
+    $RAY_ADDRESS, so run refuses it before the cluster starts."""
     job = tmp_path / "job.yaml"
     job.write_text("cluster:\n  ray_address: 10.1.2.3:6379\n  train_worker_num: 1\n")
     assert main(["run", str(job), "--simulate", "2x4", "--", sys.executable, "-c", "print(1)"]) == 2
     err = capsys.readouterr().err
-    assert f"{job}:2: cluster.ray_address: rlplace.connect() in the command would join 10.1.2.3:6379" in err
+    assert (
+        f"{job}:2: cluster.ray_address: the config names 10.1.2.3:6379 as the Ray cluster to join, and this command "
+        "joins the simulated cluster" in err
+    )
 
 
 def test_connect_without_a_config_loads_what_run_planned(tmp_path):

@@ -668,7 +668,7 @@ COMMAND_LINE: dict[str, Provoker] = {
     "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one": lambda _request: raised(
         lambda: load_driver_config({})
     ),
-    "rlplace.connect() in the command would join 10.0.0.1:6379, not the simulated cluster": run_with(
+    "cluster.ray_address: the config names 10.0.0.1:6379 as the Ray cluster to join": run_with(
         "cluster:\n  ray_address: 10.0.0.1:6379\n  train_worker_num: 1\n", "--simulate", "2x4", "--", "python"
     ),
     "the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "

@@ -7,7 +7,8 @@ inventory, and the plan is shown (on stderr: stdout is the command's). Then a si
 checked (its token found where Ray looks for it, as for every client), and COMMAND runs with:
 
 - `RAY_ADDRESS`: the cluster's GCS address, so `rlplace.connect()` and `ray.init()` join it;
-- `RAY_AUTH_MODE` (and `RAY_AUTH_TOKEN_PATH` where the token is a file): the cluster's token mode;
+- `RAY_AUTH_MODE` (and `RAY_AUTH_TOKEN` where the cluster requires one): the cluster's token mode, and the token
+  `run` checked, as a value (a file read again later could have been swapped meanwhile);
 - `RLPLACE_CONFIG`, `RLPLACE_OVERRIDES` (`rlplace.config.driver_env`): `rlplace.connect()` with no argument
   plans this config, with these overrides, as `run` did.
 
@@ -32,7 +33,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from rlplace.errors import ConfigError, Problem, RlplaceError
+from rlplace.errors import ConfigError, RlplaceError
 from rlplace.model import JobSpec
 
 #: How long the command may take to end after Ctrl-C (or SIGTERM), then after SIGTERM, before the next step.
@@ -100,34 +101,29 @@ def _join_live(spec: JobSpec, address: str | None, say: Any) -> tuple[str, dict[
     from rlplace.ray.nodes import live_inventory
     from rlplace.ray.raycluster import RAY
 
-    access = join(address_to_join(address, spec.ray_address) or "auto")
+    access = join(address_to_join(address, spec) or "auto")
     try:
         inventory = live_inventory()
         say.print(f"rlplace: planning on the live Ray cluster at {access.address}: {len(inventory)} node(s)")
         _show(spec, inventory, say)
     finally:
         RAY.disconnect()
-    token = auth.ray_start_environment(access.token)  # the cluster's mode, and its token's file where it is one
+    token = auth.ray_start_environment(access.token)  # the cluster's mode, and the token run checked
     return access.address, {k: v for k, v in token.items() if v is not None}
 
 
 def _check_configured_address(spec: JobSpec, args: argparse.Namespace) -> None:
-    """A config that writes `ray_address: HOST:PORT` (RLightning's key) sends `connect()` there, whatever
-    $RAY_ADDRESS says: with --simulate, or another --address, the command would join another cluster than the
-    one `run` planned on."""
+    """A config that writes `ray_address: HOST:PORT` (RLightning's key) is joined only where the user sends `run`
+    too: the command's `connect()` refuses a configured address that $RAY_ADDRESS does not name, so with
+    --simulate, or another --address, it would fail after the cluster started. Refused here, before anything runs
+    (without either, `_join_live` refuses it: rlplace.ray.cluster.address_to_join)."""
+    from rlplace.ray.cluster import configured_address_problem
+
     configured = spec.ray_address
     if configured in (None, "auto") or not (args.simulate or (args.address and args.address != configured)):
         return
-    where = "the simulated cluster" if args.simulate else f"--address {args.address}"
     raise ConfigError(
-        Problem(
-            path="cluster.ray_address",
-            value=configured,
-            file=spec.locations.get("ray_address", spec.source),
-            message=f"rlplace.connect() in the command would join {configured}, not {where}: write "
-            "ray_address: auto (the cluster $RAY_ADDRESS names, which run sets), or drop "
-            + ("--simulate" if args.simulate else "--address"),
-        )
+        configured_address_problem(spec, "the simulated cluster" if args.simulate else f"--address {args.address}")
     )
 
 
@@ -143,7 +139,11 @@ def _drive(command: Sequence[str], env: Mapping[str, str], stopper: _Stopper, sa
     """Run `command` with `env` added to this environment, wait for it (through Ctrl-C), return its status."""
     if stopper.signalled is not None:  # Ctrl-C while the cluster started: the command never runs
         return 128 + stopper.signalled
-    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k != "RAY_AUTH_MODE")
+    from rlplace.ray.auth import AUTH_ENV_VARS, TOKEN_ENV
+
+    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k not in AUTH_ENV_VARS)
+    if TOKEN_ENV in env:
+        shown += " and the cluster's token"
     say.print(f"rlplace: running {shlex.join(command)} with {shown}", highlight=False)
     sys.stdout.flush()
     sys.stderr.flush()

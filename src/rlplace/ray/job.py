@@ -341,7 +341,7 @@ def connect(
     """
     spec = _spec(config)
     if not RAY.connected():
-        _join(address_to_join(address, spec.ray_address if spec is not None else None))
+        _join(address_to_join(address, spec))
     live = live_inventory()
     access = auth.connected_access(RAY.gcs_address())
     auth.warn_if_open(access, [n.address for n in live.nodes], [RAY.driver_ip()])

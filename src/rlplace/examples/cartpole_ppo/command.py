@@ -108,7 +108,7 @@ def execute(
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
     # The same choice as rlplace.connect, except that the CLI never starts a cluster: "auto" when nothing says.
-    join(address_to_join(address, spec.ray_address) or "auto")
+    join(address_to_join(address, spec) or "auto")
     return _train(spec, console, args, picture_stem)
 
 
