@@ -85,6 +85,17 @@ def cli(*argv: str) -> Provoker:
     return provoke
 
 
+def python_on_path(*argv: str) -> Provoker:
+    """`cli(*argv)` with this interpreter's folder first on PATH, so that `python` is one (as in a venv)."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        return cli(*argv)(request)
+
+    return provoke
+
+
 NG = "cluster:\n  num_nodes: 1\n  component_placement: {actor: {node_group: a, placement: 0}}\n  node_groups:\n"
 ROBOT = "    - label: a\n      node_ranks: 0\n      hardware: {type: Franka, configs: [%s]}\n"
 ENV = "    - label: a\n      node_ranks: 0\n      env_configs:\n        - node_ranks: 0\n          env_vars:\n%s"
@@ -159,6 +170,10 @@ REASONING = (
 PROFILED = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0}\n  profiling: %s\n"
 
 CONFIG: dict[str, Provoker] = {
+    "YAML syntax: a tab (column 1); YAML indents with spaces only: replace the tab with spaces": config(
+        "cluster:\n\ttrain_worker_num: 2\n"
+    ),
+    "this is a Python file, not a YAML config": config_tree({"train.py": "import rlplace\n"}, "train.py"),
     "this robot config is the same as configs[0] (RLinf refuses equal configs)": config(
         NG + ROBOT % "{node_rank: 0}, {node_rank: 0}"
     ),
@@ -650,9 +665,8 @@ COMMAND_LINE: dict[str, Provoker] = {
         head_port_of_running_ray
     ),
     "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
-    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', ...)": cli(
-        "run", "job.yaml", "--simulate", "2x"
-    ),
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...], one term per group of nodes, the "
+    "terms separated by ',' (e.g. '2x8', ...)": cli("run", "job.yaml", "--simulate", "2x"),
     "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "
     "'colocate-offload'?). Shipped configs: colocate-offload, default, disaggregate, manual-pools, node-groups": cli(
         "demo", "--config", "colocate_offload"
@@ -665,6 +679,11 @@ COMMAND_LINE: dict[str, Provoker] = {
     "cannot run 'pyhton': not found on PATH (the command after -- is started without a shell)": cli(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "pyhton", "train.py"
     ),
+    "cannot run python trian.py: the script 'trian.py' does not exist in ...": python_on_path(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "python", "trian.py"
+    ),
+    "'train.py' is not a Hydra override (KEY=VALUE); to run a command as the job's driver, write it after --: "
+    "rlplace run job.yaml -- python train.py": cli("run", "job.yaml", "train.py"),
     "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one": lambda _request: raised(
         lambda: load_driver_config({})
     ),

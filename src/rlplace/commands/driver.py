@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -33,7 +34,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from rlplace.errors import ConfigError, RlplaceError
+from rlplace.errors import CommandError, ConfigError
 from rlplace.model import JobSpec
 
 #: How long the command may take to end after Ctrl-C (or SIGTERM), then after SIGTERM, before the next step.
@@ -56,7 +57,7 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
 
             nodes = simulated_inventory(args.simulate)
             _show(spec, nodes, say)
-            _check_runnable(command[0])
+            _check_runnable(command)
             say.print(f"rlplace: starting a simulated cluster of {args.simulate} (logical GPUs) ...")
             cluster = None
             try:
@@ -72,7 +73,7 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
                     )
                     say.print(f"rlplace: simulated cluster stopped{left}")
         address, token_env = _join_live(spec, args.address, say)
-        _check_runnable(command[0])
+        _check_runnable(command)
         return _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env}, stopper, say)
 
 
@@ -127,12 +128,40 @@ def _check_configured_address(spec: JobSpec, args: argparse.Namespace) -> None:
     )
 
 
-def _check_runnable(program: str) -> None:
-    """A command that cannot be started is refused before any cluster starts for it."""
-    found = shutil.which(program)
-    if found is None:
+def _check_runnable(command: Sequence[str]) -> None:
+    """A command that cannot be started is refused before any cluster starts for it: a program not found, or a
+    Python interpreter told to run a script that does not exist (it would start, then fail with exit 2)."""
+    program = command[0]
+    if shutil.which(program) is None:
         why = "no such file" if os.sep in program else "not found on PATH"
-        raise RlplaceError(f"cannot run {program!r}: {why} (the command after -- is started without a shell)")
+        raise CommandError(f"cannot run {program!r}: {why} (the command after -- is started without a shell)")
+    script = _script_of(command)
+    if script is not None and not os.path.isfile(script):
+        where = "" if os.path.isabs(script) else f" in {os.getcwd()}"
+        raise CommandError(
+            f"cannot run {shlex.join(command)}: the script {script!r} does not exist{where} (no such file); check "
+            "its path (relative paths start where `rlplace run` runs)"
+        )
+
+
+def _script_of(command: Sequence[str]) -> str | None:
+    """The script a Python interpreter is told to run (`python train.py`, `python -u train.py --lr 1`); None for
+    `-m module`, `-c code`, stdin, or another program."""
+    if not re.fullmatch(r"python[0-9.]*", os.path.basename(command[0])):
+        return None
+    words = iter(command[1:])
+    for word in words:
+        if word in PYTHON_OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif word == "-" or (word.startswith("-") and not word.startswith("--") and word[-1] in "mc"):
+            return None  # stdin, -m module, -c code (also after other flags: -um)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+#: Python's options that take the next word as their value (`python -W ignore train.py`).
+PYTHON_OPTIONS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
 
 
 def _drive(command: Sequence[str], env: Mapping[str, str], stopper: _Stopper, say: Any) -> int:

@@ -24,7 +24,15 @@ FORMATS = ("table", "table-full", "json", "yaml")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
+    p = sub.add_parser(
+        "plan",
+        help="show where every worker goes (offline with --nodes, or on the live cluster)",
+        description="Where every worker of the config goes, before any cluster is touched: each node, its GPUs "
+        "and the workers on them, the settings used (derived values filled in), warnings, and an estimate of the "
+        "bytes crossing nodes and racks per iteration. Offline with --nodes or --inventory (no cluster needed), "
+        "else on the live Ray cluster's nodes. Exit 0 when the plan fits, 3 when the nodes cannot hold it, 2 for a "
+        "config or command-line error.",
+    )
     p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
     p.add_argument(
         "overrides", nargs="*", default=[], metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8"

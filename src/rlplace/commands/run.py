@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--simulate",
         metavar="NODES",
         type=nodes_argument,
-        help="start an embedded cluster of these nodes (COUNTxGPUS[:MODEL] groups in node-rank order, e.g. 2x8,1x4 "
-        "or 2x4:A800,1x0), stopped when the run ends",
+        help="start an embedded cluster of these nodes (COUNTxGPUS[:MODEL][/LEVEL=N...] groups in node-rank order, "
+        "e.g. 2x8,1x4 or 2x4:A800,1x0; `/rack=2`: every 2 nodes a rack, labelled as `rlplace start --rack` does), "
+        "stopped when the run ends",
     )
     where.add_argument(
         "--address",
@@ -76,3 +77,16 @@ def _where(args: argparse.Namespace) -> list[str]:
     if args.simulate:
         return ["--simulate", args.simulate]
     return ["--address", args.address] if args.address else []
+
+
+def forgot_dashes(args: argparse.Namespace, at: int, extra: list[str]) -> str:
+    """What to say when a word that is no Hydra override (`args.overrides[at]`) follows the config: a command
+    written without `--` (`rlplace run job.yaml train.py --lr 3e-4`), shown as it should be written."""
+    command = [*args.overrides[at:], *extra]
+    if command[0].endswith(".py"):
+        command.insert(0, "python")
+    fixed = shlex.join(["rlplace", "run", args.config, *args.overrides[:at], *_where(args), "--", *command])
+    return (
+        f"{args.overrides[at]!r} is not a Hydra override (KEY=VALUE); to run a command as the job's driver, write "
+        f"it after --: {fixed}"
+    )

@@ -13,7 +13,14 @@ from rlplace.ray.status import NodeRow, SizeRow, WorkerRow, collect_all, sizes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="show the live job's workers: node, GPUs, state, restarts")
+    p = sub.add_parser(
+        "status",
+        help="show the live job's workers: node, GPUs, state, restarts",
+        description="The jobs running on a Ray cluster, as rlplace.connect() records them there: each "
+        "component's workers, the node and GPUs each runs on, its state and restarts, lost nodes and the "
+        "elastic components' sizes; once, or every --interval seconds with --watch. Reads only: starts and "
+        "changes nothing.",
+    )
     p.add_argument(
         "--address",
         metavar="HOST:PORT",
