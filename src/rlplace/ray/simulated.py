@@ -31,7 +31,7 @@ from typing import Any
 
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.inventory import Inventory, Node, parse_nodes
-from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL, SPARE_LABEL
+from rlplace.ray.labels import ACCELERATOR_LABEL, HIDE_GPUS_ENV, NODE_RANK_LABEL, SIMULATED_LABEL, SPARE_LABEL
 
 #: Logical CPUs per simulated node. Logical CPUs cost nothing (Ray does not start a process per CPU); 32 lets
 #: `--simulate` hold configs that put many workers on one node (each worker reserves 1 CPU).
@@ -404,12 +404,14 @@ def _stop_stragglers(session_name: str, started: list[Any]) -> list[str]:
 
 
 def node_args(node: Node) -> dict[str, object]:
-    """How `ray.cluster_utils.Cluster` starts the node: its CPUs and GPUs, the labels `rlplace start` would set,
-    and the labels it was declared with (racks and NVLink domains of `--nodes 8x4/rack=2`, an inventory file's
-    `labels`), so a plan made on the simulated cluster sees the declared topology. Keys under `ray.io/` (a
-    zone) are Ray's own, refused as custom labels, and left out: the simulated cluster is zone-blind."""
+    """How `ray.cluster_utils.Cluster` starts the node: its CPUs and GPUs, the labels `rlplace start` would set
+    (and SIMULATED_LABEL, which `rlplace status` reads), and the labels it was declared with (racks and NVLink
+    domains of `--nodes 8x4/rack=2`, an inventory file's `labels`), so a plan made on the simulated cluster sees
+    the declared topology. Keys under `ray.io/` (a zone) are Ray's own, refused as custom labels, and left out:
+    the simulated cluster is zone-blind."""
     declared = {k: v for k, v in node.labels.items() if not k.startswith(RAY_LABEL_PREFIX)}
     labels = {**declared, **({SPARE_LABEL: "true"} if node.rank < 0 else {NODE_RANK_LABEL: str(node.rank)})}
+    labels[SIMULATED_LABEL] = "true"
     if node.num_gpus:
         labels[ACCELERATOR_LABEL] = node.gpu_model or SIMULATED_GPU
     return {"num_cpus": node.num_cpus, "num_gpus": node.num_gpus, "labels": labels}
