@@ -26,7 +26,7 @@ from rlplace.model import ComponentSpec, JobSpec, NodeGroupSpec
 from rlplace.plan import GroupSummary, MixedGroup
 from rlplace.planner.builder import Block, PlanBuilder
 from rlplace.planner.parallel import domain_gpus
-from rlplace.planner.ranges import format_ranks, idle_by_node
+from rlplace.planner.ranges import idle_by_node
 from rlplace.planner.topology import domain_name, domains
 
 _SHOWN = 3  # split groups a warning names before "and N more"

@@ -15,9 +15,9 @@ from rlplace.config.problems import Path, Reporter
 from rlplace.config.values import Values
 
 
-def key(path: Path) -> Path:
+def key(path: str) -> Path:
     """`"a.b.c"` -> `("a", "b", "c")`: verl's keys are written dotted in messages and code alike."""
-    return tuple(str(path).split(".")) if isinstance(path, str) else path
+    return tuple(path.split("."))
 
 
 @dataclass
