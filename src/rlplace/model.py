@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-Dialect = Literal["pools", "node_groups"]
+#: `verl`: a verl trainer config, its resource pools as node groups of declared GPUs per node (config/verl).
+Dialect = Literal["pools", "node_groups", "verl"]
 Mode = Literal["auto", "manual"]
 Strategy = Literal["default", "disaggregate", "colocate"]
 EnvStrategy = Literal["default", "device-colocate", "node-affinity"]

@@ -19,6 +19,7 @@ from rlplace.planner.node_groups import plan_node_groups
 from rlplace.planner.pools import Pool, bind_manual_pools, default_count, pack
 from rlplace.planner.settings import Counted, Resolved, auto_counts, buffer_cpus, offload, resolve
 from rlplace.planner.topology import read_topology
+from rlplace.planner.verl import plan_verl
 
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
@@ -34,6 +35,8 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
     builder = PlanBuilder(warnings=[*spec.warnings, *r.warnings])
     builder.topology = read_topology(spec.topology, inventory, builder.warnings)
     builder.accelerators = {n.rank: n.accelerator_resource for n in inventory.nodes if n.accelerator_resource != "GPU"}
+    if spec.dialect == "verl":
+        return builder.finish(_settings(spec, r, plan_verl(builder, spec, inventory), 0, builder.warnings))
     if spec.dialect == "node_groups":
         is_colocated = plan_node_groups(builder, spec, inventory)
         if r.is_colocated is not None:

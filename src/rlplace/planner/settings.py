@@ -26,6 +26,8 @@ def resolve(spec: JobSpec) -> Resolved:
     where = spec.source
     if spec.dialect == "node_groups":
         return Resolved("manual", "node_groups", "default", s.is_colocated, s.enable_offload, ())
+    if spec.dialect == "verl":  # verl's trainer decides the pools (planner/verl.py)
+        return Resolved("manual", "verl", "default", None, None, ())
     warnings: list[str] = []
     if s.mode == "manual":
         if s.strategy is not None or s.env_strategy is not None:
