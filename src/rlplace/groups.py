@@ -16,9 +16,12 @@ from rlplace.plan import Worker
 
 class Group(Protocol):
     """The slice of a WorkerGroup the runtime needs: actor handles, their ids and plan rows in rank order, `call_async`
-    (calls through it are re-run on a worker moved off a lost node) and `get`."""
+    (calls through it are re-run on a worker moved off a lost node), `get`, and the port its calls go through."""
 
     component: str
+    #: The port (a `rlplace.ray.port.Cluster`: Ray's, or the simulation's; typed loosely, as this module sits below
+    #: the Ray layer): the runtime's own calls on the group's actors (weight sync) go through it.
+    cluster: Any
 
     @property
     def actors(self) -> Sequence[Any]: ...

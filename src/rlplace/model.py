@@ -25,8 +25,12 @@ CLUSTER_GROUP = "cluster"  # every node, its detected accelerators are the resou
 NODE_GROUP = "node"  # every node, the node itself is the resource, ranks are node ranks
 RESERVED_LABELS = (CLUSTER_GROUP, NODE_GROUP)
 
-#: The component names of the placement dialect (spec/placement-strategy.txt).
-POOL_COMPONENTS = ("train", "eval", "env", "buffer")
+#: The components of the placement dialect with worker counts and GPU ranges of their own (`<c>_worker_num`,
+#: `<c>_each_gpu_num`, a range in a pool): what auto mode always places and an exported pool names. The buffer
+#: follows train (its shards live on train's nodes), so it has none of these.
+COUNTED_COMPONENTS = ("train", "eval", "env")
+#: The component names of the placement dialect (docs/config.md, 'Dialect "pools"').
+POOL_COMPONENTS = (*COUNTED_COMPONENTS, "buffer")
 
 #: The most nodes a plan is made for: `--nodes`, inventory files and the config's node counts (`num_nodes`,
 #: `num_node`) stop here, so that any accepted inventory plans in well under a second (16,384 x 8 GPUs: 0.5 s

@@ -388,7 +388,7 @@ def _ray_address(value: object) -> str:
 #: RLightning's `remote_<key>` switches and the component each one moves into the driver (storage = buffer).
 REMOTE_KEYS = {"remote_train": "train", "remote_eval": "eval", "remote_storage": "buffer", "remote_env": "env"}
 #: Components with `<c>_each_cpu_num` (CPUs per worker, rlplace's key beside `<c>_each_gpu_num`).
-CPU_KEYS = {f"{c}_each_cpu_num": c for c in ("train", "eval", "env", "buffer")}
+CPU_KEYS = {f"{c}_each_cpu_num": c for c in POOL_COMPONENTS}
 
 
 def _buffer_num(value: object) -> object:

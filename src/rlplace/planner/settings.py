@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlplace.errors import ConfigError, Problem
-from rlplace.model import ComponentSpec, JobSpec
+from rlplace.model import COUNTED_COMPONENTS, ComponentSpec, JobSpec
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Counted:
 def auto_counts(spec: JobSpec) -> dict[str, Counted]:
     """Worker counts in auto mode: train/eval default 1, env follows eval (DESIGN.md)."""
     out: dict[str, Counted] = {}
-    for name in ("train", "eval", "env"):
+    for name in COUNTED_COMPONENTS:
         c = spec.component(name) or ComponentSpec(name=name, path=f"cluster.{name}_worker_num")
         n = c.num_workers
         if n is None:

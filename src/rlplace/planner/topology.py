@@ -138,7 +138,7 @@ def spare_order(lost: Node, spares: Sequence[Node], levels: Sequence[TopologyLev
     the rest; among equally near ones those whose units hold more spares first, so that a rack's only spare stays
     for a loss in that rack (spares spread over failure domains); else in the given order (by IP).
 
-    Pure, on the nodes' labels: the failover rules (`rlplace.ray.failover`) call it with the lost node as the job
+    Pure, on the nodes' labels: the failover rules (`rlplace.ray.failover.rules`) call it with the lost node as the job
     knew it and the live spares."""
     topology = read_topology(levels, [lost, *spares])  # by position: 0 is the lost node, i the i-th spare
     units = {lv: [topology.unit(lv, i) for i in range(len(spares) + 1)] for lv in topology.levels}

@@ -25,7 +25,7 @@ from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.labels import HIDE_GPUS_ENV
 from rlplace.ray.nodes import accelerator_of
 from rlplace.ray.port import Cluster
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 from rlplace.ray.state import JobState
 
 #: Options rlplace derives from the plan; a caller overriding them would break the placement.

@@ -127,7 +127,7 @@ class TrainWorker:
         self.world_size = group.world_size
         return group.backend
 
-    # Node loss (rlplace.ray.watcher): checkpoint after each iteration, reload it when relaunched elsewhere.
+    # Node loss (rlplace.ray.failover.watcher): checkpoint after each iteration, reload it when relaunched elsewhere.
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return
