@@ -45,8 +45,8 @@ class Group(Protocol):
 def call_defined(group: Group, method: str, **kwargs: Any) -> tuple[list[int], list[Any]]:
     """Call `method(**kwargs)` on every worker of `group` whose class defines it; return (ranks, results).
 
-    Workers whose class lacks the method are skipped, not failed: hooks are optional (spec "Offload
-    Support"). The calls run in parallel.
+    Workers whose class lacks the method are skipped, not failed: hooks are optional (docs/runtime.md,
+    "Phases and offload hooks"). The calls run in parallel.
     """
     ranks = [i for i, a in enumerate(group.actors) if hasattr(a, method)]
     refs = [group.call_async(method, rank=rank, **kwargs) for rank in ranks]

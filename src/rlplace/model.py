@@ -1,4 +1,4 @@
-"""The one model both config dialects normalise into (see shared/DESIGN.md, "One model, two front doors").
+"""The one model both config dialects normalise into (docs/decisions.md, "One model, two front doors").
 
 A `JobSpec` is what the user asked for, checked and normalised, before any inventory is known. The
 planner turns (JobSpec, Inventory) into a Plan. Nothing downstream of the config loader reads YAML or
@@ -102,7 +102,7 @@ class ProcessShape:
 class ComponentSpec:
     """A logical component (train, eval, env, buffer, actor, rollout, agent, ...).
 
-    Two ways to meet resources, one per dialect (DESIGN.md, "Workers over resources"):
+    Two ways to meet resources, one per dialect (docs/decisions.md, "Workers over resources"):
     - counted (`pools` dialect): `num_workers` workers of `gpus_per_worker` GPUs each (fractions allowed)
       are packed in index order onto the GPUs of `placement`; `num_workers is None` means "not written".
     - placement strings (`node_groups` dialect): `num_workers is None` and the segments' process ranks
@@ -174,7 +174,8 @@ class NodeGroupSpec:
 
 @dataclass(frozen=True)
 class ElasticRange:
-    """`cluster.elastic.<component>`: the sizes a component may take while the job runs (DESIGN.md, "Elastic").
+    """`cluster.elastic.<component>`: the sizes a component may take while the job runs (docs/guide.md, "Elastic
+    components").
 
     The written worker count is the starting size; `max is None` means "not written": the starting size, known
     once the planner counts the workers. `path`, `file` and `line` locate the entry for errors the planner finds.
@@ -190,7 +191,7 @@ class ElasticRange:
 
 @dataclass(frozen=True)
 class TopologyLevel:
-    """One level of the cluster's topology (`cluster.topology`, DESIGN.md "Topology"): its name and the node label
+    """One level of the cluster's topology (`cluster.topology`, docs/config.md "Topology"): its name and the node label
     keys that name a node's unit at that level, the first one a node carries winning. `written` says the config
     named the level, so a level no node carries is worth a warning (the plan is topology-blind there)."""
 

@@ -1,4 +1,5 @@
-"""Dialect "pools" (spec/placement-strategy.txt) -> the one model: settings, components, pools as groups.
+"""Dialect "pools" (RLightning's; docs/config.md, 'Dialect "pools"') -> the one model: settings, components, pools as
+groups.
 
 The input is the structurally checked `cluster:` section (see `sections.POOLS_SECTION`); here live the
 rules that relate keys: mode vs resource_pool, strategy vs env_strategy and is_colocated, one pool per

@@ -1,4 +1,5 @@
-"""Export a pool plan in the spec's `resource_pool` form (the spec's "Tip": resource_pool_auto.yaml).
+"""Export a pool plan in RLightning's `resource_pool` form, as its docs' "Tip" asks (resource_pool_auto.yaml;
+docs/planner.md, "Export").
 
 Re-planning the same config with `placement.mode: manual` and this `resource_pool` gives the identical
 placement. Pools are written without `node_ids` when "the next unused GPU nodes" rule rebuilds them

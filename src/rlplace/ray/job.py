@@ -294,7 +294,7 @@ class Job:
         return Phases.for_job(self)
 
     def phase(self, name: str) -> AbstractContextManager[None]:
-        """`with job.phase("rollout"): ...` runs the spec's offload hooks around the block."""
+        """`with job.phase("rollout"): ...` runs RLightning's offload hooks around the block."""
         return self.phases.phase(name)
 
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
@@ -324,7 +324,7 @@ def connect(
     the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
     `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running cluster, or
     HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
-    after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
+    after a successful start, as RLightning's tip says (None: don't). When a node holding the job's workers is
     lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
     replacement node to take over, then raise NodeLostError (0: at once).
     """
@@ -368,7 +368,7 @@ def _spec(config: Any) -> JobSpec | None:
 
 
 def _export(plan: Plan, path: str | os.PathLike) -> None:
-    """The spec's Tip: after a successful auto-mode start, write the computed pools for manual tuning."""
+    """RLightning's tip: after a successful auto-mode start, write the computed pools for manual tuning."""
     s = plan.settings
     if s.mode != "auto" or s.dialect != "pools" or not plan.uses_placement_groups or not plan.groups:
         return  # nothing computed to export (manual pools, node groups, strategy default)
