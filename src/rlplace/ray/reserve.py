@@ -137,7 +137,7 @@ class Reservation:
             self._remove(r.filler)
             r.filler = None
 
-    # -- node loss (rlplace.ray.failover.watcher): a rank's bundles released, then reserved on another node ---------
+    # -- node loss (rlplace.ray.failover.watcher): a rank's bundles released, then reserved on another node ---
 
     @property
     def ranks(self) -> list[int]:

@@ -334,7 +334,7 @@ def _transfer(
     if layouts != [ticket["layouts"][s] for s in parts]:
         return _abort(ticket, name, "weight tensors changed since the groups were built", member.store)
     verdict = _ready(member.store, name, ticket)
-    if verdict != "ok":
+    if verdict != _GO:
         return {"aborted": verdict}
     moved = 0
     with torch.no_grad():
@@ -347,15 +347,19 @@ def _transfer(
     return {"bytes": moved, "seconds": time.perf_counter() - start}
 
 
+#: The verdict of a sync every member checked in for: broadcast (any other verdict says why not).
+_GO = "ok"
+
+
 def _ready(store: Any, name: str, ticket: dict) -> str:
-    """All members of sync `seq` check in on the group's store; the last one says "ok". A member that cannot
+    """All members of sync `seq` check in on the group's store; the last one says `_GO`. A member that cannot
     take part says "abort: ..." instead, and never checks in, so nobody starts a broadcast that would wait
     for it. One store round trip each instead of a Ray round trip per sync from the driver."""
     seq = ticket["seq"]
     verdict_key = f"{name}/sync/{seq}"
     try:
         if store.add(f"{name}/ready/{seq}", 1) == ticket["members"]:
-            store.compare_set(verdict_key, "", "ok")
+            store.compare_set(verdict_key, "", _GO)
             store.delete_key(f"{name}/ready/{seq - 1}")
             store.delete_key(f"{name}/sync/{seq - 1}")
         store.wait([verdict_key])
@@ -364,7 +368,7 @@ def _ready(store: Any, name: str, ticket: dict) -> str:
         return f"not every member was ready within {ticket['timeout_s']:g} s (one is busy in a long call, or hung)"
     except dist.DistError:
         return "the groups' store is gone (its host, train rank 0, restarted?)"
-    return "ok" if verdict == "ok" else verdict.removeprefix("abort: ")
+    return _GO if verdict == _GO else verdict.removeprefix("abort: ")
 
 
 def _abort(ticket: dict, name: str, why: str, store: Any = None) -> dict:

@@ -66,7 +66,7 @@ class RankMover:
         self._starters = starters  # the Job's too: how to start one more worker of each launched component
         self._lock = cluster.lock()  # a resize and a takeover never interleave
 
-    # -- node loss: dropping and moving a rank (rlplace.ray.failover.watcher) ------------------------------------------
+    # -- node loss: dropping and moving a rank (rlplace.ray.failover.watcher) -----------------------------
 
     def workers_on(self, rank: int) -> tuple[str, ...]:
         return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
