@@ -52,7 +52,7 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
     stopper = _Stopper()
     with stopper.installed():
         if args.simulate:
-            from rlplace.ray.simulated import simulated_cluster, simulated_inventory
+            from rlplace.ray.local_raylets import simulated_cluster, simulated_inventory
 
             nodes = simulated_inventory(args.simulate)
             _show(spec, nodes, say)
@@ -97,9 +97,9 @@ def _join_live(spec: JobSpec, address: str | None, say: Any) -> tuple[str, dict[
     """Join the live cluster (within seconds, or an error naming the address), plan on its nodes, leave it again;
     the GCS address and the token variables the command joins with."""
     from rlplace.ray import auth
-    from rlplace.ray.cluster import address_to_join, join
+    from rlplace.ray.join import address_to_join, join
     from rlplace.ray.nodes import live_inventory
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.ray_port import RAY
 
     access = join(address_to_join(address, spec) or "auto")
     try:
@@ -116,8 +116,8 @@ def _check_configured_address(spec: JobSpec, args: argparse.Namespace) -> None:
     """A config that writes `ray_address: HOST:PORT` (RLightning's key) is joined only where the user sends `run`
     too: the command's `connect()` refuses a configured address that $RAY_ADDRESS does not name, so with
     --simulate, or another --address, it would fail after the cluster started. Refused here, before anything runs
-    (without either, `_join_live` refuses it: rlplace.ray.cluster.address_to_join)."""
-    from rlplace.ray.cluster import configured_address_problem
+    (without either, `_join_live` refuses it: rlplace.ray.join.address_to_join)."""
+    from rlplace.ray.join import configured_address_problem
 
     configured = spec.ray_address
     if configured in (None, "auto") or not (args.simulate or (args.address and args.address != configured)):

@@ -163,7 +163,7 @@ def _live_inventory(address: str | None) -> Inventory:
     """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
         from rlplace.ray.nodes import live_inventory
-        from rlplace.ray.raycluster import RAY
+        from rlplace.ray.ray_port import RAY
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e

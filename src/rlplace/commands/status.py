@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.ray.auth import connected_access
-    from rlplace.ray.cluster import join
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.join import join
+    from rlplace.ray.ray_port import RAY
 
     connected_here = not RAY.connected()
     access = join(args.address) if connected_here else connected_access(RAY.gcs_address())

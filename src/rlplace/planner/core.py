@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
-from rlplace.model import JobSpec
+from rlplace.model import COUNTED_COMPONENTS, JobSpec
 from rlplace.plan import EffectiveSettings, Plan
 from rlplace.planner import auto, buffer, elastic, notes
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, Unpinned
@@ -147,7 +147,7 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
     ranged = {c: len(p.ranges[c]) for p in pools for c in p.ranges}
     out: dict[str, Counted] = {}
     filled: dict[str, int] = {}  # counts left out, filled from the ranges
-    for name in ("train", "eval", "env"):
+    for name in COUNTED_COMPONENTS:
         c = spec.component(name)
         if c is None:
             continue
@@ -178,7 +178,7 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
 def _pack_pools(builder: PlanBuilder, pools: list[Pool], counts: dict[str, Counted], source) -> dict[str, Block]:
     pool_of = {c: p for p in pools for c in p.ranges}
     blocks = {}
-    for name in ("train", "eval", "env"):
+    for name in COUNTED_COMPONENTS:
         if name in counts and name in pool_of and counts[name].count:
             blocks[name] = pack(builder, pool_of[name], counts[name], source)
     return blocks

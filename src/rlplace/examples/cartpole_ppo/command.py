@@ -80,7 +80,7 @@ def execute(
     args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails before any cluster starts, too
     console = terminal()
     if simulate:
-        from rlplace.ray.simulated import simulated_cluster, simulated_inventory
+        from rlplace.ray.local_raylets import simulated_cluster, simulated_inventory
 
         nodes = simulated_inventory(simulate)
         from rlplace.planner import plan
@@ -103,7 +103,7 @@ def execute(
                     console.print(
                         f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
                     )
-    from rlplace.ray.cluster import address_to_join, join
+    from rlplace.ray.join import address_to_join, join
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.
