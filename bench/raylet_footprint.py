@@ -4,7 +4,7 @@
 
 Starts an embedded cluster of `--small` nodes, then one of `--large` nodes (no driver connected, as `rlplace run
 --simulate ... -- COMMAND` starts it), lets each sit idle for `--idle` seconds and reads its Ray session's
-processes (`rlplace.ray.simulated.marked_processes`: the GCS, each raylet and the two agents each raylet starts):
+processes (`rlplace.ray.local_raylets.marked_processes`: the GCS, each raylet and the two agents each raylet starts):
 resident memory (RSS, and USS: the process's own pages), threads, and CPU seconds over the idle time.
 Prints, per cluster, the totals and the raylets' own figures, and the marginal cost of one node
 ((large - small) / (large nodes - small nodes)) beside the constants `rlplace.ray.machine` uses, and the start-up
@@ -20,7 +20,7 @@ import os
 import time
 
 from rlplace.ray import machine
-from rlplace.ray.simulated import marked_processes, simulated_cluster
+from rlplace.ray.local_raylets import marked_processes, simulated_cluster
 
 
 def footprint(nodes: int, idle_s: float) -> dict[str, float]:

@@ -14,7 +14,7 @@ from rlplace.examples.cartpole_ppo import CONFIGS
 from rlplace.inventory import Inventory, Node
 from rlplace.planner import plan
 from rlplace.ray import handoff, machine
-from rlplace.ray.simulated import simulated_inventory
+from rlplace.ray.local_raylets import simulated_inventory
 
 JOB = str(CONFIGS / "disaggregate.yaml")
 ROOT = pathlib.Path(__file__).resolve().parents[1]

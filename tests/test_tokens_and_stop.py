@@ -454,7 +454,7 @@ def test_a_configs_ray_address_is_never_called_with_the_token(home, tmp_path, li
 def test_a_configs_ray_address_the_user_names_too_is_joined(home, monkeypatch):
     """Naming the same address ($RAY_ADDRESS, --address, connect(address=...)) is the user's own choice."""
     from rlplace.config import load
-    from rlplace.ray.cluster import address_to_join
+    from rlplace.ray.join import address_to_join
 
     spec = load({"cluster": {"ray_address": "10.0.0.9:6379", "train_worker_num": 1}})
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")

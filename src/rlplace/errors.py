@@ -109,3 +109,12 @@ class RanksRemovedError(PlacementError):
         self.component = component
         self.removed = tuple(removed)
         self.results = list(results)
+
+
+def first_line(error: BaseException, limit: int | None = 300) -> str:
+    """What an error says, in one line for a message of ours: its first line, at most `limit` characters (None: all of
+    it); its type's name when it says nothing. A worker's exception from Ray carries its whole traceback, so the
+    line quoted is the user's own message."""
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line if limit is None else line[:limit]

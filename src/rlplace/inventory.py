@@ -1,6 +1,6 @@
 """The nodes that exist: declared for offline planning, or read from a live Ray cluster.
 
-This module imports no Ray. A live inventory is built by `rlplace.ray.cluster` and handed to the
+This module imports no Ray. A live inventory is built by `rlplace.ray.join` and handed to the
 planner as the same `Inventory` object.
 
 Declared inventories are untrusted input like configs: an inventory file is read by the config's hardened

@@ -547,7 +547,7 @@ NOT_THE_PIPELINES = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0,
 
 
 def unreachable(address: str) -> Provoker:
-    from rlplace.ray.cluster import reachable_address
+    from rlplace.ray.join import reachable_address
 
     return lambda _request: raised(lambda: reachable_address(address))
 
@@ -604,7 +604,7 @@ def without_gymnasium(request: pytest.FixtureRequest) -> str:
 
 
 def simulated_while_connected(request: pytest.FixtureRequest) -> str:
-    from rlplace.ray.simulated import simulated_cluster
+    from rlplace.ray.local_raylets import simulated_cluster
 
     request.getfixturevalue("ray_cluster")
     return raised(lambda: simulated_cluster(parse_nodes("1x0")).__enter__())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rlplace.ray import records, status
 from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
 from rlplace.ray.state import NodeEvent
-from rlplace.sim.cluster import SimCluster
+from rlplace.sim.memory_port import SimCluster
 
 
 def test_ranks_lost_or_failed_are_shown_when_their_events_fell_out_of_the_record():

@@ -63,7 +63,7 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
             address, token_env, handed = _join_live(spec, args, command, private, say)
             return _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env, **handed}, stopper, say)
         except KeyboardInterrupt as e:  # only before the command started: the stopper raises it then
-            from rlplace.ray.simulated import StartInterrupted
+            from rlplace.ray.local_raylets import StartInterrupted
 
             said = e.describe() if isinstance(e, StartInterrupted) else "nothing had started"
             say.print(f"rlplace: interrupted before the command started; {said}", highlight=False)
@@ -85,7 +85,7 @@ def _run_simulated(
 ) -> int:
     """Plan on the simulated nodes and show it, start them, run the command on that plan, stop them."""
     from rlplace.ray.handoff import write_handoff
-    from rlplace.ray.simulated import check_machine_holds, simulated_cluster, simulated_inventory
+    from rlplace.ray.local_raylets import check_machine_holds, simulated_cluster, simulated_inventory
 
     nodes = simulated_inventory(args.simulate)
     check_machine_holds(len(nodes), args.simulate, "--simulate")  # at once: before anything is planned or started
@@ -149,10 +149,10 @@ def _join_live(
     """Join the live cluster the user named (within seconds, or an error naming the address), plan on its nodes,
     leave it again; the GCS address, the token variables the command joins with, and the handed plan's."""
     from rlplace.ray import auth
-    from rlplace.ray.cluster import join, named_address
     from rlplace.ray.handoff import write_handoff
+    from rlplace.ray.join import join, named_address
     from rlplace.ray.nodes import live_inventory
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.ray_port import RAY
 
     address = named_address(args.address, spec)
     _check_runnable(command)
@@ -172,8 +172,8 @@ def _check_configured_address(spec: JobSpec, args: argparse.Namespace) -> None:
     """A config that writes `ray_address: HOST:PORT` (RLightning's key) is joined only where the user sends `run`
     too: the command's `connect()` refuses a configured address that $RAY_ADDRESS does not name, so with
     --simulate, or another --address, it would fail after the cluster started. Refused here, before anything runs
-    (without either, `_join_live` refuses it: rlplace.ray.cluster.address_to_join)."""
-    from rlplace.ray.cluster import configured_address_problem
+    (without either, `_join_live` refuses it: rlplace.ray.join.address_to_join)."""
+    from rlplace.ray.join import configured_address_problem
 
     configured = spec.ray_address
     if configured in (None, "auto") or not (args.simulate or (args.address and args.address != configured)):
@@ -248,7 +248,7 @@ SI_KERNEL = 0x80
 
 class _Stopper:
     """While `run` runs: before the command starts, the first Ctrl-C or SIGTERM stops `run` itself (raised as
-    KeyboardInterrupt: a cluster being started is killed at once, `rlplace.ray.simulated`); once the command runs,
+    KeyboardInterrupt: a cluster being started is killed at once, `rlplace.ray.local_raylets`); once the command runs,
     they are recorded and passed to the command, never raised in `run` (so that stopping the simulated cluster
     is never cut short); `wait` ends the command in steps when it does not end by itself.
 

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
 import sys
 
-from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file, invoked
+from rlplace.commands.arguments import (
+    add_entry_arguments,
+    add_show_env_argument,
+    config_file,
+    declared_nodes,
+    inventory_file,
+    invoked,
+)
 from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, with_node_env
@@ -85,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
     p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
     p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
+    add_entry_arguments(p)
     add_show_env_argument(p)
     p.set_defaults(func=run)
 
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from rlplace.planner import capacity, estimate, plan, write_resource_pool
     from rlplace.viz.shown import from_environment, shown_plan
 
-    spec = load(pathlib.Path(args.file), overrides=args.overrides, show_env=args.show_env)
+    spec = load(config_file(args.file, args), overrides=args.overrides, show_env=args.show_env)
     inventory = _inventory(args)
     hidden = () if args.show_env else spec.from_env
     try:
@@ -165,7 +172,7 @@ def _live_inventory(address: str | None) -> Inventory:
     """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
         from rlplace.ray.nodes import live_inventory
-        from rlplace.ray.raycluster import RAY
+        from rlplace.ray.ray_port import RAY
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e

@@ -318,7 +318,7 @@ def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str],
     """Refuse within seconds what `ray start` would answer with a traceback (a head whose port is taken)
     or with minutes of retries (a worker whose head is unreachable). Returns the head's address (HOST:PORT): on
     `node_ip` (`--node-ip-address`) where given, else on the address Ray picks for this machine."""
-    from rlplace.ray.cluster import reachable_address
+    from rlplace.ray.join import reachable_address
 
     if not head:
         hint = "start the head first (`rlplace start --head --node-rank 0` on it) and check HOST:PORT"

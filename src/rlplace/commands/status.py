@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.ray.auth import connected_access
-    from rlplace.ray.cluster import join
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.join import join
+    from rlplace.ray.ray_port import RAY
 
     connected_here = not RAY.connected()
     access = join(args.address) if connected_here else connected_access(RAY.gcs_address())
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 def _simulated() -> bool:
     """Whether every live node is one rlplace simulates on this machine (SIMULATED_LABEL)."""
     from rlplace.ray.labels import SIMULATED_LABEL
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.ray_port import RAY
 
     alive = [n for n in RAY.nodes() if n.get("Alive")]
     return bool(alive) and all(SIMULATED_LABEL in (n.get("Labels") or {}) for n in alive)

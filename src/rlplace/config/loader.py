@@ -22,7 +22,7 @@ import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-from rlplace.config import elastic, names, node_groups, pools, topology, training
+from rlplace.config import elastic, names, node_groups, pools, topology, training, verl
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID, written
 from rlplace.config.files import read_config_text
@@ -73,7 +73,7 @@ def load(
         spec,
         source=rep.file,
         warnings=warnings,
-        locations=_locations(rep, data),
+        locations={**_locations(rep, data), **spec.locations},
         from_env=from_env,
     )
 
@@ -182,6 +182,8 @@ def _from_omegaconf(source: object, rep: Reporter) -> object | None:
 
 
 def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
+    if verl.is_verl(data):  # verl's trainer configs: placement is what its trainers build (config/verl)
+        return verl.build(values, rep)
     located = _locate(data, rep, values)
     if located is None:
         return None

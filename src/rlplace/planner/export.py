@@ -1,4 +1,5 @@
-"""Export a pool plan in the spec's `resource_pool` form (the spec's "Tip": resource_pool_auto.yaml).
+"""Export a pool plan in RLightning's `resource_pool` form, as its docs' "Tip" asks (resource_pool_auto.yaml;
+docs/planner.md, "Export").
 
 Re-planning the same config with `placement.mode: manual` and this `resource_pool` gives the identical
 placement. Pools are written without `node_ids` when "the next unused GPU nodes" rule rebuilds them
@@ -23,11 +24,10 @@ from dataclasses import dataclass
 import yaml
 
 from rlplace.errors import ConfigError, Problem, RlplaceError
+from rlplace.model import COUNTED_COMPONENTS
 from rlplace.output_files import write_file
 from rlplace.plan import Plan
 from rlplace.planner.ranges import format_ranks
-
-EXPORTED = ("train", "eval", "env")  # buffer follows train (alignment), so it needs no range
 
 
 def export_resource_pool(plan: Plan) -> dict:
@@ -51,7 +51,7 @@ def export_resource_pool(plan: Plan) -> dict:
         else:
             entry["node_ids"] = list(g.node_ranks)
             entry["num_gpus"] = list(g.gpus_per_node)
-        for c in EXPORTED:
+        for c in COUNTED_COMPONENTS:  # the buffer follows train (alignment): it needs no range
             if c in g.components:
                 entry[c] = format_ranks(g.components[c] or range(sum(g.gpus_per_node)))  # (): CPU-only workers
         pools.append(entry)

@@ -1,4 +1,5 @@
-"""The node-groups dialect (spec/heterogeneous-cluster): placement strings over group-local resource ranks.
+"""The node-groups dialect (RLinf's; docs/planner.md, "Node-groups dialect"): placement strings over group-local
+resource ranks.
 
 A group's resources, counted node by node in node-rank order: its hardware units (robots) if it has
 `hardware`; else the nodes' accelerators; else (no accelerator in the group, or `ignore_hardware`) the

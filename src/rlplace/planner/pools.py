@@ -4,8 +4,8 @@ pool-global GPU indices of each component's range.
 Auto mode builds the same `Pool` objects (see `auto.py`), so manual and auto plans go through one
 packing routine, and an exported auto plan re-plans in manual mode to the identical placement.
 
-Node binding rules (DESIGN.md; docs/planner.md); pools never share a node, and a pool uses local GPUs
-0..num_gpus-1 of each of its nodes:
+Node binding rules (docs/planner.md, "Manual mode: resource pools"); pools never share a node, and a pool uses local
+GPUs 0..num_gpus-1 of each of its nodes:
 - with `node_ids`: the named nodes, `num_gpus[i]` GPUs on node i;
 - without `node_ids`: the next `num_node` nodes with GPUs that no pool has taken, in rank order;
   they must have equal GPU counts.

@@ -8,7 +8,7 @@ and waits until Ray reports them gone, so a test or a retry never trips over lef
 The Job is the top of the Ray layer and holds little itself: the job's state (`rlplace.ray.state`: plan,
 rank -> node map, events) and the services that take it (reservation, rendezvous, launcher, node watcher,
 the job record). When a node is lost the watcher decides and the Job's mover acts on the ranks
-(`rlplace.ray.ranks.Ranks`: drop a lost node's workers, move them to a spare or replacement, or shrink its
+(`rlplace.ray.failover.mover.RankMover`: drop a lost node's workers, move them to a spare or replacement, or shrink its
 elastic components, and grow them back); `resize()` changes an elastic component's size through the same mover.
 """
 
@@ -25,27 +25,28 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from rlplace import planner
-from rlplace.errors import ConfigError, PlacementError, Problem, RlplaceError
+from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
+from rlplace.lifecycle import NodeMark
 from rlplace.model import JobSpec
 from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
 from rlplace.ray import auth, handoff
-from rlplace.ray.cluster import address_to_join, join, reachable_address
-from rlplace.ray.failover import health_notes
+from rlplace.ray.failover.mover import DEATH_WAIT_S, RankMover
+from rlplace.ray.failover.rules import health_notes
+from rlplace.ray.failover.watcher import NodeWatcher
 from rlplace.ray.group import WorkerGroup, wait_dead
 from rlplace.ray.interrupt import exit_130_on_interrupt
+from rlplace.ray.join import address_to_join, join, reachable_address
 from rlplace.ray.launch import Launcher
 from rlplace.ray.nodes import live_inventory
 from rlplace.ray.port import Cluster
-from rlplace.ray.ranks import DEATH_WAIT_S, Ranks
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import Change, JobState, Master, NodeEvent, ResizeEvent
 from rlplace.ray.topology import check_live, unplanned
-from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
 
 log = logging.getLogger(__name__)
@@ -87,11 +88,10 @@ class Job:
         self.launcher = Launcher(cluster, self.state, self._reservation, self._rendezvous)
         #: How to start one more worker of each launched component (after a node loss, or when it grows).
         self._starters: dict[str, Callable[[Worker], Any]] = {}
-        self._ranks = Ranks(
+        self._mover = RankMover(
             cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups, self._starters
         )
-        self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._ranks)
-        self._closed = False
+        self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._mover)
 
     # -- what the job is ---------------------------------------------------------------------------
 
@@ -150,9 +150,8 @@ class Job:
         """Where `component`'s rank 0 listens for torch.distributed (None when Ray places the component)."""
         return self._rendezvous.master(component)
 
-    def node_health(self) -> dict[int, tuple[str, str]]:
-        """rank -> (state, note) for nodes that were lost: `lost`, `failed`, `spare`, `replaced` (the picture
-        shows them)."""
+    def node_health(self) -> dict[int, tuple[NodeMark, str]]:
+        """rank -> (mark, note) for nodes that were lost: LOST, FAILED, SPARE, REPLACED (the picture shows them)."""
         return health_notes(self.state.events)
 
     # -- life cycle --------------------------------------------------------------------------------
@@ -175,19 +174,19 @@ class Job:
 
     def shutdown(self) -> None:
         """Kill every actor and remove every placement group of this job; wait until Ray agrees."""
-        if self._closed:
+        if self.state.closed:
             return
-        self._closed = True
+        # The one mark of a job that is over (the state's): from now on the mover starts nothing, the watcher acts
+        # on nothing, waiting calls wake and raise, and the record is no longer rewritten.
+        self.state.close()
         if not self.cluster.connected():
-            self.state.close()
             return
-        # Removing the groups and killing the actors first also ends any wait of a takeover in progress, so
-        # the watcher stops at once; anything it created meanwhile goes in the second pass.
+        # Removing the groups and killing the actors also ends any wait of a takeover in progress; anything it
+        # created meanwhile goes in the second pass.
         for _ in range(2):
             self._reservation.remove()
             self._kill_all()
             self._watcher.stop()
-        self.state.close()
         self._record.delete()
         self._rendezvous.forget()
         self._wait_dead()
@@ -238,9 +237,9 @@ class Job:
         `timeout_s`, default the job's) naming what is missing on which node, and leaves the job as it was.
         A component not launched yet launches at its new size.
         """
-        if self._closed:
+        if self.state.closed:
             raise PlacementError(f"job {self.name} is shut down; connect again to resize {component!r}")
-        return self._ranks.resize(component, n, self.timeout_s if timeout_s is None else timeout_s)
+        return self._mover.resize(component, n, self.timeout_s if timeout_s is None else timeout_s)
 
     # -- launching ---------------------------------------------------------------------------------
 
@@ -256,17 +255,9 @@ class Job:
     ) -> WorkerGroup:
         """Start every worker of `component` as an actor of `cls(*args, **kwargs)`, in rank order; a component
         the plan runs in the driver (`remote_<component>: false`) becomes a LocalGroup of plain objects."""
-        if self._closed:
+        if self.state.closed:
             raise PlacementError(f"job {self.name} is shut down; connect again to launch {component!r}")
-        workers = self.state.workers(component)
-        if not workers:
-            raise ConfigError(
-                Problem(
-                    path="component",
-                    value=component,
-                    message=f"{component!r} is not in the plan; planned: {self.plan.components}",
-                )
-            )
+        workers = self.state.planned(component)
         if component in self.groups:
             raise PlacementError(f"{component!r} is already launched in job {self.name}")
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
@@ -306,7 +297,7 @@ class Job:
         return Phases.for_job(self)
 
     def phase(self, name: str) -> AbstractContextManager[None]:
-        """`with job.phase("rollout"): ...` runs the spec's offload hooks around the block."""
+        """`with job.phase("rollout"): ...` runs RLightning's offload hooks around the block."""
         return self.phases.phase(name)
 
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
@@ -338,7 +329,7 @@ def connect(
     the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
     `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running cluster, or
     HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
-    after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
+    after a successful start, as RLightning's tip says (None: don't). When a node holding the job's workers is
     lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
     replacement node to take over, then raise NodeLostError (0: at once).
     """
@@ -388,7 +379,7 @@ def _spec(config: Any) -> JobSpec | None:
 
 
 def _export(plan: Plan, path: str | os.PathLike) -> None:
-    """The spec's Tip: after a successful auto-mode start, write the computed pools for manual tuning."""
+    """RLightning's tip: after a successful auto-mode start, write the computed pools for manual tuning."""
     s = plan.settings
     if s.mode != "auto" or s.dialect != "pools" or not plan.uses_placement_groups or not plan.groups:
         return  # nothing computed to export (manual pools, node groups, strategy default)

@@ -1,6 +1,6 @@
 """The node labels rlplace sets and reads, defined once (no Ray import: `rlplace start` uses it too).
 
-`rlplace start` writes them with `ray start --labels`; `rlplace.ray.cluster` reads them back to number
+`rlplace start` writes them with `ray start --labels`; `rlplace.ray.join` reads them back to number
 the nodes; placement-group bundles select nodes with them. Keys and values follow the Kubernetes label
 rules Ray enforces (63 characters, alphanumeric at both ends, `-_.` inside).
 """

@@ -1,6 +1,6 @@
 """How many simulated nodes this machine can hold, so that a `--simulate` too large is refused at once.
 
-Every simulated node is a real raylet (`rlplace.ray.simulated`) with the two agents it starts (its dashboard
+Every simulated node is a real raylet (`rlplace.ray.local_raylets`) with the two agents it starts (its dashboard
 agent and runtime-env agent), and they cost the machine memory, threads and CPU even when idle. Measured on
 Ray 2.60 by `bench/raylet_footprint.py` (a 2-core machine of 24 GiB: the processes of a 1-node and a 6-node
 embedded cluster, idle for 10 s): one more node adds 95 MiB of memory of its own (USS; 186 MiB resident, shared

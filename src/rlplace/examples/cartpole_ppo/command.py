@@ -89,7 +89,7 @@ def execute(
     console = terminal()
     if simulate:
         from rlplace.planner import plan
-        from rlplace.ray.simulated import check_machine_holds, simulated_cluster, simulated_inventory
+        from rlplace.ray.local_raylets import check_machine_holds, simulated_cluster, simulated_inventory
 
         nodes = simulated_inventory(simulate)
         spares = simulated_spares_of(args, nodes)
@@ -111,7 +111,7 @@ def execute(
                     console.print(
                         f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
                     )
-    from rlplace.ray.cluster import join, named_address
+    from rlplace.ray.join import join, named_address
 
     # Joins within seconds or says why (Ray alone retries an unreachable address for minutes); quietly:
     # the workers' logs stay in the cluster's log files, the terminal shows the plan and the report.

@@ -1,4 +1,4 @@
-"""An embedded Ray cluster on this machine that looks like several nodes with GPUs (no GPU needed).
+"""Raylets on this machine posing as several nodes with GPUs: an embedded Ray cluster (no GPU needed).
 
 `rlplace.simulated_cluster("2x8:A800,1x4:RTX4090,1x0")` (the public API), `rlplace demo` and `rlplace run
 --simulate` use it so that placement across nodes and GPUs can be tried on a laptop, with one's own actor

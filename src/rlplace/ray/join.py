@@ -15,7 +15,7 @@ from rlplace.model import JobSpec
 from rlplace.ray import _compat
 from rlplace.ray.auth import Access, authenticate
 from rlplace.ray.labels import LOOPBACK_ENV
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 
 JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
 START_HEAD = "rlplace start --head --node-rank 0"
