@@ -154,15 +154,14 @@ def _join_live(
     from rlplace.ray.nodes import live_inventory
     from rlplace.ray.ray_port import RAY
 
-    address = named_address(args.address, spec)
-    _check_runnable(command)
-    access = join(address)
+    access = join(named_address(args.address, spec))
     try:
         inventory = live_inventory()
         say.print(f"rlplace: planning on the live Ray cluster at {access.address}: {len(inventory)} node(s)")
         planned = _show(spec, inventory, say, args)
     finally:
         RAY.disconnect()
+    _check_runnable(command)  # after the plan is shown, as with --simulate
     token = auth.ray_start_environment(access.token)  # the cluster's mode, and the token run checked
     handed = write_handoff(planned, inventory, private)
     return access.address, {k: v for k, v in token.items() if v is not None}, handed
