@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import termios
+import time
 import uuid
 
 import pytest
@@ -217,3 +218,68 @@ def test_connect_without_a_config_outside_run_says_what_to_do(env, said):
     with pytest.raises(RlplaceError) as e:
         load_driver_config(env)
     assert str(e.value).startswith(said)
+
+
+#: A script that edits the config `run` planned before it connects (the plan it gets is still the one shown),
+#: prints its train workers, and waits to be interrupted, without catching KeyboardInterrupt itself.
+EDITS_THEN_WAITS = """\
+import pathlib, time
+import rlplace
+
+config = pathlib.Path("job.yaml")
+config.write_text(config.read_text().replace("train_worker_num: 3", "train_worker_num: 1"))
+
+class Echo:
+    def rank(self):
+        return rlplace.worker_placement().rank
+
+with rlplace.connect() as job:
+    print("train ranks", job.launch("train", Echo).call("rank"), flush=True)
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_the_command_runs_the_plan_shown_and_ctrl_c_ends_it_with_130(tmp_path):
+    """The plan `run` showed (3 train workers) is the one the command runs, though the config says 1 by then; and a
+    Ray-connected driver that Ctrl-C ends exits 130, as an interrupted command does (Ray alone makes it 1)."""
+    (tmp_path / "edits.py").write_text(EDITS_THEN_WAITS)
+    text = (CONFIGS / "disaggregate.yaml").read_text()
+    (tmp_path / "job.yaml").write_text(text.replace("train_worker_num: 2", "train_worker_num: 3"))
+    assert "train_worker_num: 3" in (tmp_path / "job.yaml").read_text()
+    proc, mark = rlplace_run(tmp_path, "job.yaml", "--simulate", "2x4", "--", "python", "edits.py")
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert proc.stdout.readline().strip() == "ready", first + (proc.stderr.read() if proc.stderr else "")
+    os.kill(proc.pid, signal.SIGINT)  # to `run` alone: passed on to the command
+    _, err = proc.communicate(timeout=120)
+    assert first.strip() == "train ranks [0, 1, 2]"
+    assert proc.returncode == 130, err[-3000:]
+    assert "KeyboardInterrupt" in err and "rlplace: simulated cluster stopped, none of its processes left" in err
+    assert left_running(mark) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_simulated_cluster_starts_stops_run_within_2_s_leaving_nothing(tmp_path):
+    """Ray's start-up blocks the main thread for seconds (half a minute once a node's raylet is gone), and `run`
+    used to finish starting every node first; now the processes are killed at once and `run` exits 130."""
+    (tmp_path / "job.yaml").write_text((CONFIGS / "disaggregate.yaml").read_text())
+    proc, mark = rlplace_run(tmp_path, "job.yaml", "--simulate", "6x2", "--", "python", "-c", "print(1)")
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("rlplace: starting a simulated cluster"):
+            break
+    deadline = time.monotonic() + 30
+    while len(left_running(mark)) < 4 and time.monotonic() < deadline:  # the head and a raylet are up
+        time.sleep(0.2)
+    assert len(left_running(mark)) >= 4, "the simulated cluster did not start"
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    stopped = time.monotonic() - sent
+    assert proc.returncode == 130, err[-3000:]
+    assert stopped < 2.0, f"took {stopped:.1f} s"
+    assert "rlplace: interrupted before the command started; the simulated cluster's " in err
+    assert "none left (process table checked)" in err and out == ""
+    assert left_running(mark) == []
