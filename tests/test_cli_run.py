@@ -223,7 +223,7 @@ def test_connect_without_a_config_outside_run_says_what_to_do(env, said):
 #: A script that edits the config `run` planned before it connects (the plan it gets is still the one shown),
 #: prints its train workers, and waits to be interrupted, without catching KeyboardInterrupt itself.
 EDITS_THEN_WAITS = """\
-import pathlib, time
+import pathlib, subprocess, time
 import rlplace
 
 config = pathlib.Path("job.yaml")
@@ -235,6 +235,7 @@ class Echo:
 
 with rlplace.connect() as job:
     print("train ranks", job.launch("train", Echo).call("rank"), flush=True)
+    print(subprocess.run(["rlplace", "status"], capture_output=True, text=True).stdout.splitlines()[0], flush=True)
     print("ready", flush=True)
     time.sleep(600)
 """
@@ -242,19 +243,22 @@ with rlplace.connect() as job:
 
 @pytest.mark.slow
 def test_the_command_runs_the_plan_shown_and_ctrl_c_ends_it_with_130(tmp_path):
-    """The plan `run` showed (3 train workers) is the one the command runs, though the config says 1 by then; and a
-    Ray-connected driver that Ctrl-C ends exits 130, as an interrupted command does (Ray alone makes it 1)."""
+    """The plan `run` showed (3 train workers) is the one the command runs, though the config says 1 by then;
+    `rlplace status` does not call the simulated cluster OPEN; and a Ray-connected driver that Ctrl-C ends exits
+    130, as an interrupted command does (Ray alone makes it 1)."""
     (tmp_path / "edits.py").write_text(EDITS_THEN_WAITS)
     text = (CONFIGS / "disaggregate.yaml").read_text()
     (tmp_path / "job.yaml").write_text(text.replace("train_worker_num: 2", "train_worker_num: 3"))
     assert "train_worker_num: 3" in (tmp_path / "job.yaml").read_text()
     proc, mark = rlplace_run(tmp_path, "job.yaml", "--simulate", "2x4", "--", "python", "edits.py")
     assert proc.stdout is not None
-    first = proc.stdout.readline()
+    first, status = proc.stdout.readline(), proc.stdout.readline()
     assert proc.stdout.readline().strip() == "ready", first + (proc.stderr.read() if proc.stderr else "")
     os.kill(proc.pid, signal.SIGINT)  # to `run` alone: passed on to the command
     _, err = proc.communicate(timeout=120)
     assert first.strip() == "train ranks [0, 1, 2]"
+    # `rlplace status` on the cluster run simulates: no OPEN warning (nothing to do about it), what it is instead
+    assert status.startswith("cluster ") and " is simulated by rlplace on this machine " in status, status
     assert proc.returncode == 130, err[-3000:]
     assert "KeyboardInterrupt" in err and "rlplace: simulated cluster stopped, none of its processes left" in err
     assert left_running(mark) == []
