@@ -12,6 +12,12 @@ from rlplace.examples.cartpole_ppo import CONFIGS
 JOB = str(CONFIGS / "disaggregate.yaml")
 
 
+@pytest.fixture(autouse=True)
+def in_a_folder_of_its_own(tmp_path, monkeypatch):
+    """`run` writes its picture (--out, default: here) before it refuses a command: not into the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     try:
         code = main(list(argv))

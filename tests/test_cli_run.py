@@ -155,7 +155,8 @@ def test_ctrl_c_stops_the_command_then_the_simulated_cluster(tmp_path, sent_to):
 
 def test_a_command_that_cannot_start_is_refused_before_a_cluster_starts(tmp_path, capsys):
     config = str(CONFIGS / "disaggregate.yaml")
-    assert main(["run", config, "--simulate", "2x4", "--", "no-such-program-here", "x"]) == 127
+    argv = ["run", config, "--simulate", "2x4", "--out", str(tmp_path), "--", "no-such-program-here", "x"]
+    assert main(argv) == 127
     out, err = capsys.readouterr()
     assert "cannot run 'no-such-program-here': not found on PATH" in err
     assert "starting a simulated cluster" not in out + err
@@ -166,7 +167,7 @@ def test_runs_output_is_not_wrapped_at_80_columns_when_piped(tmp_path):
     mid-sentence, `plan` never did); here the plan `run` shows before refusing a command it cannot start."""
     env = {**os.environ, "COLUMNS": "80"}
     argv = [RLPLACE, "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4,1x4", "--", "no-such-program-here"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert done.returncode == 127, done.stderr
     note = next(line for line in done.stderr.splitlines() if line.startswith("note: strategy disaggregate"))
     assert note.endswith("(docs/migrating.md)") and len(note) > 200

@@ -71,10 +71,12 @@ def planned(text: str, nodes: str) -> Provoker:
 
 
 def cli(*argv: str) -> Provoker:
-    """What `rlplace ARGV` prints on stderr (argparse's own exit included)."""
+    """What `rlplace ARGV` prints on stderr (argparse's own exit included), run in the test's own folder (`run`
+    writes its picture there before it refuses a command)."""
 
     def provoke(request: pytest.FixtureRequest) -> str:
         capsys = request.getfixturevalue("capsys")
+        request.getfixturevalue("monkeypatch").chdir(request.getfixturevalue("tmp_path"))
         try:
             code = main(list(argv))
         except SystemExit as e:
