@@ -137,3 +137,26 @@ def test_an_export_with_the_same_pools_is_not_written_again(tmp_path, capsys):
     said = export(capsys, path)
     assert path.read_text().startswith("# my notes\n") and f"{path} already holds these pools" in said
     assert [p.name for p in tmp_path.iterdir()] == ["resource_pool_auto.yaml"]
+
+
+def test_connects_export_names_it_and_leaves_an_edited_file_with_a_warning(tmp_path, caplog, monkeypatch):
+    """After an auto-mode start `rlplace.connect()` writes the pools (the spec's Tip) into the working folder: into
+    the file a user edited, it wrote over their edits."""
+    from rlplace.config import load
+    from rlplace.inventory import parse_nodes
+    from rlplace.planner import plan
+    from rlplace.ray.job import _export
+
+    monkeypatch.setattr("sys.argv", ["train.py", "--lr", "3e-4"])
+    planned = plan(load(EXAMPLES / "auto-disaggregate.yaml"), parse_nodes("2x4"))
+    path = tmp_path / "resource_pool_auto.yaml"
+    _export(planned, path)
+    assert path.read_text().startswith("# resource_pool computed by `rlplace.connect() in train.py --lr 3e-4`")
+    path.write_text(path.read_text().replace("train: 0-1", "train: 0-3"))
+    with caplog.at_level("WARNING", logger="rlplace.ray.job"):
+        _export(planned, path)
+    assert "train: 0-3" in path.read_text() and (tmp_path / "resource_pool_auto.1.yaml").exists()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path} holds other pools (edited, or from another plan), so it was left as it is; these pools were written "
+        f"beside it to {tmp_path / 'resource_pool_auto.1.yaml'} (use it with placement.mode: manual)"
+    ]

@@ -182,6 +182,7 @@ def simulated_cluster(
         # Every Ray process started here (and the workers they start) carries the mark; a signal kills them at once.
         with _marked(mark), watcher:
             cluster = Cluster(initialize_head=True, head_node_args=head)
+            assert cluster.head_node is not None  # initialize_head=True started it
             handle = SimulatedCluster(
                 inventory, cluster.head_node.get_session_dir_path(), spares=tuple(spares), cluster=cluster
             )
