@@ -87,6 +87,13 @@ def cli(*argv: str) -> Provoker:
     return provoke
 
 
+def cluster_found_here(request: pytest.FixtureRequest) -> str:
+    """`rlplace run` without --simulate, --address or $RAY_ADDRESS where a Ray cluster runs: the session's."""
+    request.getfixturevalue("ray_cluster")
+    request.getfixturevalue("monkeypatch").delenv("RAY_ADDRESS", raising=False)
+    return cli("run", str(CONFIGS / "disaggregate.yaml"), "--", sys.executable, "-c", "pass")(request)
+
+
 def python_on_path(*argv: str) -> Provoker:
     """`cli(*argv)` with this interpreter's folder first on PATH, so that `python` is one (as in a venv)."""
 
@@ -681,6 +688,11 @@ COMMAND_LINE: dict[str, Provoker] = {
     "cannot run 'pyhton': not found on PATH (the command after -- is started without a shell)": cli(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "pyhton", "train.py"
     ),
+    "argument --simulate: 5000 simulated nodes are more than this machine can hold: at most ..., each node being a "
+    "raylet and its two agents (memory: ...)": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "5000x8", "--", "python", "train.py"
+    ),
+    "argument --address: not given, and a Ray cluster runs on this machine (head at ...)": cluster_found_here,
     "cannot run python trian.py: the script 'trian.py' does not exist in ...": python_on_path(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "python", "trian.py"
     ),
@@ -892,7 +904,9 @@ PLACEMENT: dict[str, Provoker] = {
 
 PROVOKERS: dict[str, Provoker] = {**CONFIG, **PLAN, **COMMAND_LINE, **PLACEMENT}
 NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "provoke"}
-NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected)}
+NEEDS_RAY |= {
+    q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected, cluster_found_here)
+}
 NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) == "ray_cluster"}
 
 
