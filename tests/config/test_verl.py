@@ -176,6 +176,14 @@ def test_an_entry_module_that_is_not_an_rl_trainer_is_refused_not_planned_as_one
     assert MAIN in str(e.value)
 
 
+def test_a_file_reached_through_the_own_package_is_named_from_the_checkouts_root():
+    # fully_async_ppo_trainer.yaml finds ppo_trainer through pkg://verl.trainer.config: the message names the file
+    # as from the root, as it names the files of the one-step-off trainer's file:// path
+    with pytest.raises(ConfigError) as e:
+        spec_of(FULLY_ASYNC)
+    assert e.value.problems[0].file == "verl/trainer/config/ppo_trainer.yaml"
+
+
 def test_config_name_and_path_replace_the_entry_modules_own():
     assert config_file(MAIN, "ppo_trainer", "config").name == "ppo_trainer.yaml"
     assert config_file(MAIN, "one_step_off_ppo_trainer", "../experimental/one_step_off_policy/config").is_file()
