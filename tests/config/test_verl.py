@@ -120,6 +120,13 @@ def test_fully_async_serving_trainer_is_actor_rollout_and_numbers_standalone_rep
 @pytest.mark.parametrize(
     ("entry", "overrides", "key", "reason"),
     [
+        (
+            MAIN,
+            ["model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3"],
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+            "n_gpus (8) must be divisible by model_parallel_size (3) times context_parallel_size (1)",
+        ),
+        (MAIN, ["actor_rollout_ref.rollout.name=???"], "actor_rollout_ref.rollout.name", "mandatory value not set"),
         (ONE_STEP, [], "actor_rollout_ref.hybrid_engine", "hybrid_engine is false"),
         (
             MAIN,
@@ -160,6 +167,13 @@ def test_what_verl_refuses_is_refused_at_its_key_with_its_reason(entry, override
         spec_of(entry, *overrides)
     (problem,) = e.value.problems
     assert problem.path == key and reason in problem.message
+
+
+def test_megatron_sizes_that_do_not_divide_the_gpus_pass_with_dynamic_batch_size_as_in_verl():
+    # verl's validate_config checks the division only without use_dynamic_bsz; the fully async main never calls it
+    tp3 = ("model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3")
+    assert spec_of(MAIN, *tp3, "actor_rollout_ref.actor.use_dynamic_bsz=true").dialect == "verl"
+    assert spec_of(FULLY_ASYNC, *tp3, *SEPARATED).dialect == "verl"
 
 
 def test_an_entry_module_without_a_verl_package_here_is_a_clear_error(monkeypatch, tmp_path):
