@@ -266,9 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=pathlib.Path, help="write every case (file, overrides, outcome) here")
     p.add_argument("--placements", action="store_true", help="with --json: every worker's placement too")
     p.add_argument("--verl", action="store_true", help="verl's tree: its trainer configs and entry modules")
-    p.add_argument("--launches", type=pathlib.Path, help="with --verl: JSON lines of verl's run scripts' launches")
+    p.add_argument(
+        "--launches",
+        type=pathlib.Path,
+        action="append",
+        default=[],
+        help="with --verl: JSON lines of verl's run scripts' launches (repeatable)",
+    )
     args = p.parse_args(argv)
-    launches = launch_cases(args.launches.resolve()) if args.launches else []
+    launches = [launch for file in args.launches for launch in launch_cases(file.resolve())]
     root = args.root.resolve()
     os.chdir(root)
     sizes = [int(s) for s in args.sizes.split(",")]
