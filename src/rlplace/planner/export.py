@@ -32,6 +32,17 @@ from rlplace.planner.ranges import format_ranks
 
 def export_resource_pool(plan: Plan) -> dict:
     """`{"resource_pool": [{name, num_node, num_gpus, [node_ids], train, eval, env}, ...]}`."""
+    if plan.settings.dialect == "verl":  # verl reads no pool file: its trainer builds the pools from its keys
+        raise ConfigError(
+            Problem(
+                path="--export",
+                value=plan.settings.strategy,
+                message="it writes RLightning's resource_pool (placement.mode: manual), which verl does not "
+                "read: verl's trainer builds its pools from trainer.nnodes x trainer.n_gpus_per_node and the roles "
+                "the config asks for, so there is no file to write that verl would use. The plan's pools, their "
+                "nodes and the roles on them are in `rlplace plan ... --format json` (groups) or --format yaml",
+            )
+        )
     if plan.settings.dialect != "pools" or not plan.uses_placement_groups or not plan.groups:
         raise ConfigError(
             Problem(

@@ -120,8 +120,35 @@ def layout(r: Reader) -> Layout | None:
     if trainer is None:
         return None
     out.pools.append(trainer)
+    if entry != FULLY_ASYNC and not _megatron_divides(r, trainer):  # validate_config: not the fully async main
+        return None
     ok = _main(r, out, trainer) if entry == MAIN_PPO else _separated(r, out, trainer)
     return out if ok else None
+
+
+def _megatron_divides(r: Reader, pool: Pool) -> bool:
+    """verl's `validate_config` (main_ppo and the one-step-off trainer call it first): without dynamic batch size, a
+    Megatron actor's tensor x pipeline x context parallel size must divide `trainer.nnodes x n_gpus_per_node`."""
+    if r.text("actor_rollout_ref.actor.strategy") != "megatron" or r.flag(
+        "actor_rollout_ref.actor.use_dynamic_bsz", False
+    ):
+        return True
+    base = "actor_rollout_ref.actor.megatron"
+    tp = r.integer(f"{base}.tensor_model_parallel_size", 1, minimum=1)
+    pp = r.integer(f"{base}.pipeline_model_parallel_size", 1, minimum=1)
+    cp = r.integer(f"{base}.context_parallel_size", 1, minimum=1)
+    if tp is None or pp is None or cp is None:
+        return False
+    if pool.size % (tp * pp * cp):
+        r.refuse(
+            f"{base}.tensor_model_parallel_size",
+            f"n_gpus ({pool.size}) must be divisible by model_parallel_size ({tp * pp}) times context_parallel_size "
+            f"({cp}) (verl's validate_config: trainer.nnodes x trainer.n_gpus_per_node over the actor's Megatron "
+            f"tensor {tp} x pipeline {pp} x context {cp} parallel size, without actor.use_dynamic_bsz)",
+            tp,
+        )
+        return False
+    return True
 
 
 # --- verl.trainer.main_ppo ----------------------------------------------------------------------------------------
