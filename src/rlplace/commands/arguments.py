@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import shlex
 from typing import TYPE_CHECKING
 
 from rlplace.errors import ConfigError, Problem
@@ -56,6 +57,11 @@ def add_show_env_argument(p: argparse.ArgumentParser) -> None:
         help="show the values the config reads from the environment (${oc.env:VAR}); without it they are shown "
         "as written, since such variables often hold secrets",
     )
+
+
+def invoked(args: argparse.Namespace) -> str:
+    """The command line as typed (`rlplace plan job.yaml --export pools.yaml`), for a file that names its writer."""
+    return shlex.join(["rlplace", *getattr(args, "argv", ())])
 
 
 def add_entry_arguments(p: argparse.ArgumentParser) -> None:

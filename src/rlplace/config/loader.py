@@ -119,6 +119,15 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
         source = pathlib.Path(source)
     if isinstance(source, pathlib.Path):
         rep = Reporter(filename or str(source))
+        if source.suffix == ".py":  # the script given where its config belongs (`rlplace run train.py`)
+            raise ConfigError(
+                Problem(
+                    "",
+                    "this is a Python file, not a YAML config: name the config with the cluster: section here; to "
+                    f"run this script on its plan: rlplace run CONFIG.yaml -- python {source}",
+                    file=rep.file,
+                )
+            )
         text = read_config_text(source, rep.file)
         budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
         budget.take_config()

@@ -12,7 +12,7 @@ from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import COUNTED_COMPONENTS, JobSpec
 from rlplace.plan import EffectiveSettings, Plan
-from rlplace.planner import auto, buffer, elastic, notes
+from rlplace.planner import auto, buffer, elastic, notes, rack_hint
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, Unpinned
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
@@ -27,6 +27,9 @@ def plan(spec: JobSpec, inventory: Inventory) -> Plan:
     carry their ranges (`Plan.elastic`), and the model's size where the config says it (`Plan.model_bytes`)."""
     with gc_paused():
         placed = elastic.attach(spec, _plan(spec, inventory), inventory)
+    hint = rack_hint.cross_rack_hint(spec, placed, inventory, plan)
+    if hint is not None:
+        placed = dataclasses.replace(placed, warnings=(*placed.warnings, hint))
     return dataclasses.replace(placed, model_bytes=spec.model_bytes) if spec.model_bytes else placed
 
 
@@ -180,7 +183,8 @@ def _pack_pools(builder: PlanBuilder, pools: list[Pool], counts: dict[str, Count
     blocks = {}
     for name in COUNTED_COMPONENTS:
         if name in counts and name in pool_of and counts[name].count:
-            blocks[name] = pack(builder, pool_of[name], counts[name], source)
+            partners = blocks.get("eval") if name == "env" else None  # env i steps with eval i * eval / env
+            blocks[name] = pack(builder, pool_of[name], counts[name], source, partners)
     return blocks
 
 

@@ -288,8 +288,19 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         by_rank = sorted(zip(ranks, picks, strict=True))
         nodes = [_node_at(locate, k) for _, k in by_rank]
         capacity = parallel.domain_gpus(builder.topology, envs.inventory)
+
+        def available() -> list[tuple[int, int]]:  # every GPU of its node groups, for a split group's suggestion
+            return [(k, _node_at(locate, k)) for k in range(total) if locate(k)[0].kind == "gpu"]
+
         parallel.check(
-            c, nodes, [k for _, k in by_rank], builder.topology, capacity, builder.warnings, builder.split_groups
+            c,
+            nodes,
+            [k for _, k in by_rank],
+            builder.topology,
+            capacity,
+            builder.warnings,
+            builder.split_groups,
+            available,
         )
     if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
         r = res[0]

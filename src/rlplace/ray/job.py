@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
+import sys
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -29,11 +31,12 @@ from rlplace.lifecycle import NodeMark
 from rlplace.model import JobSpec
 from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
-from rlplace.ray import auth
+from rlplace.ray import auth, handoff
 from rlplace.ray.failover.mover import DEATH_WAIT_S, RankMover
 from rlplace.ray.failover.rules import health_notes
 from rlplace.ray.failover.watcher import NodeWatcher
 from rlplace.ray.group import WorkerGroup, wait_dead
+from rlplace.ray.interrupt import exit_130_on_interrupt
 from rlplace.ray.join import address_to_join, join, reachable_address
 from rlplace.ray.launch import Launcher
 from rlplace.ray.nodes import live_inventory
@@ -318,7 +321,9 @@ def connect(
     replace_within_s: float = REPLACE_WITHIN_S,
 ) -> Job:
     """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray; without
-    `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
+    `config`, the job `rlplace run CONFIG -- COMMAND` planned and showed for the command it started: its plan as
+    shown (`$RLPLACE_PLAN`, `rlplace.ray.handoff`), not planned again; a PlacementError names what changed when the
+    live cluster is no longer the one it was planned on.
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
     the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
@@ -329,12 +334,18 @@ def connect(
     replacement node to take over, then raise NodeLostError (0: at once).
     """
     spec = _spec(config)
+    handed = handoff.read_handoff() if config is None and inventory is None else None
+    exit_130_on_interrupt()
     if not RAY.connected():
         _join(address_to_join(address, spec))
     live = live_inventory()
     access = auth.connected_access(RAY.gcs_address())
     auth.warn_if_open(access, [n.address for n in live.nodes], [RAY.driver_ip()])
-    plan = config if spec is None else planner.plan(spec, inventory or live)
+    if handed is not None:  # the plan `rlplace run` showed, for the nodes it was made for
+        plan, planned_on = handed
+        handoff.check_unchanged(planned_on, live)
+    else:
+        plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s, spec=spec).start()
     if export_path is not None:
         _export(plan, export_path)
@@ -377,5 +388,10 @@ def _export(plan: Plan, path: str | os.PathLike) -> None:
     except ImportError:
         log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    write_resource_pool(plan, path)
-    log.info("wrote the computed resource pool to %s", path)
+    written = write_resource_pool(plan, path, written_by=f"rlplace.connect() in {_command_line()}")
+    (log.warning if written.path != written.asked else log.info)("%s", written.describe())
+
+
+def _command_line() -> str:
+    """This process's command line as typed (`train.py --lr 3e-4`, `rlplace run job.yaml`), for the export's header."""
+    return shlex.join([os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]])
