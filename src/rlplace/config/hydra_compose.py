@@ -11,8 +11,9 @@ RLinf's entry points use ("1.1", which also reads every 1.2+ config). Around it,
   whose variable is not set is left out (hydra-core would stop on it), and a config only that entry could
   supply is stood in for by an empty one in a scratch folder, so the rest composes; each is a `Gap`, warned
   about once, and an error only where placement reads a value it could have supplied. A stand-in is written
-  only inside the scratch folder; a `hydra.searchpath` override on the command line naming `pkg://` is
-  refused (hydra-core would import the package);
+  only inside the scratch folder; a `hydra.searchpath` override on the command line naming anything but a
+  folder is refused (a `pkg://` one would make hydra-core import the package), judged on what hydra-core's own
+  parser reads in it, as are the group choices of the preflight (`overrides`);
 - locates every value in the files of Hydra's final defaults list (file, line, merge position), and a value
   set by an override at the override itself;
 - turns hydra-core's exceptions into one line with their root cause (a missing variable, a missing option
@@ -29,8 +30,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 from rlplace.config import hydra_guard
+from rlplace.config import overrides as parsed_overrides
 from rlplace.config.compose import (
     OVERRIDE_ORIGIN,
+    Choice,
     Composition,
     Gap,
     compose_file,
@@ -87,9 +90,10 @@ def compose_with_hydra(
     if rep.problems:
         raise ConfigError(rep.sorted_problems())
     search = search_path(str(path), entries)
-    user_searchpath = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == _SEARCHPATH_KEY]
-    _refuse_packages(user_searchpath)
-    preflight = _preflight(path, data, overrides, budget, rep)
+    parsed = parsed_overrides.parse(overrides)
+    parsed_overrides.refuse_non_folders(parsed)
+    user_searchpath = parsed_overrides.search_path_overrides(parsed)
+    preflight = _preflight(path, data, parsed_overrides.group_choices(parsed), budget, rep)
     with tempfile.TemporaryDirectory(prefix="rlplace-standins-") as standins:
         extra = [] if user_searchpath or not entries else [_searchpath_override(search, standins)]
         if extra:  # the configs missing without overrides: stood in for at once, not one retry each
@@ -113,7 +117,7 @@ def compose_with_hydra(
 
 
 def _preflight(
-    path: pathlib.Path, data: object, overrides: Sequence[str], budget: Budget, rep: Reporter
+    path: pathlib.Path, data: object, choices: Sequence[Choice], budget: Budget, rep: Reporter
 ) -> Composition:
     """The tree composed by rlplace with the overrides' group choices, for its gaps; a limit it goes over (or an
     entry it refuses) is the ConfigError, before hydra-core reads a file (its other problems are hydra-core's to
@@ -122,25 +126,10 @@ def _preflight(
         return Composition(data)
     scratch = Reporter(rep.file)  # its problems are not the user's (the overrides may fix them); its lines are
     scratch.lines, scratch.raw_text = dict(rep.lines), dict(rep.raw_text)
-    composed = compose_file(str(path), scratch, data, budget=budget, choices=overrides)
+    composed = compose_file(str(path), scratch, data, budget=budget, choices=choices)
     if budget.refusal is not None:
         raise ConfigError(budget.refusal)
     return composed
-
-
-def _refuse_packages(searchpath_overrides: Sequence[str]) -> None:
-    """hydra-core finds a `pkg://` search path by importing the package, which runs its code."""
-    for override in searchpath_overrides:
-        if "pkg://" in override:
-            raise ConfigError(
-                Problem(
-                    "",
-                    "a pkg:// search path on the command line would make hydra-core import the package (its code "
-                    "runs); write the package's folder as file://FOLDER, or put the pkg:// entry in the primary's "
-                    "hydra.searchpath, which rlplace resolves without importing",
-                    file=OVERRIDE_ORIGIN.format(override),
-                )
-            )
 
 
 def _searchpath_override(search: SearchPath, standins: str) -> str:
