@@ -178,6 +178,7 @@ def _compose(
                         cfg = compose(config_name=path.stem, overrides=overrides, return_hydra_config=True)
                         loader = GlobalHydra.instance().config_loader()
                         defaults = loader.compute_defaults_list(path.stem, overrides, RunMode.RUN).defaults
+                _within_work(reading, path)  # hydra-core swallows some failed resolutions (`"name" in cfg`)
                 return cfg, defaults, reading
             except MissingConfigException as e:
                 if _refused(e, reading, path, user) or search is None or not _stand_in(e, search, standins):
@@ -194,12 +195,19 @@ def _refused(e: Exception, reading: hydra_guard.Reading, path: pathlib.Path, ove
     refused = hydra_guard.refusal(e)
     if refused is not None:
         raise refused from None
+    _within_work(reading, path)
     if reading.env.refused:
         name = reading.env.refused[0]
         culprit = next((o for o in overrides if name in o), None)
         where = OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
         raise ConfigError(Problem("", f"cannot resolve ${{oc.env:{name}}}: {token_variable_refused(name)}", file=where))
     return False
+
+
+def _within_work(reading: hydra_guard.Reading, path: pathlib.Path) -> None:
+    """The ConfigError when the interpolations hydra-core resolved went over their budget."""
+    if reading.work.over is not None:
+        raise ConfigError(Problem(reading.work.key or "", reading.work.over, file=str(path)))
 
 
 def _stand_in(e: Exception, search: SearchPath, standins: str) -> bool:

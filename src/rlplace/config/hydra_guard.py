@@ -7,7 +7,9 @@ the same files without overrides were refused in milliseconds. So for the time o
 `Budget` (a file the preflight composition already counted is not counted again), and hands hydra-core the data
 read, which OmegaConf would have typed alike (the equality tests of tests/config/test_hydra.py compose both
 ways); a file rlplace refuses ends the composition with its ConfigError. OmegaConf's `oc.env` is watched
-meanwhile (`from_env.watching`: Ray's token variables are refused). Both are restored afterwards.
+meanwhile (`from_env.watching`: Ray's token variables are refused), and the interpolations hydra-core resolves (its
+own `hydra:` keys) are counted against a budget (`interpolation.Work`: a bomb there took minutes). All are
+restored afterwards.
 
 hydra-core's `pkg://` source imports its package to find it (`importlib.resources.files`), which runs the
 package's code. rlplace hands hydra-core folders only (`hydra_compose`, `overrides.refuse_non_folders`); should a
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rlplace.config import from_env
+from rlplace.config import from_env, interpolation
 from rlplace.config.compose import not_a_config
 from rlplace.config.files import Unreadable, read_text
 from rlplace.config.problems import Reporter
@@ -47,10 +49,12 @@ class Read:
 
 @dataclass
 class Reading:
-    """What a composition read (by real path) and what OmegaConf's `oc.env` read or refused meanwhile."""
+    """What a composition read (by real path), what OmegaConf's `oc.env` read or refused meanwhile, and the work
+    of the interpolations it resolved."""
 
     files: dict[str, Read]
     env: from_env.EnvReads
+    work: interpolation.Work
 
 
 @contextlib.contextmanager
@@ -105,8 +109,9 @@ def reading(budget: Budget) -> Iterator[Reading]:
     registry.types["file"] = ReadByRlplace
     registry.types["pkg"] = found_without_importing  # type: ignore[assignment]
     try:
-        with from_env.watching(omegaconf) as env:
-            yield Reading(files, env)
+        work = interpolation.Work()
+        with from_env.watching(omegaconf) as env, interpolation.counting(work):
+            yield Reading(files, env, work)
     finally:
         registry.types["file"] = saved
         registry.types["pkg"] = saved_pkg

@@ -180,6 +180,8 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
     if section is INVALID:
         return None  # already reported (a refused tag)
     section = values.tree(section, base)
+    if section is INVALID:
+        return None  # reported: an interpolation that stands for the whole section could not be resolved
     if section is None or section == {}:
         section = {}
         rep.warn(
