@@ -189,8 +189,8 @@ def test_robots_from_environment_lists_are_capped_before_any_is_made(tmp_path, n
     assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
     assert (
         done.stderr.startswith(
-            f"plan: {tmp_path / 'all.yaml'}:6: cluster.node_groups[0].hardware: the plan would have more than 1024 robots "
-            "(hardware units) in all, the most rlplace plans for: "
+            f"plan: {tmp_path / 'all.yaml'}:6: cluster.node_groups[0].hardware: the plan would have more than 1024 "
+            "robots (hardware units) in all, the most rlplace plans for: "
         )
         and said in done.stderr
     ), done.stderr
