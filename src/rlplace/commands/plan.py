@@ -20,6 +20,7 @@ from rlplace.inventory import Inventory, with_node_env
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
+from rlplace.printable import printable
 
 COMPARED = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
@@ -105,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         planned = capacity.checked(plan(spec, inventory), inventory)
     except PlanError as e:
         raise PlanError(hide(str(e), hidden)) from None
-    if args.export:
-        write_resource_pool(planned, args.export)
+    if args.export:  # a file to reuse: a value from the environment is written as the config writes it
+        write_resource_pool(shown_plan(planned, spec.from_env), args.export)
     result = shown_plan(planned, hidden)  # what is printed: values from the environment as written
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
@@ -133,10 +134,10 @@ def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Name
 
     if args.svg:
         written = picture.write_svg(result, args.svg, inventory=inventory, estimate=est)
-        print(f"wrote {written} (topology picture, SVG)", file=sys.stderr)
+        print(printable(f"wrote {written} (topology picture, SVG)"), file=sys.stderr)
     if args.html:
         written = picture.write_html(result, args.html, inventory=inventory, estimate=est)
-        print(f"wrote {written} (topology picture and plan, HTML)", file=sys.stderr)
+        print(printable(f"wrote {written} (topology picture and plan, HTML)"), file=sys.stderr)
 
 
 def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:

@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import asdict
 
+from rlplace.printable import printable
 from rlplace.ray.status import NodeRow, SizeRow, WorkerRow, collect_all, sizes
 
 
@@ -48,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
                 cluster = {"address": access.address, "requires_token": access.requires_token}
                 print(json.dumps({**shown_tables, "cluster": cluster}, indent=2))
             else:
-                print(f"cluster {access.address} {access.describe()}\n")
-                print(render(rows, nodes, elastic))
+                print(printable(f"cluster {access.address} {access.describe()}\n"))
+                print(printable(render(rows, nodes, elastic)))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):
                 break

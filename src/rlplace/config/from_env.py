@@ -64,12 +64,17 @@ def hide_in(data: Any, values: tuple[EnvValue, ...]) -> Any:
 
 
 class EnvReads:
-    """What OmegaConf's `oc.env` resolver read while `watching` was active: the variables, and the token
-    variables it was asked for and refused."""
+    """What OmegaConf's `oc.env` resolver read while `watching` was active: the variables and their values, and
+    the token variables it was asked for and refused."""
 
     def __init__(self) -> None:
         self.read: list[str] = []
+        self.values: dict[str, str] = {}
         self.refused: list[str] = []
+
+    def env_values(self, where: str) -> list[EnvValue]:
+        """What was read, as the values outputs show as written (`${oc.env:NAME}`), read at `where`."""
+        return [EnvValue(where, f"${{oc.env:{name}}}", value, (name,)) for name, value in self.values.items() if value]
 
 
 class TokenVariableError(KeyError):
@@ -77,20 +82,23 @@ class TokenVariableError(KeyError):
 
 
 @contextlib.contextmanager
-def watching(omegaconf: Any) -> Iterator[EnvReads]:
-    """OmegaConf's `oc.env` resolver, for the time of the block, records what it reads and refuses the token
-    variables; the resolver registered before is restored afterwards."""
+def watching(omegaconf: Any, reads: EnvReads | None = None) -> Iterator[EnvReads]:
+    """OmegaConf's `oc.env` resolver, for the time of the block, records what it reads (in `reads`, if given) and
+    refuses the token variables; the resolver registered before is restored afterwards."""
     from omegaconf.basecontainer import BaseContainer  # the registry of resolvers (no public getter)
     from omegaconf.resolvers import oc
 
-    reads = EnvReads()
+    reads = EnvReads() if reads is None else reads
 
     def env(key: str, *default: Any) -> Any:
         if is_token_variable(str(key)):
             reads.refused.append(str(key).strip())
             raise TokenVariableError(token_variable_refused(str(key)))
         reads.read.append(str(key))
-        return oc.env(key, *default)
+        value = oc.env(key, *default)
+        if isinstance(value, str):
+            reads.values[str(key)] = value
+        return value
 
     saved = BaseContainer._resolvers.get("oc.env")
     omegaconf.OmegaConf.register_new_resolver("oc.env", env, replace=True)

@@ -29,7 +29,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 
-from rlplace.config import hydra_guard
+from rlplace.config import from_env, hydra_guard
 from rlplace.config import overrides as parsed_overrides
 from rlplace.config.compose import (
     OVERRIDE_ORIGIN,
@@ -42,7 +42,6 @@ from rlplace.config.compose import (
     searchpath_entries,
     warn_skipped,
 )
-from rlplace.config.from_env import token_variable_refused
 from rlplace.config.problems import Reporter, near_miss
 from rlplace.config.search_path import SearchPath, package_folder, search_path
 from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, PLACEMENT_BLOCK, POOLS_SECTION
@@ -100,9 +99,13 @@ def compose_with_hydra(
             for gap in preflight.gaps:
                 _write_stand_in(standins, gap.config_path)
         added = [_added_if_in_schema(o) for o in overrides]
-        cfg, defaults, reading = _compose(
-            path, [*added, *extra], search if extra else None, standins, budget, overrides
-        )
+        env = from_env.EnvReads()
+        try:
+            cfg, defaults, reading = _compose(
+                path, [*added, *extra], search if extra else None, standins, budget, overrides, env
+            )
+        finally:  # a choice read from the environment is a secret too, in hydra-core's messages as well
+            rep.from_env.extend(env.env_values("defaults"))
         choices = cfg.hydra.runtime.choices
         sources = _sources(cfg.hydra.runtime.config_sources, path)
         with open_dict(cfg):
@@ -159,6 +162,7 @@ def _compose(
     standins: str,
     budget: Budget,
     typed: Sequence[str],
+    env: from_env.EnvReads,
 ) -> tuple[object, list, hydra_guard.Reading]:
     """(DictConfig with the hydra node, Hydra's final defaults list, what was read); a config missing only because
     of a skipped search path gets an empty stand-in and the composition is retried. Errors name the overrides as
@@ -170,7 +174,7 @@ def _compose(
 
     user = list(typed)
     for _ in range(_MAX_STANDINS):
-        with hydra_guard.reading(budget) as reading:
+        with hydra_guard.reading(budget, env) as reading:
             try:
                 with warnings.catch_warnings():  # Hydra's migration notices are not the user's problem
                     warnings.simplefilter("ignore")
@@ -200,7 +204,9 @@ def _refused(e: Exception, reading: hydra_guard.Reading, path: pathlib.Path, ove
         name = reading.env.refused[0]
         culprit = next((o for o in overrides if name in o), None)
         where = OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
-        raise ConfigError(Problem("", f"cannot resolve ${{oc.env:{name}}}: {token_variable_refused(name)}", file=where))
+        raise ConfigError(
+            Problem("", f"cannot resolve ${{oc.env:{name}}}: {from_env.token_variable_refused(name)}", file=where)
+        )
     return False
 
 

@@ -58,8 +58,9 @@ class Reading:
 
 
 @contextlib.contextmanager
-def reading(budget: Budget) -> Iterator[Reading]:
-    """hydra-core's `file://` configs read by rlplace, against `budget`, for the time of the block."""
+def reading(budget: Budget, env: from_env.EnvReads | None = None) -> Iterator[Reading]:
+    """hydra-core's `file://` configs read by rlplace, against `budget`, for the time of the block; what `oc.env`
+    reads meanwhile is added to `env` (if given)."""
     import omegaconf
     from hydra._internal.core_plugins.file_config_source import FileConfigSource
     from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
@@ -110,8 +111,8 @@ def reading(budget: Budget) -> Iterator[Reading]:
     registry.types["pkg"] = found_without_importing  # type: ignore[assignment]
     try:
         work = interpolation.Work()
-        with from_env.watching(omegaconf) as env, interpolation.counting(work):
-            yield Reading(files, env, work)
+        with from_env.watching(omegaconf, env) as reads, interpolation.counting(work):
+            yield Reading(files, reads, work)
     finally:
         registry.types["file"] = saved
         registry.types["pkg"] = saved_pkg

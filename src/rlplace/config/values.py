@@ -228,15 +228,25 @@ class Values:
                 self.rep.add(path, f"cannot resolve {show(text)}: {why}", text)
                 return INVALID
         if reads.read:
-            self.rep.from_env.append(
-                EnvValue(format_path(path), text, value if isinstance(value, str) else "", tuple(reads.read))
-            )
+            self.rep.from_env.extend(_env_values(path, text, value, tuple(reads.read)))
         return value
 
     def _omega_root(self, omegaconf: object) -> object:
         if self._root is None:
             self._root = omegaconf.OmegaConf.create(self.data)  # type: ignore[attr-defined]
         return self._root
+
+
+def _env_values(path: Path, written: str, value: object, variables: tuple[str, ...]) -> list[EnvValue]:
+    """The values an interpolation that read the environment produced, each shown as `written`: a text, a number
+    (`${oc.decode:${oc.env:PIN}}` is an int, and as secret), and every one inside a list or mapping it decoded."""
+    if isinstance(value, Mapping):
+        return [e for k, v in value.items() for e in _env_values((*path, str(k)), written, v, variables)]
+    if isinstance(value, list | tuple):
+        return [e for i, v in enumerate(value) for e in _env_values((*path, i), written, v, variables)]
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return []  # true/false and null are no secrets, and would hide every such word
+    return [EnvValue(format_path(path), written, str(value), variables)]
 
 
 def _has(node: object, part: str | int) -> bool:

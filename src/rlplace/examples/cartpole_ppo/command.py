@@ -98,7 +98,7 @@ def execute(
                 session = os.path.basename(cluster.session_dir)
                 if cluster.killed:
                     killed = ", ".join(cluster.killed)
-                    console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {killed}[/]")
+                    console.print(f"Embedded cluster {session} stopped; had to kill: {killed}", style="yellow")
                 else:
                     console.print(
                         f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
@@ -156,11 +156,13 @@ def _write_picture(job: Any, stem: pathlib.Path, health: Any = None) -> None:
 
 
 def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> None:
+    from rich.text import Text
+
     from rlplace.viz.table import render
 
     console.print(render(job.plan, job.live))
     for warning in job.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(Text.assemble(("warning:", "yellow"), f" {warning}"))
     _write_picture(job, stem)
     console.print(f"Topology picture: {stem.with_suffix('.svg')} and {stem.with_suffix('.html')}")
 
