@@ -37,7 +37,7 @@ from rlplace.config.sections import (
     RESOURCE_POOLS,
 )
 from rlplace.config.values import Values
-from rlplace.config.yaml_source import Budget, read_yaml
+from rlplace.config.yaml_source import MAX_DEPTH, Budget, check_tree, read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import EnvValue, JobSpec
 
@@ -138,10 +138,11 @@ def _read(
         return rep, Composition(read_yaml(source, rep))
     rep = Reporter(filename)
     container = _from_omegaconf(source, rep)
-    if container is not None:
-        return rep, Composition(container, root=source)
-    if isinstance(source, Mapping):
-        return rep, Composition(source)
+    if container is not None or isinstance(source, Mapping):
+        check_tree(source if container is None else container, rep)  # Python data: a YAML file's limits
+        if rep.problems:
+            raise ConfigError(rep.sorted_problems())
+        return rep, Composition(source, root=None) if container is None else Composition(container, root=source)
     raise ConfigError(
         Problem(
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
@@ -180,6 +181,10 @@ def _from_omegaconf(source: object, rep: Reporter) -> object | None:
         return omegaconf.OmegaConf.to_container(source, resolve=False)
     except omegaconf.errors.OmegaConfBaseException as e:
         raise ConfigError(Problem("", f"cannot read the OmegaConf config: {e}", file=rep.file)) from None
+    except RecursionError:
+        raise ConfigError(
+            Problem("", f"the config is nested more than {MAX_DEPTH} levels deep", file=rep.file)
+        ) from None
 
 
 def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 
 import yaml
 
@@ -284,6 +285,53 @@ def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
     finally:
         loader.dispose()
     return data
+
+
+def check_tree(data: object, rep: Reporter) -> None:
+    """A config handed over as Python data (`load(dict)`, `connect(dict)`) gets the limits a YAML file gets: at most
+    MAX_DEPTH levels, at most MAX_ALIAS_VALUES values reached again through a list or mapping it holds twice, and
+    no list or mapping that holds itself (a cycle: walking it never ends; the planner's recursion died with
+    RecursionError). The first one gone over is a problem in `rep` (and the Budget refusal of a file)."""
+    try:
+        _Tree().walk(data, ())
+    except _TooLarge as e:
+        rep.add(*e.args)
+
+
+class _Tree:
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.on_path: set[int] = set()
+        self.again = 0  # values walked again, inside a list or mapping walked before
+        self.inside_again = False
+
+    def walk(self, node: object, path: Path) -> None:
+        if self.inside_again:
+            self.again += 1
+            if self.again > MAX_ALIAS_VALUES:
+                raise _TooLarge(
+                    path[:3],
+                    f"the config is too large: lists and mappings it holds more than once expand it by "
+                    f"more than {MAX_ALIAS_VALUES} values",
+                )
+        if len(path) > MAX_DEPTH:
+            raise _TooLarge(path[:3], _TOO_DEEP)
+        if not isinstance(node, Mapping | list | tuple):
+            return
+        key = id(node)
+        if key in self.on_path:
+            raise _TooLarge(path, "this list or mapping holds itself (a config is a tree: write the values out)")
+        outer = self.inside_again
+        self.inside_again = outer or key in self.seen
+        self.seen.add(key)
+        self.on_path.add(key)
+        try:
+            items = node.items() if isinstance(node, Mapping) else enumerate(node)
+            for k, value in items:
+                self.walk(value, (*path, k if isinstance(k, str | int) else str(k)))
+        finally:
+            self.on_path.discard(key)
+            self.inside_again = outer
 
 
 def too_large(size: int, *, composed: bool = False) -> str:

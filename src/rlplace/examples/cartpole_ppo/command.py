@@ -17,6 +17,7 @@ from typing import Any
 from rlplace.cli_types import non_negative_seconds, positive_int, positive_seconds
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.examples.cartpole_ppo.node_loss import node_fault, simulated_spares_of
+from rlplace.output_files import output_folder
 
 
 def add_pipeline_arguments(p: argparse.ArgumentParser, title: str) -> None:
@@ -77,7 +78,7 @@ def execute(
         from rlplace.examples.cartpole_ppo.pipeline import elastic_spec
 
         spec = elastic_spec(spec)
-    args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails before any cluster starts, too
+    output_folder(args.out)  # an unwritable --out (or a link there) fails before any cluster starts, too
     console = terminal()
     if simulate:
         from rlplace.ray.simulated import simulated_cluster, simulated_inventory
