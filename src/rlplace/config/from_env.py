@@ -16,6 +16,7 @@ value) but not inside a sentence, where "8" or "on" would replace every such wor
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -40,14 +41,15 @@ def token_variable_refused(name: str) -> str:
 
 def hide(text: str, values: Iterable[EnvValue]) -> str:
     """`text` with every value that came from the environment written as it is in the config; a short value only
-    where it is the whole text."""
-    by_length = sorted({v.value: v.written for v in values if v.value}.items(), key=lambda kv: -len(kv[0]))
-    for value, written in by_length:
-        if text == value:
-            return written
-        if len(value) >= MIN_HIDDEN:
-            text = text.replace(value, written)
-    return text
+    where it is the whole text. One pass, longest value first, so that what replaces a value is never searched
+    again (a written `${oc.decode:'[${oc.env:A}, 10.0.0.1]'}` holds another value, `10.0.0.1`)."""
+    written = {v.value: v.written for v in values if v.value}
+    if text in written:
+        return written[text]
+    long = sorted((value for value in written if len(value) >= MIN_HIDDEN), key=len, reverse=True)
+    if not long:
+        return text
+    return re.sub("|".join(map(re.escape, long)), lambda m: written[m.group(0)], text)
 
 
 def hide_in(data: Any, values: tuple[EnvValue, ...]) -> Any:
