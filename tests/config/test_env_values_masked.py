@@ -32,7 +32,8 @@ def test_a_defaults_choice_from_the_environment_is_not_named_in_the_error(tmp_pa
     tree = write_tree(
         tmp_path,
         {
-            "conf/main.yaml": "defaults:\n  - db: ${oc.env:RLPLACE_TEST_SK}\n  - _self_\ncluster: {train_worker_num: 1}\n",
+            "conf/main.yaml": "defaults:\n  - db: ${oc.env:RLPLACE_TEST_SK}\n  - _self_\n"
+            "cluster: {train_worker_num: 1}\n",
             "conf/db/mysql.yaml": "x: 1\n",
         },
     )

@@ -63,7 +63,7 @@ def test_python_data_over_a_yaml_limit_is_one_config_error(data, said):
 
 
 def test_a_deep_dictconfig_is_one_config_error_too():
-    with pytest.raises(ConfigError, match="cluster.x.a: the document is nested more than 64 levels deep"):
+    with pytest.raises(ConfigError, match=r"cluster\.x\.a: the document is nested more than 64 levels deep"):
         load(OmegaConf.create({"cluster": {"train_worker_num": 1, "x": nested(70)}}))
 
 
