@@ -2,7 +2,9 @@
 
 Each command module defines `register(subparsers)` (adds its parser and sets `func`) and keeps heavy
 imports (Ray) inside its `run` function, so `rlplace validate` and `rlplace plan` start fast.
-Every deliberate failure is an `RlplaceError`: printed without a traceback, with a stable exit code.
+Every deliberate failure is an `RlplaceError`: printed without a traceback, with a stable exit code. Messages
+hold values from configs and command lines: every one is printed through `printable` (terminal controls shown
+as escapes), argparse's own included.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, NoReturn
 from rlplace import __version__
 from rlplace.commands.driver import EXIT_NOT_STARTED  # `run ... -- COMMAND` that cannot start
 from rlplace.errors import CommandError, ConfigError, PlacementError, PlanError, Problem, RlplaceError
+from rlplace.printable import printable
 
 COMMANDS = ("validate", "schema", "plan", "start", "stop", "run", "demo", "status", "drain")
 
@@ -40,7 +43,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """Every `rlplace` parser and subparser formats its help with `HelpFormatter`."""
+    """Every `rlplace` parser and subparser formats its help with `HelpFormatter`, and prints its errors (which
+    quote the arguments) through `printable`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
@@ -49,7 +53,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """A bad value of an option (`argument --inventory: nope.yaml: no such file`) is said in one line: the
         message names the option and what is valid, and a usage dump would bury it; a malformed command line (a
-        missing argument, an unknown option) still gets the usage."""
+        missing argument, an unknown option) still gets the usage. Either way its text is printable (a value from
+        the command line may hold terminal controls)."""
+        message = printable(message)
         if message.startswith("argument "):
             self.exit(EXIT_CONFIG, f"{self.prog}: error: {message}\n")
         super().error(message)
@@ -108,33 +114,37 @@ def _run(argv: list[str] | None) -> int:
     except ConfigError as e:
         if all(_on_command_line(p) for p in e.problems):
             return usage_error(args.command, "; ".join(_as_argument(p) for p in e.problems))
-        print(e, file=sys.stderr)
+        _say(str(e))
         return EXIT_CONFIG
     except PlanError as e:
-        print(f"plan: {e}", file=sys.stderr)
+        _say(f"plan: {e}")
         return EXIT_PLAN
     except PlacementError as e:
-        print(f"placement: {e}", file=sys.stderr)
+        _say(f"placement: {e}")
         return EXIT_PLACEMENT
     except CommandError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         return EXIT_NOT_STARTED
     except RlplaceError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {e}")
         return 1
     except OSError as e:  # a file the user named cannot be read or written (--out, --svg, schema -o, ...)
         where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e} (check the path and its permissions)", file=sys.stderr)
+        _say(f"error: {where}{e.strerror or e} (check the path and its permissions)")
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say("interrupted")
         return 130
 
 
 def usage_error(command: str, message: str) -> int:
     """A command-line mistake found after parsing, said as argparse says the ones it finds itself."""
-    print(f"rlplace {command}: error: {message}", file=sys.stderr)
+    _say(f"rlplace {command}: error: {message}")
     return EXIT_CONFIG
+
+
+def _say(message: str) -> None:
+    print(printable(message), file=sys.stderr)
 
 
 def _is_override(word: str) -> bool:
@@ -155,7 +165,7 @@ def _as_argument(problem: Problem) -> str:
 
 def _warning_line(message: Warning | str, *_: object, **__: object) -> str:
     """A warning as the CLI prints it: one line, without the source line Python would show."""
-    return f"warning: {message}\n"
+    return f"warning: {printable(message)}\n"
 
 
 if __name__ == "__main__":

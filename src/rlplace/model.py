@@ -40,6 +40,15 @@ MAX_NODES = 16_384
 #: The most accelerators one node may have (`--nodes 1xGPUS`, an inventory's `gpus`, a pool's `num_gpus`); real
 #: nodes have 8 or 16, simulated ones a few more.
 MAX_DEVICES_PER_NODE = 1_024
+#: The most accelerators (or robots) an inventory holds in all: 16,384 nodes of 8. Every count checked alone let
+#: `{count: 16384, gpus: 1024}` (38 bytes) through: 16.7 million accelerators, and `placement: all` over them built
+#: as many workers until memory ran out. `all` over the most accepted plans in about 3 s on the loaded 2-core
+#: machine (its table; 1,048,576 took 51 s and 2.6 GB as JSON).
+MAX_DEVICES = MAX_NODES * 8
+#: The most robots (hardware units, of every type) a plan is made for: those a config lists and those RLinf's
+#: rule makes from a node's environment (one per comma-separated `ROBOT_IP` value, `count: 16384` nodes alike).
+#: Each unit is a row of the table, a box of the picture: 16,384 took 15 s to plan and table; 1,024 take about 1 s.
+MAX_HARDWARE_UNITS = 1_024
 
 
 @dataclass(frozen=True)

@@ -429,8 +429,12 @@ CONFIG: dict[str, Provoker] = {
         },
         "main.yaml",
     ),
-    "a pkg:// search path on the command line would make hydra-core import the package": config_tree(
-        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=["hydra.searchpath=[pkg://this.conf]"]
+    "the search path 'pkg://...', as hydra-core reads it, would make hydra-core import the package": config_tree(
+        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=[r"hydra.searchpath=[pkg\://this.conf]"]
+    ),
+    "the search path 'structured://x', as hydra-core reads it, is no folder: a search path on the command line is "
+    "a folder, written file://FOLDER": config_tree(
+        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=[r"hydra.searchpath=[structured\://x]"]
     ),
 }
 
@@ -723,6 +727,27 @@ COMMAND_LINE: dict[str, Provoker] = {
     ),
     "argument --nodes: '1x100000000000': 100000000000 accelerators on a node is more than the 1024 rlplace plans for": (
         cli("plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "1x100000000000")
+    ),
+    "argument --nodes: '1x1': that is 131073 accelerators in all (nodes x accelerators so far), more than the "
+    "131072 rlplace plans for (16384 nodes of 8)": cli(
+        "plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "8192x16,1x1"
+    ),
+    "cluster.node_groups[0].hardware: the plan would have more than 1024 robots (hardware units) in all, ...": (
+        lambda _request: raised(
+            lambda: plan(
+                load(
+                    "cluster:\n  num_nodes: 2\n  node_groups:\n    - label: arm\n      node_ranks: 0-1\n"
+                    "      hardware: {type: Franka, configs: []}\n  component_placement:\n"
+                    "    env: {node_group: arm, placement: all}\n"
+                ),
+                with_node_env(parse_nodes("2x0"), ["0-1:ROBOT_IP=" + ",".join(["10.0.0.1"] * 600)]),
+            )
+        )
+    ),
+    "cannot resolve '${a8}${a8}': the config's interpolations take more than 500 resolutions ...": config(
+        "a0: x\n"
+        + "".join(f"a{i}: ${{a{i - 1}}}${{a{i - 1}}}\n" for i in range(1, 10))
+        + "cluster:\n  train_worker_num: ${a9}\n"
     ),
     "argument --inventory: .../nowhere.yaml: no such file": cli(
         "plan", str(CONFIGS / "disaggregate.yaml"), "--inventory", "/nonexistent/nowhere.yaml"

@@ -24,6 +24,7 @@ from rlplace.inventory import Inventory, with_node_env
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
+from rlplace.printable import printable
 
 COMPARED = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
@@ -118,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
         planned = capacity.checked(plan(spec, inventory), inventory)
     except PlanError as e:
         raise PlanError(hide(str(e), hidden)) from None
-    exported = write_resource_pool(planned, args.export, written_by=invoked(args)) if args.export else None
+    # A file to reuse: a value from the environment is written as the config writes it.
+    exported = (
+        write_resource_pool(shown_plan(planned, spec.from_env), args.export, written_by=invoked(args))
+        if args.export
+        else None
+    )
     result = shown_plan(planned, hidden)  # what is printed: values from the environment as written
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
@@ -148,10 +154,10 @@ def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Name
 
     if args.svg:
         written = picture.write_svg(result, args.svg, inventory=inventory, estimate=est)
-        print(f"wrote {written} (topology picture, SVG)", file=sys.stderr)
+        print(printable(f"wrote {written} (topology picture, SVG)"), file=sys.stderr)
     if args.html:
         written = picture.write_html(result, args.html, inventory=inventory, estimate=est)
-        print(f"wrote {written} (topology picture and plan, HTML)", file=sys.stderr)
+        print(printable(f"wrote {written} (topology picture and plan, HTML)"), file=sys.stderr)
 
 
 def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:

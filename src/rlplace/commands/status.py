@@ -10,6 +10,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from rlplace.printable import printable
 from rlplace.ray.status import NodeRow, SizeRow, WorkerRow, collect_all, sizes
 
 
@@ -60,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
                 }
                 print(json.dumps({**shown_tables, "cluster": cluster}, indent=2))
             else:
-                print(f"cluster {access.address} {_describe(access)}\n")
-                print(render(rows, nodes, elastic))
+                print(printable(f"cluster {access.address} {_describe(access)}\n"))
+                print(printable(render(rows, nodes, elastic)))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):
                 break

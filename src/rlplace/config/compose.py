@@ -45,8 +45,6 @@ _HEADER_LINE = re.compile(r"^\s*#\s*@")
 _MISSING = "???"
 _CLOSEST = 5
 _DEFERRED = object()  # where an interpolated entry goes once the other choices are known
-#: An option a command-line override can choose: `4t4e`, `env/maniskill` (anything else is left to hydra-core).
-_CHOICE = re.compile(r"[\w./-]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +58,18 @@ class Gap:
     file: str  # where the entry is written
     line: int | None
     position: int  # its place in the merge order (a later config's value is certain)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A command-line override that may choose a config group's option, as hydra-core parsed it
+    (`config/overrides.py`): the group (`env`, `env/sub`, `extra@pkg`), its option or options, whether it adds the
+    group (`+`), and the override as typed (for messages)."""
+
+    key: str
+    value: str | list[str]
+    adds: bool
+    typed: str
 
 
 @dataclasses.dataclass
@@ -84,7 +94,7 @@ def compose_file(
     data: object,
     text: str | None = None,
     budget: Budget | None = None,
-    choices: Sequence[str] = (),
+    choices: Sequence[Choice] = (),
 ) -> Composition:
     """The primary config `path` (its `text`, read as `data`, located in `rep`) with its defaults lists
     composed in.
@@ -178,7 +188,7 @@ class _Composer:
     so that an `override` written later in a list (or deeper in a later entry) wins, then the tree is
     merged depth first with each config's own content where its `_self_` is."""
 
-    def __init__(self, rep: Reporter, search: SearchPath, budget: Budget, choices: Sequence[str] = ()):
+    def __init__(self, rep: Reporter, search: SearchPath, budget: Budget, choices: Sequence[Choice] = ()):
         self.rep = rep
         self.search = search
         self.budget = budget
@@ -193,24 +203,17 @@ class _Composer:
         self.stamps: dict[Path, int] = {}
         self.position = 0
 
-    def _command_line_choice(self, override: str) -> None:
-        """A command-line override that chooses a config group's option, as hydra-core reads it: `group=option`
-        replaces the choice wherever the group is chosen, `+group=option` adds the group to the primary's list
-        (when the search path has such a group); value overrides (`a.b=1`) and deletions change no file."""
-        key, sep, value = override.partition("=")
-        adds = key.startswith("+")
-        key = key.lstrip("+").strip()
-        if not sep or key.startswith("~") or not _CHOICE.fullmatch(value.strip()) or not key:
-            return
-        if "." in key.split("@")[0] and "/" not in key:
-            return  # a value: cluster.train_worker_num=8
-        origin = OVERRIDE_ORIGIN.format(override)
-        if adds:
-            group, _, package = key.partition("@")
+    def _command_line_choice(self, choice: Choice) -> None:
+        """A command-line group choice, as hydra-core applies it: `group=option` replaces the choice wherever the
+        group is chosen, `+group=option` adds the group to the primary's list (when the search path has such a
+        group)."""
+        if choice.adds:
+            group, _, package = choice.key.partition("@")
             if self.search.options(group):
-                self.added.append(Default(path=group, group=group, value=value.strip(), package=package or None))
+                self.added.append(Default(path=group, group=group, value=choice.value, package=package or None))
             return
-        self.overrides.setdefault(key, _Override(value.strip(), origin, None, command_line=True))
+        origin = OVERRIDE_ORIGIN.format(choice.typed)
+        self.overrides.setdefault(choice.key, _Override(choice.value, origin, None, command_line=True))
 
     def compose(self, path: str, data: object, text: str | None) -> object:
         primary = Default(path=path.rsplit("/", 1)[-1].rsplit(".", 1)[0])

@@ -37,7 +37,7 @@ from rlplace.config.sections import (
     RESOURCE_POOLS,
 )
 from rlplace.config.values import Values
-from rlplace.config.yaml_source import Budget, read_yaml
+from rlplace.config.yaml_source import MAX_DEPTH, Budget, check_tree, read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import EnvValue, JobSpec
 
@@ -58,7 +58,7 @@ def load(
     hydra-core (the optional extra `rlplace[hydra]`). Values read from the environment are written as in the
     config (`${oc.env:VAR}`) in problems and warnings unless `show_env`.
     """
-    rep, composed = _read(source, filename, tuple(overrides))
+    rep, composed = _read(source, filename, tuple(overrides), show_env)
     data = composed.data
     if data is None and not rep.problems:
         data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
@@ -113,7 +113,9 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
     return out
 
 
-def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> tuple[Reporter, Composition]:
+def _read(
+    source: object, filename: str | None, overrides: tuple[str, ...], show_env: bool = False
+) -> tuple[Reporter, Composition]:
     """(reporter, the plain data with what came with it: Hydra's gaps, the DictConfig it came from)."""
     if isinstance(source, str) and _looks_like_path(source):
         source = pathlib.Path(source)
@@ -128,18 +130,10 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
                     file=rep.file,
                 )
             )
-        text = read_config_text(source, rep.file)
-        budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
-        budget.take_config()
-        data = read_yaml(text, rep, budget)
-        if overrides and not rep.problems:
-            return rep, compose_with_hydra(source, overrides, rep, data, budget)
-        if has_defaults(data) and not rep.problems:
-            composed = compose_file(str(source), rep, data, text, budget)
-            if rep.problems:  # a missing option file: the rest would only be knock-on problems
-                raise ConfigError(rep.sorted_problems())
-            return rep, composed
-        return rep, Composition(data)
+        try:
+            return rep, _compose(source, overrides, rep)
+        except ConfigError as e:  # a defaults entry's choice read from the environment names a missing option
+            raise ConfigError([_hidden(p, () if show_env else tuple(rep.from_env)) for p in e.problems]) from None
     if overrides:
         raise ConfigError(
             Problem(
@@ -153,15 +147,32 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
         return rep, Composition(read_yaml(source, rep))
     rep = Reporter(filename)
     container = _from_omegaconf(source, rep)
-    if container is not None:
-        return rep, Composition(container, root=source)
-    if isinstance(source, Mapping):
-        return rep, Composition(source)
+    if container is not None or isinstance(source, Mapping):
+        check_tree(source if container is None else container, rep)  # Python data: a YAML file's limits
+        if rep.problems:
+            raise ConfigError(rep.sorted_problems())
+        return rep, Composition(source, root=None) if container is None else Composition(container, root=source)
     raise ConfigError(
         Problem(
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
         )
     )
+
+
+def _compose(source: pathlib.Path, overrides: tuple[str, ...], rep: Reporter) -> Composition:
+    """The config file `source` read, its defaults composed (by hydra-core with `overrides`)."""
+    text = read_config_text(source, rep.file)
+    budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
+    budget.take_config()
+    data = read_yaml(text, rep, budget)
+    if overrides and not rep.problems:
+        return compose_with_hydra(source, overrides, rep, data, budget)
+    if has_defaults(data) and not rep.problems:
+        composed = compose_file(str(source), rep, data, text, budget)
+        if rep.problems:  # a missing option file: the rest would only be knock-on problems
+            raise ConfigError(rep.sorted_problems())
+        return composed
+    return Composition(data)
 
 
 def _looks_like_path(text: str) -> bool:
@@ -179,6 +190,10 @@ def _from_omegaconf(source: object, rep: Reporter) -> object | None:
         return omegaconf.OmegaConf.to_container(source, resolve=False)
     except omegaconf.errors.OmegaConfBaseException as e:
         raise ConfigError(Problem("", f"cannot read the OmegaConf config: {e}", file=rep.file)) from None
+    except RecursionError:
+        raise ConfigError(
+            Problem("", f"the config is nested more than {MAX_DEPTH} levels deep", file=rep.file)
+        ) from None
 
 
 def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
@@ -191,6 +206,8 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
     if section is INVALID:
         return None  # already reported (a refused tag)
     section = values.tree(section, base)
+    if section is INVALID:
+        return None  # reported: an interpolation that stands for the whole section could not be resolved
     if section is None or section == {}:
         section = {}
         rep.warn(

@@ -35,6 +35,7 @@ from rlplace.planner.estimate import (
     Estimate,
     format_bytes,
 )
+from rlplace.printable import printable
 from rlplace.viz.collapse import HARDWARE as HARDWARE_KIND
 from rlplace.viz.environments import environments
 from rlplace.viz.layout import (
@@ -134,9 +135,10 @@ def svg(
     streams the arrows draw (default: `rlplace.planner.estimate(plan, inventory=inventory)`).
 
     Alike nodes share a box, so a 4,096-node plan draws as its few patterns. Boxes past the first `max_nodes`
-    are not drawn; their workers are listed, as rank ranges, in one area below.
+    are not drawn; their workers are listed, as rank ranges, in one area below. A terminal control in the config's
+    text is written as a visible escape (`printable`): XML allows none, and `cat plan.svg` would obey it.
     """
-    return _Drawing(build_scene(plan, inventory, health, estimate), max_nodes).render()
+    return printable(_Drawing(build_scene(plan, inventory, health, estimate), max_nodes).render())
 
 
 def write_svg(
@@ -158,11 +160,12 @@ def html(
     health: NodeMarks | None = None,
     estimate: Estimate | None = None,
 ) -> str:
-    """A self-contained page: the picture, the plan table, streams, warnings and notes (no external files)."""
+    """A self-contained page: the picture, the plan table, streams, warnings and notes (no external files); terminal
+    controls written as visible escapes, as in `svg`."""
     from rlplace.viz.page import render_page
 
     scene = build_scene(plan, inventory, health, estimate)
-    return render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False))
+    return printable(render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False)))
 
 
 def write_html(

@@ -18,6 +18,7 @@ from typing import Any
 from rlplace.cli_types import non_negative_seconds, positive_int, positive_seconds
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.examples.cartpole_ppo.node_loss import node_fault, simulated_spares_of
+from rlplace.output_files import output_folder
 
 
 def add_pipeline_arguments(p: argparse.ArgumentParser, title: str) -> None:
@@ -85,7 +86,7 @@ def execute(
         from rlplace.examples.cartpole_ppo.pipeline import elastic_spec
 
         spec = elastic_spec(spec)
-    args.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails before any cluster starts, too
+    output_folder(args.out)  # an unwritable --out (or a link there) fails before any cluster starts, too
     console = terminal()
     if simulate:
         from rlplace.planner import plan
@@ -106,7 +107,7 @@ def execute(
                 session = os.path.basename(cluster.session_dir)
                 if cluster.killed:
                     killed = ", ".join(cluster.killed)
-                    console.print(f"[yellow]Embedded cluster {session} stopped; had to kill: {killed}[/]")
+                    console.print(f"Embedded cluster {session} stopped; had to kill: {killed}", style="yellow")
                 else:
                     console.print(
                         f"Embedded cluster {session} stopped: none of its processes is left (process table checked)."
@@ -160,6 +161,8 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
 def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> Any:
     """The plan as every run shows it (`rlplace.viz.preview`), its estimate counting the model the pipeline
     really syncs (the CartPole networks), and the job's warnings; the estimate shown."""
+    from rich.text import Text
+
     from rlplace.examples.cartpole_ppo.ppo import parameter_bytes
     from rlplace.planner import estimate
     from rlplace.viz.preview import show_plan
@@ -167,7 +170,7 @@ def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> Any:
     synced = estimate(job.plan, parameter_bytes(), inventory=job.live, model_source=SYNCED_MODEL)
     show_plan(console, job.plan, job.live, stem, synced)
     for warning in job.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(Text.assemble(("warning:", "yellow"), f" {warning}"))
     return synced
 
 

@@ -31,6 +31,7 @@ there; an env worker takes its new rank (which eval worker it uses).
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 from typing import Any
@@ -41,6 +42,7 @@ import ray
 from rlplace.examples.cartpole_ppo.learner import Learner
 from rlplace.examples.cartpole_ppo.ppo import Agent, PPOConfig
 from rlplace.examples.cartpole_ppo.rollout import EnvPool
+from rlplace.output_files import write_file
 
 
 class Stash:
@@ -131,11 +133,11 @@ class TrainWorker:
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return
-        tmp = f"{self.checkpoint}.tmp.npz"
         arrays = {name: self.stash.value(name) for name in ("params", "adam_m", "adam_v")}
         rng = json.dumps(self.learner.rng.bit_generator.state)  # every replica's: they draw alike
-        np.savez(tmp, step=np.array(self.learner.optim.t), rng=np.array(rng), **arrays)
-        os.replace(tmp, self.checkpoint)
+        saved = io.BytesIO()
+        np.savez(saved, step=np.array(self.learner.optim.t), rng=np.array(rng), **arrays)
+        write_file(self.checkpoint, saved.getvalue())  # whole or not at all, never through a link
 
     def restore(self) -> bool:
         """Load the last checkpoint (False when there is none yet: the worker keeps its initial weights)."""
