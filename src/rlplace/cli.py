@@ -16,7 +16,7 @@ from typing import Any
 from rlplace import __version__
 from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, RlplaceError
 
-COMMANDS = ("validate", "schema", "plan", "start", "stop", "run", "demo", "status", "drain")
+COMMANDS = ("validate", "schema", "plan", "tune", "start", "stop", "run", "demo", "status", "drain")
 
 EXIT_OK, EXIT_CONFIG, EXIT_PLAN, EXIT_PLACEMENT = 0, 2, 3, 4
 

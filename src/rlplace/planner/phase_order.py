@@ -89,8 +89,9 @@ def mode(roots: tuple[Block, ...]) -> str:
 
 
 def blocks_of(sets: Mapping[str, frozenset]) -> tuple[Block, ...]:
-    """The tree of blocks of components on these GPU sets (any hashable GPU ids). Sets that overlap without one
-    holding the other are merged (their components take turns on the union), until the sets nest."""
+    """The tree of blocks of components on these GPU sets (any hashable GPU ids), members, children and roots in
+    the order of `sets`. Sets that overlap without one holding the other are merged (their components take turns
+    on the union), until the sets nest."""
     groups: list[tuple[frozenset, list[str]]] = []
     for name, gpus in sets.items():
         groups.append((frozenset(gpus), [name]))
@@ -113,8 +114,13 @@ def blocks_of(sets: Mapping[str, frozenset]) -> tuple[Block, ...]:
         holders = [j for j in range(i) if gpus < groups[j][0]]
         parent[i] = min(holders, key=lambda j: len(groups[j][0])) if holders else None
 
-    def build(i: int) -> Block:
-        kids = [build(j) for j in sorted(parent) if parent[j] == i]
-        return Block(tuple(groups[i][1]), tuple(kids))
+    order = {name: k for k, name in enumerate(sets)}
 
-    return tuple(build(i) for i in sorted(parent) if parent[i] is None)
+    def first(i: int) -> int:
+        return min(order[n] for n in groups[i][1])
+
+    def build(i: int) -> Block:
+        kids = sorted((j for j in parent if parent[j] == i), key=first)
+        return Block(tuple(sorted(groups[i][1], key=order.__getitem__)), tuple(build(j) for j in kids))
+
+    return tuple(build(i) for i in sorted((i for i in parent if parent[i] is None), key=first))

@@ -250,8 +250,10 @@ def _reference_speed(profile: Profile | None, inventory: Inventory, assumed: lis
         return model.speed, f"costs measured on {profile.measured_gpu}"
     models = {n.gpu_model for n in inventory.nodes if n.num_gpus}
     speeds = [gpu_model(m, figures) for m in models]
-    if any(g.source == "assumed" for g in speeds):
-        unknown = sorted(str(m) for m, g in zip(models, speeds, strict=True) if g.source == "assumed")
+    unknown = sorted(str(m) for m, g in zip(models, speeds, strict=True) if g.source == "assumed" and m)
+    if None in models:
+        assumed.append("GPU model not given (--nodes COUNTxGPUS:MODEL): speed 1, memory unchecked")
+    if unknown:
         assumed.append(f"GPU model {', '.join(unknown)}: not known to rlplace, speed 1 and memory unchecked")
     return min((g.speed for g in speeds), default=1.0), ""
 
