@@ -7,9 +7,10 @@ framework) read it and plan it as tune did.
   `inference` on exactly the actor's GPUs is left out (its actor then computes the log-probabilities, as RLinf's
   collocated mode requires).
 - Pools (RLightning): `placement.mode: manual` and one pool, `tuned`, over the GPUs tuned (`num_node` x
-  `num_gpus`, or `node_ids` with a `num_gpus` list where nodes differ), each component's range in its
-  pool-global GPU indices, and `<c>_worker_num` for its GPUs at its `<c>_each_gpu_num`; `is_colocated` is left
-  out (it follows the ranges), everything else stays as written.
+  `num_gpus`, or `node_ids` with a `num_gpus` list where nodes differ), each timed component's range in its
+  pool-global GPU indices and `<c>_worker_num` for its GPUs at its `<c>_each_gpu_num`; a pool component without
+  a cost (env, stepping with eval) gets eval's range and keeps its count; `is_colocated` is left out (it follows
+  the ranges), everything else stays as written.
 
 The rest of the document (a whole training config, composed) is kept as it is.
 """
@@ -107,12 +108,24 @@ def _pools(section: dict, spec: JobSpec, ranges: dict[str, tuple[int, int]], lin
     else:
         pool.update(node_ids=[node for node, _ in line_nodes], num_gpus=sizes)
     for name, (lo, hi) in ranges.items():
-        pool[name] = f"{lo}-{hi - 1}" if hi - lo > 1 else str(lo)
+        pool[name] = _pool_range(lo, hi)
         c = spec.component(name)
         per = c.gpus_per_worker if c is not None and c.gpus_per_worker > 0 else 1.0
         section[f"{name}_worker_num"] = round((hi - lo) / per)
+    beside = ranges.get("eval") or ranges.get("train") or (0, sum(sizes))
+    for c in spec.components:
+        if c.name in POOL_RANGED and c.name not in ranges:
+            pool[c.name] = _pool_range(*beside)  # untimed: beside eval (env steps with it), its count as written
     section["resource_pool"] = [pool]
     return section
+
+
+#: The components a pool gives a range (the buffer follows the train workers).
+POOL_RANGED = ("train", "eval", "env")
+
+
+def _pool_range(lo: int, hi: int) -> str:
+    return f"{lo}-{hi - 1}" if hi - lo > 1 else str(lo)
 
 
 def structure_allowed(spec: JobSpec, document: object):

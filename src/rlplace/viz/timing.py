@@ -118,11 +118,11 @@ def _why(c: Candidate, best: Candidate | None) -> str:
     p, q = c.prediction, best.prediction
     parts = [f"+{gap:.2f} s ({gap / best.seconds:.1%})"]
     if p is not None and q is not None:
-        if p.compute - q.compute > 1e-6:
+        if p.compute - q.compute > 0.005:
             parts.append(f"compute {seconds(p.compute)}, {_pace(p)}")
-        if p.weight_sync - q.weight_sync > 1e-6:
+        if p.weight_sync - q.weight_sync > 0.005:
             parts.append(f"weight sync {seconds(p.weight_sync)}")
-        if p.per_step - q.per_step > 1e-6:
+        if p.per_step - q.per_step > 0.005:
             parts.append(f"per-step transfers {seconds(p.per_step)}")
     return "; ".join(parts)
 
