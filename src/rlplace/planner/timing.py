@@ -15,8 +15,9 @@ limits and published figures: docs/guide.md, "Choosing a placement". In short:
    (per NIC x NICs of the node), between zones the cross-zone figure; each node sends and receives its flows
    one after another, both directions at once, and the transfer takes as long as the busiest node.
 5. The iteration = compute (3) + weight sync + per-step transfers.
-A component whose time cannot be told (a GPU count its curve has no time for, memory that does not fit) makes
-the plan infeasible: `Prediction.problems` says why and `seconds` is None.
+A component whose time cannot be told (a GPU count its curve has no time for, memory that does not fit, a
+model-parallel group split across NVLink domains, whose traffic the model does not count) makes the plan
+infeasible: `Prediction.problems` says why and `seconds` is None.
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ def predict(plan: Plan, workload: Workload, inventory: Inventory, est: Estimate 
             StageTime(s.name, len(gpus), slowest.name, t * workload.reference_speed / slowest.speed, swap, s.memory_gb)
         )
     problems.extend(memory_problems(sets, workload, inventory, offload))
+    problems.extend(
+        f"{g.component}'s {g.kind} group of ranks {g.ranks[0]}-{g.ranks[-1]} spans NVLink domains "
+        f"{', '.join(g.domains)}: it talks every step, which the model does not count; keep each group in one domain"
+        for g in plan.split_groups
+        if workload.stage(g.component) is not None
+    )
     if problems:
         return Prediction(None, mode(roots), tuple(stages), roots, problems=tuple(problems), assumed=workload.assumed)
     own = {s.name: s.seconds for s in stages}

@@ -351,26 +351,49 @@ class Space:
     # --- arrangements ---------------------------------------------------------------------------------------
 
     def arrangements(self, shape: Shape) -> Iterator[dict[str, tuple[int, int]]]:
-        """Each stage's [first, last + 1) on the line, for every order of sibling blocks."""
+        """Each stage's [first, last + 1) on the line, for every order of sibling blocks; on a line of one kind of
+        node packed from their parent's first GPU, else also after idle GPUs (a block may start at any GPU of a
+        small line, at a change of node kind on a large one: so a block can take the nodes it runs fastest on)."""
         blocks = shape.blocks()
         index = {id(b): i for i, b in enumerate(blocks)}
+        starts = self._starts()
 
-        def place(group: tuple[Block, ...], start: int) -> Iterator[dict[str, tuple[int, int]]]:
+        def place(group: tuple[Block, ...], lo: int, hi: int) -> Iterator[dict[str, tuple[int, int]]]:
             for order in _orders(group):
-                yield from packed(order, start)
+                yield from laid(order, lo, hi)
 
-        def packed(order: tuple[Block, ...], start: int) -> Iterator[dict[str, tuple[int, int]]]:
+        def laid(order: tuple[Block, ...], lo: int, hi: int) -> Iterator[dict[str, tuple[int, int]]]:
             if not order:
                 yield {}
                 return
             b, rest = order[0], order[1:]
             c = shape.counts[index[id(b)]]
-            mine = {m: (start, start + c) for m in b.members}
-            for inner in place(b.children, start):
-                for after in packed(rest, start + c):
-                    yield {**mine, **inner, **after}
+            room = hi - sum(shape.counts[index[id(o)]] for o in rest)
+            for start in [lo] if starts is None else [x for x in range(lo, room - c + 1) if x == lo or starts[x]]:
+                mine = {m: (start, start + c) for m in b.members}
+                for inner in place(b.children, start, start + c):
+                    for after in laid(rest, start + c, hi):
+                        yield {**mine, **inner, **after}
 
-        yield from place(shape.roots, 0)
+        yield from place(shape.roots, 0, len(self.line))
+
+    def _starts(self) -> list[bool] | None:
+        """Where a block may start after idle GPUs: None on a line of one kind of node (packed only)."""
+        if self.line.uniform:
+            return None
+        n = len(self.line)
+        if n <= EXHAUSTIVE_GPUS:
+            return [True] * n
+        ends = self.line.node_end
+        out: list[bool] = []
+        kind: tuple[str, int] | None = None
+        for i, model in enumerate(self.line.models):
+            if i == 0 or ends[i - 1] == i:  # a node's first GPU
+                previous, kind = kind, (model.name, ends[i] - i)
+                out.append(kind != previous)
+            else:
+                out.append(False)
+        return out
 
     def unbroken(self, ranges: dict[str, tuple[int, int]]) -> str | None:
         """Why a range would split a model-parallel group or a process across nodes (or NVLink domains), else None."""
