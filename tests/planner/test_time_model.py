@@ -118,8 +118,10 @@ def test_collocated_rlinf_config_takes_the_sum_of_its_costs(tmp_path):
 
 def test_disaggregated_rlinf_config_streams_its_group_batches_and_pays_weight_sync(tmp_path):
     placement = "{actor: 0-3, rollout: 4-7, reward: all}"
-    config = REASONING.format(placement=placement).replace("actor_cost: 40", "actor_cost: 40").replace(
-        "num_nodes: 2", "num_nodes: 2\n      model_bytes: 10G"
+    config = (
+        REASONING.format(placement=placement)
+        .replace("actor_cost: 40", "actor_cost: 40")
+        .replace("num_nodes: 2", "num_nodes: 2\n      model_bytes: 10G")
     )
     p, _ = predicted(tmp_path, config, "2x4:H100")
     own = {s.name: s.compute for s in p.stages}
@@ -177,7 +179,9 @@ def test_a_count_the_rules_have_no_time_for_is_said(tmp_path):
     # the costs as RLinf profiles them, collocated on all 8 GPUs; then a plan of the actor on 6 GPUs: trainer batch
     # 16 x 4 / 2 = 32 takes data-parallel sizes dividing 8, so actor counts 2, 4, 8 (tensor parallel 2)
     _, workload = predicted(tmp_path, REASONING.format(placement="actor,rollout,reward: all"), "2x4")
-    spec, _ = load_with(write(tmp_path, "six.yaml", REASONING.format(placement="{actor: 0-5, rollout: 6-7, reward: all}")), None)
+    spec, _ = load_with(
+        write(tmp_path, "six.yaml", REASONING.format(placement="{actor: 0-5, rollout: 6-7, reward: all}")), None
+    )
     inventory = parse_nodes("2x4")
     p = predict(plan(spec, inventory), workload, inventory)
     assert p.seconds is None
@@ -196,6 +200,8 @@ def test_rlinf_keys_its_tool_reads_are_required_and_checked(tmp_path):
     negative = REASONING.format(placement="actor,rollout,reward: all").replace("actor_cost: 40", "actor_cost: -4")
     with pytest.raises(ConfigError, match="profile_data.actor_cost: must be seconds, a number > 0, got -4"):
         predicted(tmp_path, negative, "2x4")
-    indivisible = REASONING.format(placement="actor,rollout,reward: all").replace("n_minibatches: 2", "n_minibatches: 3")
+    indivisible = REASONING.format(placement="actor,rollout,reward: all").replace(
+        "n_minibatches: 2", "n_minibatches: 3"
+    )
     with pytest.raises(ConfigError, match="must divide by algorithm.n_minibatches 3"):
         predicted(tmp_path, indivisible, "2x4")

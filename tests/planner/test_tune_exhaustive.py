@@ -95,7 +95,9 @@ def test_two_components_on_2x4_no_placement_beats_tunes(tmp_path, streamed, node
     result, workload, inventory, document = tuned(tmp_path, config, nodes, TWO_COSTS)
     section = document["cluster"]
     best = min(
-        truth(document, {**section, "component_placement": {"actor": ranks(a), "rollout": ranks(r)}}, workload, inventory)
+        truth(
+            document, {**section, "component_placement": {"actor": ranks(a), "rollout": ranks(r)}}, workload, inventory
+        )
         for a, r in pairs_of_sets(2, 4)
     )
     assert result.best is not None and result.best.seconds == pytest.approx(best, rel=1e-9, abs=1e-9)
@@ -131,7 +133,9 @@ def test_rlinf_reasoning_on_2x4_no_range_placement_beats_tunes(tmp_path):
             free = [i for i in range(8) if not a[0] <= i < a[1] and not r[0] <= i < r[1]]
             for lo, hi in contiguous(8):
                 if all(i in free for i in range(lo, hi)):
-                    options.append({"actor": f"{a[0]}-{a[1] - 1}", "rollout": f"{r[0]}-{r[1] - 1}", "inference": f"{lo}-{hi - 1}"})
+                    options.append(
+                        {"actor": f"{a[0]}-{a[1] - 1}", "rollout": f"{r[0]}-{r[1] - 1}", "inference": f"{lo}-{hi - 1}"}
+                    )
     best = min(
         truth(document, {**section, "component_placement": {**o, "reward": "all"}}, workload, inventory)
         for o in options

@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     result = tune(spec, whole.document, workload, inventory, written, progress=_progress)
     best = result.best
     if best is None:
-        reasons = "; ".join(sorted({c.problem for c in result.candidates if c.problem})[:3])
+        problems = [c.problem for c in (*result.candidates, result.written) if c.problem]
+        reasons = "; ".join(list(dict.fromkeys(problems))[:3])
         raise PlanError(f"no placement of {', '.join(s.name for s in workload.stages)} fits: {reasons or 'none found'}")
     assert best.plan is not None and best.document is not None and best.prediction is not None
     est = best.prediction.estimate or estimate(best.plan, workload.model_bytes, inventory=inventory)
