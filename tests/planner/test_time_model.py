@@ -3,6 +3,7 @@ them under `rlplace plan --time`. Configs are written as users write them and pl
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -12,8 +13,7 @@ from rlplace.config.profile_file import load_profile
 from rlplace.config.rlinf_profile import read_whole
 from rlplace.errors import ConfigError
 from rlplace.inventory import parse_nodes
-from rlplace.planner import plan
-from rlplace.planner import scaling
+from rlplace.planner import plan, scaling
 from rlplace.planner.figures import gpu_model
 from rlplace.planner.phase_order import Block, blocks_of, iteration_seconds, side_by_side
 from rlplace.planner.timing import predict
@@ -195,13 +195,13 @@ def test_a_count_the_rules_have_no_time_for_is_said(tmp_path):
 
 def test_rlinf_keys_its_tool_reads_are_required_and_checked(tmp_path):
     missing = REASONING.format(placement="actor,rollout,reward: all").replace("rollout_cost: 30, ", "")
-    with pytest.raises(ConfigError, match="profile_data.rollout_cost: RLinf's auto-placement tool reads"):
+    with pytest.raises(ConfigError, match=re.escape("profile_data.rollout_cost: RLinf's auto-placement tool reads")):
         predicted(tmp_path, missing, "2x4")
     negative = REASONING.format(placement="actor,rollout,reward: all").replace("actor_cost: 40", "actor_cost: -4")
-    with pytest.raises(ConfigError, match="profile_data.actor_cost: must be seconds, a number > 0, got -4"):
+    with pytest.raises(ConfigError, match=re.escape("profile_data.actor_cost: must be seconds, a number > 0, got -4")):
         predicted(tmp_path, negative, "2x4")
     indivisible = REASONING.format(placement="actor,rollout,reward: all").replace(
         "n_minibatches: 2", "n_minibatches: 3"
     )
-    with pytest.raises(ConfigError, match="must divide by algorithm.n_minibatches 3"):
+    with pytest.raises(ConfigError, match=re.escape("must divide by algorithm.n_minibatches 3")):
         predicted(tmp_path, indivisible, "2x4")
