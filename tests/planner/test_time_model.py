@@ -172,7 +172,7 @@ def test_memory_that_does_not_fit_makes_the_plan_infeasible_naming_the_gpu(tmp_p
     """
     p, _ = predicted(tmp_path, config, "1x2:RTX4090", profile)
     assert p.seconds is None
-    assert p.problems == ("eval 12 GB + train 16 GB do not fit together (offload off) in RTX4090's 24 GB (node 0)",)
+    assert p.problems == ("eval 12 GB + train 16 GB do not fit together in RTX4090's 24 GB (node 0) (offload off)",)
 
 
 def test_a_count_the_rules_have_no_time_for_is_said(tmp_path):

@@ -221,7 +221,7 @@ def test_nothing_that_fits_is_exit_3(capsys, tmp_path):
     path = config(tmp_path, "cluster:\n  num_nodes: 1\n  component_placement:\n    actor,rollout: all\n")
     profile = config(tmp_path, "measured: {gpus: 4}\ncomponents: {actor: {seconds: 9, memory_gb: 30}}\n", "p.yaml")
     code, _, err = run(capsys, "tune", path, "--nodes", "1x4:RTX4090", "--profile", profile)
-    assert code == 3 and "no placement of actor fits: actor 30 GB do not fit" in err
+    assert code == 3 and "no placement of actor fits: actor 30 GB does not fit in RTX4090's 24 GB (node 0), even with offload" in err
 
 
 def test_ctrl_c_stops_the_search_with_nothing_written(capsys, tmp_path, monkeypatch):

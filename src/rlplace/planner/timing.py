@@ -182,12 +182,15 @@ def memory_problems(
         model = workload.gpu(inventory.node(node).gpu_model)
         if not model.memory_gb:
             continue
-        held = max(need[n] for n in names) if offload else sum(need[n] for n in names)
-        if held > model.memory_gb:
-            key = "+".join(names)
+        where = f"in {model.name}'s {model.memory_gb:g} GB (node {node})"
+        if offload:  # each alone must fit
+            for n in names:
+                if need[n] > model.memory_gb:
+                    out.setdefault(n, f"{n} {need[n]:g} GB does not fit {where}, even with offload")
+        elif sum(need[n] for n in names) > model.memory_gb:
             parts = " + ".join(f"{n} {need[n]:g} GB" for n in names)
-            how = "each alone (offload on)" if offload else "together (offload off)"
-            out.setdefault(key, f"{parts} do not fit {how} in {model.name}'s {model.memory_gb:g} GB (node {node})")
+            verb = "does" if len(names) == 1 else "do"
+            out.setdefault("+".join(names), f"{parts} {verb} not fit together {where} (offload off)")
     return list(out.values())
 
 
