@@ -71,15 +71,29 @@ def timed_tune(nodes: int, repeat: int):
 
 
 def placements(nodes: int):
-    """Every (shape, arrangement) of tune's space on its first grid, and what predicting one needs."""
+    """Every (shape, arrangement) of tune's space on its first grid, lazily, and what predicting one needs."""
     spec, document, workload, inventory, written = setup(nodes)
     line, line_nodes = tune_line(spec, workload, inventory, written)
     space = Space(workload, line)
     n = len(line)
     node = 8
     grid = Grid(node=n) if n <= EXHAUSTIVE_GPUS else Grid(node, node, node, best_last=True)
-    out = [(shape, r) for s in space.structures for shape in space.shapes(s, grid) for r in space.arrangements(shape)]
-    return out, (spec, document, workload, inventory, line_nodes, space)
+    every = ((shape, r) for s in space.structures for shape in space.shapes(s, grid) for r in space.arrangements(shape))
+    return every, (spec, document, workload, inventory, line_nodes, space)
+
+
+def sampled(every, k: int, rng: random.Random) -> tuple[int, list]:
+    """(how many, a uniform sample of k of them): reservoir sampling, so the space is never held in memory."""
+    sample: list = []
+    count = 0
+    for count, item in enumerate(every, 1):
+        if len(sample) < k:
+            sample.append(item)
+        else:
+            j = rng.randrange(count)
+            if j < k:
+                sample[j] = item
+    return count, sample
 
 
 def naive_seconds(sample, context) -> tuple[float, float]:
@@ -111,20 +125,22 @@ def main() -> None:
     rng = random.Random(0)
     for nodes in [n for n in SIZES if n <= args.max_nodes]:
         result, wall, cpu = timed_tune(nodes, args.repeat)
-        everything, context = placements(nodes)
+        every, context = placements(nodes)
         if nodes <= 2:
+            everything = list(every)
+            total = len(everything)
             naive, naive_best = naive_seconds(everything, context)
             assert result.best is not None and abs(naive_best - result.best.seconds) < 1e-6, (naive_best, result.best)
             how = f"{naive:.2f}"
         else:
-            sample = rng.sample(everything, min(args.naive_sample, len(everything)))
+            total, sample = sampled(every, args.naive_sample, rng)
             spent, _ = naive_seconds(sample, context)
-            naive = spent / len(sample) * len(everything)
-            how = f"~{naive:.0f} (from {len(sample)})"
+            naive = spent / len(sample) * total
+            how = f"~{naive:,.0f} (from {len(sample)})"
         seconds = result.best.seconds if result.best else float("nan")
         print(
             f"| {nodes} | {result.scored:,} | {result.planned} | {wall:.3f} | {cpu:.3f} | {seconds:.2f} | "
-            f"{len(everything):,} | {how} | {naive / wall:,.0f}x |",
+            f"{total:,} | {how} | {naive / wall:,.0f}x |",
             flush=True,
         )
 

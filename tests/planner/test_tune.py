@@ -221,7 +221,10 @@ def test_nothing_that_fits_is_exit_3(capsys, tmp_path):
     path = config(tmp_path, "cluster:\n  num_nodes: 1\n  component_placement:\n    actor,rollout: all\n")
     profile = config(tmp_path, "measured: {gpus: 4}\ncomponents: {actor: {seconds: 9, memory_gb: 30}}\n", "p.yaml")
     code, _, err = run(capsys, "tune", path, "--nodes", "1x4:RTX4090", "--profile", profile)
-    assert code == 3 and "no placement of actor fits: actor 30 GB does not fit in RTX4090's 24 GB (node 0), even with offload" in err
+    assert (
+        code == 3
+        and "no placement of actor fits: actor 30 GB does not fit in RTX4090's 24 GB (node 0), even with offload" in err
+    )
 
 
 def test_ctrl_c_stops_the_search_with_nothing_written(capsys, tmp_path, monkeypatch):
@@ -234,3 +237,23 @@ def test_ctrl_c_stops_the_search_with_nothing_written(capsys, tmp_path, monkeypa
     path = config(tmp_path, REASONING.format(nodes=1, actor=90, rollout=60, inference=30))
     code, _, err = run(capsys, "tune", path, "--nodes", "1x8", "--write", str(tmp_path / "out.yaml"))
     assert code == 130 and err.strip() == "interrupted" and not (tmp_path / "out.yaml").exists()
+
+
+def test_plan_with_a_profile_predicts_from_it(capsys, tmp_path):
+    path = config(
+        tmp_path,
+        """
+        cluster:
+          train_worker_num: 2
+          eval_worker_num: 2
+          env_each_gpu_num: 0
+          placement: {strategy: disaggregate}
+        """,
+    )
+    profile = config(
+        tmp_path, "measured: {gpus: 2, gpu: H100}\ncomponents: {train: {seconds: 8}, eval: {seconds: 5}}\n", "p.yaml"
+    )
+    code, out, _ = run(capsys, "plan", path, "--nodes", "2x2:H100", "--profile", profile)
+    assert code == 0
+    assert "predicted iteration: 13.14 s (disaggregated: eval (2) | train (2))" in out  # 14 GB assumed: 0.14 s sync
+    assert "sequential: each waits for the one before (cluster.disaggregated_stages: sequential)" in out

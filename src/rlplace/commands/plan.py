@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from rlplace.planner import capacity, estimate, plan, write_resource_pool
     from rlplace.viz.shown import shown_plan
 
+    args.time = args.time or args.profile is not None  # costs given: the prediction is what they are for
     spec, whole = load_config(args, whole=args.time)
     inventory = inventory_of(args)
     hidden = () if args.show_env else spec.from_env

@@ -51,7 +51,7 @@ def prediction_lines(p: Prediction, workload: Workload) -> list[str]:
                 f"  weight sync ({source} -> {target}) {seconds(p.weight_sync)}: {pulls} node(s) pull "
                 f"{format_bytes(est.model_bytes)} across nodes"
             )
-        if p.per_step:
+        if p.per_step >= 0.005:  # shown to the hundredth
             out.append(f"  experience, interaction and sampling across nodes {seconds(p.per_step)}")
     out.append("  costs: " + "; ".join(workload.sources))
     if p.assumed:
@@ -91,7 +91,7 @@ def _pace(p: Prediction) -> str:
 def candidate_rows(result: TuneResult, limit: int = 12) -> list[tuple[str, ...]]:
     """Rank, seconds, mode, GPUs per component, and why it loses (to the best)."""
     best = result.best
-    rows = []
+    rows: list[tuple[str, ...]] = []
     shown = [c for c in result.candidates if c.seconds is not None][:limit]
     shown += [c for c in result.candidates if c.seconds is None][:3]
     for i, c in enumerate(shown):
