@@ -9,7 +9,8 @@ tune (lower bounds, then branch and bound over planned candidates; planner/tune.
 loaded config (wall and process CPU, best of --repeat). The baseline is the naive search in the same process:
 write, load, plan and predict every placement of the same space; it is run whole up to 2 nodes (where its best
 must equal tune's), and above timed on --naive-sample placements and multiplied by their number. Last, the
-ratio naive / tune.
+ratio naive / tune; then the largest cluster again with half its nodes H100 and half A800 (where a block
+lies matters, so tune also tries every order and start of the blocks).
 """
 
 from __future__ import annotations
@@ -51,20 +52,20 @@ def job(nodes: int):
     return document, profile
 
 
-def setup(nodes: int):
+def setup(nodes: int, mixed: bool = False):
     document, profile = job(nodes)
     spec = load(document)
-    inventory = parse_nodes(f"{nodes}x8:H100")
+    inventory = parse_nodes(f"{nodes // 2}x8:H100,{nodes - nodes // 2}x8:A800" if mixed else f"{nodes}x8:H100")
     written = plan(spec, inventory)
     workload = build_workload(spec, written, inventory, None, profile)
     return spec, document, workload, inventory, written
 
 
-def timed_tune(nodes: int, repeat: int):
+def timed_tune(nodes: int, repeat: int, mixed: bool = False):
     best_wall = best_cpu = math.inf
     result = None
     for _ in range(repeat):
-        spec, document, workload, inventory, written = setup(nodes)
+        spec, document, workload, inventory, written = setup(nodes, mixed)
         wall, cpu = time.perf_counter(), time.process_time()
         result = tune(spec, document, workload, inventory, written)
         best_wall = min(best_wall, time.perf_counter() - wall)
@@ -146,6 +147,13 @@ def main() -> None:
             f"{total:,} | {how} | {naive / wall:,.0f}x |",
             flush=True,
         )
+    largest = max(n for n in SIZES if n <= args.max_nodes)
+    result, wall, cpu = timed_tune(largest, args.repeat, mixed=True)
+    assert result.best is not None
+    print(
+        f"\n{largest} nodes, half 8x H100 and half 8x A800: tune {wall:.3f} s wall, {cpu:.3f} s CPU, "
+        f"{result.scored:,} bounded, {result.planned} planned; best {result.best.seconds:.2f} s, {result.best.gpus}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ arrangement, which is then chosen when the placement is planned (planner/tune.py
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -47,11 +49,12 @@ class Line:
     def __len__(self) -> int:
         return len(self.gpus)
 
-    @property
+    @functools.cached_property
     def uniform(self) -> bool:
+        """One GPU model and one node size all along: a placement's time does not depend on where it lies."""
         return len({m.name for m in self.models}) <= 1 and len(set(self.node_sizes)) <= 1
 
-    @property
+    @functools.cached_property
     def node_sizes(self) -> list[int]:
         out, i = [], 0
         while i < len(self.gpus):
@@ -145,6 +148,23 @@ def _within(roots: Sequence[Block], inner: str, outer: str) -> bool:
     return False
 
 
+class RangeMin:
+    """The least of `values[lo:hi]` in constant time (a sparse table: the least of every run of 2^k values)."""
+
+    def __init__(self, values: Sequence[float]):
+        self.levels = [list(values)]
+        k = 1
+        while 2 * k <= len(values):
+            last = self.levels[-1]
+            self.levels.append([min(last[i], last[i + k]) for i in range(len(last) - k)])
+            k *= 2
+
+    def __call__(self, lo: int, hi: int) -> float:
+        k = (hi - lo).bit_length() - 1
+        row = self.levels[k]
+        return min(row[lo], row[hi - (1 << k)])
+
+
 @dataclass(frozen=True)
 class Grid:
     """The counts a search pass tries: any count up to `node` GPUs, multiples of `fine` up to `coarse`, then
@@ -177,6 +197,8 @@ class Space:
         n = len(line)
         #: seconds[name][c]: the stage's compute on c GPUs of the reference model (None: not a count it takes).
         self.seconds = {s.name: [None, *(_time(s, c) for c in range(1, n + 1))] for s in workload.stages}
+        self._least: tuple[RangeMin, RangeMin, RangeMin] | None = None  # speed, host link, memory over ranges
+        self._start_list: list[int] | None = None  # where a block may start after idle GPUs (mixed lines)
         self._valid: dict[tuple[tuple[str, ...], Grid], list[int]] = {}
         self._best: dict[tuple[tuple[str, ...], Grid], list[int]] = {}
         self.structures = [
@@ -266,7 +288,7 @@ class Space:
         model = self.line.models[0]
         blocks = dfs(roots)
         parent = _parents(blocks)
-        if not self._fits_blocks(blocks, parent, offload, [model] * len(blocks)):
+        if not self._fits_blocks(blocks, parent, offload, [model.memory_gb or math.inf] * len(blocks)):
             return None
         swapping = shared(roots) if offload else set()
         factor = self.workload.reference_speed / model.speed
@@ -309,42 +331,44 @@ class Space:
     def lower_bound(self, shape: Shape, offload: bool, starts: dict[str, int]) -> float | None:
         """The compute seconds of `shape` arranged with each stage's first GPU at `starts` (a line of several GPU
         models), or None where memory does not fit."""
+        if self._least is None:
+            models = self.line.models
+            self._least = (
+                RangeMin([m.speed for m in models]),
+                RangeMin([m.pcie_gb_s for m in models]),
+                RangeMin([m.memory_gb or math.inf for m in models]),
+            )
+        speed, pcie, memory = self._least
         gpus = shape.gpus()
         swapping = shared(shape.roots) if offload else set()
         own = {}
         for name, c in gpus.items():
-            models = self.line.models[starts[name] : starts[name] + c]
-            t = self.seconds[name][c] * self.workload.reference_speed / min(m.speed for m in models)  # type: ignore[operator]
+            lo, hi = starts[name], starts[name] + c
+            t = self.seconds[name][c] * self.workload.reference_speed / speed(lo, hi)  # type: ignore[operator]
             stage = self.stages[name]
             if name in swapping and stage.memory_gb:
-                t += 2 * stage.memory_gb / min(m.pcie_gb_s for m in models)
+                t += 2 * stage.memory_gb / pcie(lo, hi)
             own[name] = t
         blocks = shape.blocks()
-        parent = _parents(blocks)
-        weakest = [self._weakest(starts[b.members[0]], c) for b, c in zip(blocks, shape.counts, strict=True)]
-        if not self._fits_blocks(blocks, parent, offload, weakest):
+        weakest = [
+            memory(starts[b.members[0]], starts[b.members[0]] + c) for b, c in zip(blocks, shape.counts, strict=True)
+        ]
+        if not self._fits_blocks(blocks, _parents(blocks), offload, weakest):
             return None
         moved = self.sync.seconds(shape.roots, gpus) if self.sync is not None else 0.0
         return iteration_seconds(shape.roots, own, self.workload.batches, self.workload.streamed) + moved
 
-    def _weakest(self, start: int, count: int) -> GpuModel:
-        """The model of least memory in a range (a GPU model without a known memory counts as fitting)."""
-        models = self.line.models[start : start + count]
-        known = [m for m in models if m.memory_gb]
-        return min(known, key=lambda m: m.memory_gb) if known else models[0]
-
-    def _fits_blocks(
-        self, blocks: list[Block], parent: list[int | None], offload: bool, weakest: list[GpuModel]
-    ) -> bool:
+    def _fits_blocks(self, blocks: list[Block], parent: list[int | None], offload: bool, weakest: list[float]) -> bool:
         """Memory: on every GPU the stages covering it fit (together, or each alone with offload): each block's
-        members and its ancestors' within the least memory of its GPUs."""
+        members and its ancestors' within the least memory among its GPUs (`weakest`, GB; inf: unknown). A GPU of a
+        block that a child also covers holds more, so checking each block over its whole range is exact."""
         need = {n: s.memory_gb for n, s in self.stages.items() if s.memory_gb}
         if not need:
             return True
         for i in range(len(blocks)):
             held = [need[m] for j in _ancestors(parent, i) for m in blocks[j].members if m in need]
             amount = (max(held) if offload else sum(held)) if held else 0.0
-            if weakest[i].memory_gb and amount > weakest[i].memory_gb:
+            if amount > weakest[i]:
                 return False
         return True
 
@@ -356,7 +380,10 @@ class Space:
         small line, at a change of node kind on a large one: so a block can take the nodes it runs fastest on)."""
         blocks = shape.blocks()
         index = {id(b): i for i, b in enumerate(blocks)}
-        starts = self._starts()
+        if self._start_list is None:
+            allowed = self._starts()
+            self._start_list = [] if allowed is None else [i for i, ok in enumerate(allowed) if ok]
+        starts = None if self.line.uniform else self._start_list
 
         def place(group: tuple[Block, ...], lo: int, hi: int) -> Iterator[dict[str, tuple[int, int]]]:
             for order in _orders(group):
@@ -369,7 +396,12 @@ class Space:
             b, rest = order[0], order[1:]
             c = shape.counts[index[id(b)]]
             room = hi - sum(shape.counts[index[id(o)]] for o in rest)
-            for start in [lo] if starts is None else [x for x in range(lo, room - c + 1) if x == lo or starts[x]]:
+            if starts is None:
+                options = [lo]
+            else:
+                later = starts[bisect.bisect_right(starts, lo) : bisect.bisect_right(starts, room - c)]
+                options = [lo, *later] if lo <= room - c else []
+            for start in options:
                 mine = {m: (start, start + c) for m in b.members}
                 for inner in place(b.children, start, start + c):
                     for after in laid(rest, start + c, hi):
