@@ -4,8 +4,8 @@ model (docs/guide.md, "Choosing a placement"), written back in the config's own 
 It prints the ranked candidates (predicted seconds, mode, GPUs per component, why each loses), the best cluster
 section and its plan's prediction; `--write FILE` writes the whole config with that section (`rlplace plan FILE`
 plans it as tune did), `--svg`/`--html` its picture, `--format json` one object (`best`, `candidates`,
-`as_written`). Exit 0 when a placement fits, 3 when none does, 2 on a config or profile error. Progress goes to
-stderr once a second on long searches; Ctrl-C stops it with nothing written.
+`as_written`). Exit 0 when a placement fits, 3 when none does, 2 on a config or profile error. On a terminal,
+progress goes to stderr once a second on long searches; Ctrl-C stops it with nothing written.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     inventory = inventory_of(args)
     written = capacity.checked(plan(spec, inventory), inventory)
     workload = workload_of(spec, whole, written, inventory, args)
-    result = tune(spec, whole.document, workload, inventory, written, progress=_progress)
+    result = tune(
+        spec, whole.document, workload, inventory, written, progress=_progress if sys.stderr.isatty() else None
+    )
     best = result.best
     if best is None:
         problems = [c.problem for c in (*result.candidates, result.written) if c.problem]
