@@ -23,7 +23,7 @@ $(VENV)/.torch: $(STAMP)
 	touch $@
 
 demo: $(STAMP)
-	$(BIN)/rlplace demo
+	$(BIN)/rlplace demo --out out
 	@echo "rlplace is installed in $(VENV): 'source $(VENV)/bin/activate' puts rlplace and its python on PATH (README.md)"
 
 # The suite runs as two pytest processes side by side: the tests marked `ray` (they share the session's simulated

@@ -96,7 +96,7 @@ def baseline(sim, workers: int) -> float:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from rlplace.inventory import Node
-    from rlplace.ray.simulated import node_args
+    from rlplace.ray.local_raylets import node_args
 
     node = sim.cluster.add_node(**node_args(Node(rank=-1, num_gpus=workers, gpu_model="A800", num_cpus=32)))
     sim.cluster.wait_for_nodes()
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import rlplace
     from rlplace.ray.launch import remote_class
-    from rlplace.ray.simulated import node_args, simulated_cluster, simulated_inventory, simulated_spares
+    from rlplace.ray.local_raylets import node_args, simulated_cluster, simulated_inventory, simulated_spares
 
     inventory = simulated_inventory(f"1x2:A800,1x{args.workers}:A800")
     shape = simulated_spares("1", inventory, like=1)[0]

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from rlplace.ray.launch import remote_class
-    from rlplace.ray.simulated import simulated_cluster, simulated_inventory
+    from rlplace.ray.local_raylets import simulated_cluster, simulated_inventory
 
     k = args.k
     grow: list[float] = []

@@ -19,7 +19,7 @@ from rlplace.cli import main
 from rlplace.examples.cartpole_ppo import CONFIGS
 
 RLPLACE = str(pathlib.Path(sys.executable).with_name("rlplace"))
-#: "About 10 s" in the issue; the check itself gives up after 3 s (rlplace.ray.cluster.JOIN_TIMEOUT_S).
+#: "About 10 s" in the issue; the check itself gives up after 3 s (rlplace.ray.join.JOIN_TIMEOUT_S).
 FAST_S = 10.0
 
 

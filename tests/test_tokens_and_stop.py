@@ -44,7 +44,7 @@ def test_the_token_is_found_in_rays_order(home):
     assert auth.find_token({"RAY_AUTH_TOKEN_PATH": str(named)}).value == "from-path"
     both = {"RAY_AUTH_TOKEN": " from-env ", "RAY_AUTH_TOKEN_PATH": str(named)}
     assert auth.find_token(both).value == "from-env" and auth.find_token(both).source == "$RAY_AUTH_TOKEN"
-    assert auth.find_token({"RAY_AUTH_TOKEN": "  "}).value == "at-home"  # empty counts as unset, as in Ray
+    assert auth.find_token({"RAY_AUTH_TOKEN": ""}).value == "at-home"  # empty counts as unset, as in Ray
     assert auth.find_token(both, token_file=default).source == f"--token-file {default}"  # the flag comes first
     assert "at-home" not in repr(auth.find_token({}))
 
@@ -91,21 +91,60 @@ def test_a_token_file_beside_a_token_variable_is_refused(home):
     assert auth.head_token_path({"RAY_AUTH_TOKEN_PATH": str(home / "t")}, home / "t") == home / "t"  # the same file
 
 
-def test_what_ray_start_gets(home):
-    token = auth.Token("v", "--token-file /t", home / "t")
-    assert auth.ray_start_environment(token) == {
+def test_ray_start_gets_the_token_rlplace_checked_not_a_file_to_read_again(home):
+    """Issue 36: a token file in a shared folder, replaced by another user after rlplace checked it and before Ray
+    read it, chose the token the cluster required. `ray start` (and `rlplace run`'s command) now gets the value."""
+    path = write(home / "shared" / "token", "checked-" + "x" * 32 + "\n")
+    token, created = auth.token_for_head({}, path)
+    path.write_text("swapped-" + "y" * 32 + "\n")
+    env = start.start_environment({"RAY_AUTH_TOKEN_PATH": str(path)}, auth.ray_start_environment(token))
+    assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"] == "checked-" + "x" * 32
+    assert "RAY_AUTH_TOKEN_PATH" not in env and not created
+    assert auth.ray_start_environment(auth.Token("v", "$RAY_AUTH_TOKEN")) == {
         "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN_PATH": str(home / "t"),
-        "RAY_AUTH_TOKEN": None,  # the file beats a stray $RAY_AUTH_TOKEN, which would take precedence in Ray
+        "RAY_AUTH_TOKEN": "v",
+        "RAY_AUTH_TOKEN_PATH": None,
     }
-    assert auth.ray_start_environment(auth.Token("v", "$RAY_AUTH_TOKEN")) == {"RAY_AUTH_MODE": "token"}
     assert auth.ray_start_environment(None) == {"RAY_AUTH_MODE": "disabled"}
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        (" \tabc\n", "abc"),  # Ray strips " \t\n\r\f\v" (measured on Ray 2.60: the same)
+        ("abc\u00a0", "character 4 of the token is not ASCII"),  # Python's strip() would drop it, Ray keeps it
+        ("abc\x1c", "character 4 of the token is a control character (U+001C)"),  # likewise
+        ("  ", "$RAY_AUTH_TOKEN holds only whitespace: Ray would take it for an empty token and abort"),
+    ],
+)
+def test_the_environment_token_is_stripped_as_ray_strips_it(home, value, found):
+    """Ray 2.60 presents " abc\u00a0" as it is (and aborts: not ASCII), and takes "  " for an empty token without
+    looking further (token mode then aborts); rlplace used to strip them to "abc" and to no token at all."""
+    write(home / ".ray" / "auth_token", "at-home\n")
+    if found == "abc":
+        assert auth.find_token({"RAY_AUTH_TOKEN": value}).value == found
+        return
+    with pytest.raises(ClusterAccessError) as e:
+        auth.find_token({"RAY_AUTH_TOKEN": value})
+    assert found in str(e.value)
+
+
+def test_token_paths_are_absolute(home, monkeypatch, capsys):
+    """A relative --token-file made Ray's workers (started in other folders) abort; every path rlplace reads,
+    passes on or shows is absolute."""
+    monkeypatch.chdir(home)
+    write(home / "rel" / "token", "t" * 40 + "\n")
+    assert auth.find_token({"RAY_AUTH_TOKEN_PATH": "rel/token"}).path == home / "rel" / "token"
+    assert auth.find_token({}, token_file=auth.absolute_path("rel/token")).path == home / "rel" / "token"
+    assert main(["start", "--head", "--token-file", "rel/token", "--accelerator", "A800", "--dry-run"]) == 0
+    assert f"RAY_AUTH_TOKEN=<the token in {home}/rel/token>" in capsys.readouterr().out
 
 
 def test_dry_run_shows_the_token_environment_creates_nothing_and_never_shows_the_token(home, capsys, monkeypatch):
     assert main(["start", "--head", "--node-rank", "0", "--accelerator", "A800", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={home}/.ray/auth_token " in out and not (home / ".ray").exists()
+    assert f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<the token in {home}/.ray/auth_token> " in out
+    assert not (home / ".ray").exists()
     assert main(["start", "--head", "--insecure", "--accelerator", "A800", "--dry-run"]) == 0
     assert "RAY_AUTH_MODE=disabled " in capsys.readouterr().out
     monkeypatch.setenv("RAY_AUTH_TOKEN", "very-secret")
@@ -120,7 +159,7 @@ def test_dry_run_shows_the_token_environment_creates_nothing_and_never_shows_the
     ("argv", "env", "where"),
     [
         (["--address", "10.0.0.1:6379", "--insecure"], {}, "--insecure: only a head is started open"),
-        (["--head", "--insecure", "--token-file", "t"], {}, "--insecure: contradicts --token-file t"),
+        (["--head", "--insecure", "--token-file", "t"], {}, f"--insecure: contradicts --token-file {os.getcwd()}/t"),
         (["--head"], {"RAY_AUTH_MODE": "disabled"}, "$RAY_AUTH_MODE=disabled: rlplace start --head requires a token"),
     ],
 )
@@ -354,3 +393,72 @@ def test_records_others_may_write_are_ignored_and_records_are_written_for_their_
     with pytest.raises(RlplaceError, match="is a symbolic link"):
         record.save()
     assert not (home / "elsewhere.json").exists()
+
+
+# -- issue 36: a config's `ray_address` never receives the user's token ----------------------------------------
+
+
+@pytest.fixture
+def listener():
+    """A TCP port on this machine that records who calls it: the address a hostile config would name."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    yield sock
+    sock.close()
+
+
+def called(sock: socket.socket) -> bool:
+    try:
+        sock.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
+
+
+def hostile_config(tmp_path, sock) -> str:
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster:\n  ray_address: 127.0.0.1:{sock.getsockname()[1]}\n  train_worker_num: 1\n")
+    return str(job)
+
+
+CONNECT_CONFIG = """
+import sys, rlplace
+try:
+    rlplace.connect(sys.argv[1])
+except rlplace.ConfigError as e:
+    print(e)
+"""
+
+
+def test_a_configs_ray_address_is_never_called_with_the_token(home, tmp_path, listener, monkeypatch, capsys):
+    """The review's critical finding: `ray_address` in a config written by someone else made `rlplace run` and
+    `rlplace.connect()` call that address with the user's token. Now neither calls it at all; the error says how
+    to join it on purpose."""
+    write(home / ".ray" / "auth_token", "users-own-token-" + "z" * 32 + "\n")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    job = hostile_config(tmp_path, listener)
+    port = listener.getsockname()[1]
+    for argv in (["run", job, "--", sys.executable, "-c", "pass"], ["run", job]):  # the user's script; the demo's
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{job}:2: cluster.ray_address: the config names 127.0.0.1:{port} as the Ray cluster to join" in err
+        assert "pass --address" in err and not called(listener)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", CONNECT_CONFIG, job], capture_output=True, text=True, env=env)
+    assert "cluster.ray_address: the config names" in done.stdout, done.stderr[-2000:]
+    assert not called(listener)
+
+
+def test_a_configs_ray_address_the_user_names_too_is_joined(home, monkeypatch):
+    """Naming the same address ($RAY_ADDRESS, --address, connect(address=...)) is the user's own choice."""
+    from rlplace.config import load
+    from rlplace.ray.join import address_to_join
+
+    spec = load({"cluster": {"ray_address": "10.0.0.9:6379", "train_worker_num": 1}})
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")
+    assert address_to_join(None, spec) == "auto"
+    assert address_to_join("10.0.0.1:6379", spec) == "10.0.0.1:6379"  # what the user passes wins
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert address_to_join(None, load({"cluster": {"ray_address": "auto", "train_worker_num": 1}})) == "auto"

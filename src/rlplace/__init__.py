@@ -25,7 +25,7 @@ from rlplace.errors import (
 if TYPE_CHECKING:
     from rlplace.ray.group import WorkerGroup
     from rlplace.ray.job import Job, connect
-    from rlplace.ray.simulated import simulated_cluster
+    from rlplace.ray.local_raylets import simulated_cluster
     from rlplace.ray.state import NodeEvent, ResizeEvent
     from rlplace.ray.worker import placement as worker_placement
 
@@ -57,7 +57,7 @@ _LAZY = {
     "NodeEvent": ("rlplace.ray.state", "NodeEvent"),
     "ResizeEvent": ("rlplace.ray.state", "ResizeEvent"),
     "worker_placement": ("rlplace.ray.worker", "placement"),
-    "simulated_cluster": ("rlplace.ray.simulated", "simulated_cluster"),
+    "simulated_cluster": ("rlplace.ray.local_raylets", "simulated_cluster"),
 }
 
 

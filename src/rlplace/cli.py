@@ -11,10 +11,11 @@ import argparse
 import importlib
 import sys
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 from rlplace import __version__
-from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, RlplaceError
+from rlplace.commands.driver import EXIT_NOT_STARTED  # `run ... -- COMMAND` that cannot start
+from rlplace.errors import CommandError, ConfigError, PlacementError, PlanError, Problem, RlplaceError
 
 COMMANDS = ("validate", "schema", "plan", "tune", "start", "stop", "run", "demo", "status", "drain")
 
@@ -45,6 +46,14 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def error(self, message: str) -> NoReturn:
+        """A bad value of an option (`argument --inventory: nope.yaml: no such file`) is said in one line: the
+        message names the option and what is valid, and a usage dump would bury it; a malformed command line (a
+        missing argument, an unknown option) still gets the usage."""
+        if message.startswith("argument "):
+            self.exit(EXIT_CONFIG, f"{self.prog}: error: {message}\n")
+        super().error(message)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
@@ -52,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Place the workers of distributed RL jobs on the nodes, GPUs and robots of Ray clusters, "
         "from one YAML cluster: section, and run them there.",
         epilog="`rlplace COMMAND --help` shows a command's options. Exit codes: 0 ok, 1 other error, "
-        "2 config or command-line error, 3 the cluster cannot hold the plan, 4 Ray could not place the workers.",
+        "2 config or command-line error, 3 the cluster cannot hold the plan, 4 Ray could not place the workers; "
+        "`run ... -- COMMAND`: 127 the command cannot be started (not found, or its script missing), else the "
+        "command's own status (128 + N when signal N ended it).",
     )
     parser.add_argument("--version", action="version", version=f"rlplace {__version__}", help="print the version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
@@ -71,17 +82,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = None
+    typed, command = list(argv), None
     if argv[:1] == ["run"]:  # `rlplace run CONFIG ... -- COMMAND ...`: the words after `--` are not rlplace's
         from rlplace.commands.driver import split_command
 
         argv, command = split_command(argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    stray = [i for i, w in enumerate(getattr(args, "overrides", None) or ()) if not _is_override(w)]
+    if argv[:1] == ["run"] and command is None and stray:  # `rlplace run job.yaml python train.py`
+        from rlplace.commands.run import forgot_dashes
+
+        return usage_error("run", forgot_dashes(args, stray[0], extra))
     if extra:  # argparse takes positionals only before the options: overrides after them are the command's too
         if getattr(args, "overrides", None) is None or not all(_is_override(w) for w in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = [*args.overrides, *extra]
+    args.argv = typed  # the command line as typed, for files that name the command that wrote them
     if argv[:1] == ["run"]:
         if command == []:
             return usage_error("run", "nothing to run after --: write the command, e.g. -- python train.py")
@@ -99,6 +116,9 @@ def _run(argv: list[str] | None) -> int:
     except PlacementError as e:
         print(f"placement: {e}", file=sys.stderr)
         return EXIT_PLACEMENT
+    except CommandError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_NOT_STARTED
     except RlplaceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -62,6 +62,12 @@ class PlacementError(RlplaceError):
     dead worker. The message says which node and which resources."""
 
 
+class CommandError(RlplaceError):
+    """The command after `rlplace run ... --` cannot be started: its program is not found, or the script its
+    Python interpreter is told to run does not exist (exit code 127, as shells report a command not found: a
+    Python given a missing script exits 2, the code of a config error). Found before any cluster starts."""
+
+
 class ClusterAccessError(RlplaceError, ConnectionError):
     """The cluster would not let this process (or node) in: it requires a token and none was found (the message
     lists where it was looked for), the token found is not the cluster's, or this side's `RAY_AUTH_MODE` contradicts
@@ -103,3 +109,12 @@ class RanksRemovedError(PlacementError):
         self.component = component
         self.removed = tuple(removed)
         self.results = list(results)
+
+
+def first_line(error: BaseException, limit: int | None = 300) -> str:
+    """What an error says, in one line for a message of ours: its first line, at most `limit` characters (None: all of
+    it); its type's name when it says nothing. A worker's exception from Ray carries its whole traceback, so the
+    line quoted is the user's own message."""
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line if limit is None else line[:limit]

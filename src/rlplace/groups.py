@@ -16,9 +16,12 @@ from rlplace.plan import Worker
 
 class Group(Protocol):
     """The slice of a WorkerGroup the runtime needs: actor handles, their ids and plan rows in rank order, `call_async`
-    (calls through it are re-run on a worker moved off a lost node) and `get`."""
+    (calls through it are re-run on a worker moved off a lost node), `get`, and the port its calls go through."""
 
     component: str
+    #: The port (a `rlplace.ray.port.Cluster`: Ray's, or the simulation's; typed loosely, as this module sits below
+    #: the Ray layer): the runtime's own calls on the group's actors (weight sync) go through it.
+    cluster: Any
 
     @property
     def actors(self) -> Sequence[Any]: ...
@@ -42,8 +45,8 @@ class Group(Protocol):
 def call_defined(group: Group, method: str, **kwargs: Any) -> tuple[list[int], list[Any]]:
     """Call `method(**kwargs)` on every worker of `group` whose class defines it; return (ranks, results).
 
-    Workers whose class lacks the method are skipped, not failed: hooks are optional (spec "Offload
-    Support"). The calls run in parallel.
+    Workers whose class lacks the method are skipped, not failed: hooks are optional (docs/runtime.md,
+    "Phases and offload hooks"). The calls run in parallel.
     """
     ranks = [i for i, a in enumerate(group.actors) if hasattr(a, method)]
     refs = [group.call_async(method, rank=rank, **kwargs) for rank in ranks]

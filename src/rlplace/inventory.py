@@ -1,6 +1,6 @@
 """The nodes that exist: declared for offline planning, or read from a live Ray cluster.
 
-This module imports no Ray. A live inventory is built by `rlplace.ray.cluster` and handed to the
+This module imports no Ray. A live inventory is built by `rlplace.ray.join` and handed to the
 planner as the same `Inventory` object.
 
 Declared inventories are untrusted input like configs: an inventory file is read by the config's hardened
@@ -70,8 +70,8 @@ _NODES_TERM = re.compile(
     r"^\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z0-9_.\-]+))?\s*(?:@\s*([A-Za-z_][A-Za-z0-9_\-]*))?\s*((?:/[^/]*)*)$"
 )
 _NODES_FORM = (
-    "COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', '8x8:A800', '2x8:Ascend910B@NPU', '2x0', "
-    "'1026x4:GB200/rack=18/nvlink_domain=rack')"
+    "COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...], one term per group of nodes, the terms separated by ',' (e.g. "
+    "'2x8', '8x8:A800,2x0', '2x8:Ascend910B@NPU', '1026x4:GB200/rack=18/nvlink_domain=rack')"
 )
 _UNIT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-/]*)\s*=\s*([A-Za-z0-9_\-]+)\s*$")
 

@@ -1,4 +1,4 @@
-"""The one model both config dialects normalise into (see shared/DESIGN.md, "One model, two front doors").
+"""The one model both config dialects normalise into (docs/decisions.md, "One model, two front doors").
 
 A `JobSpec` is what the user asked for, checked and normalised, before any inventory is known. The
 planner turns (JobSpec, Inventory) into a Plan. Nothing downstream of the config loader reads YAML or
@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-Dialect = Literal["pools", "node_groups"]
+#: `verl`: a verl trainer config, its resource pools as node groups of declared GPUs per node (config/verl).
+Dialect = Literal["pools", "node_groups", "verl"]
 Mode = Literal["auto", "manual"]
 Strategy = Literal["default", "disaggregate", "colocate"]
 EnvStrategy = Literal["default", "device-colocate", "node-affinity"]
@@ -25,8 +26,12 @@ CLUSTER_GROUP = "cluster"  # every node, its detected accelerators are the resou
 NODE_GROUP = "node"  # every node, the node itself is the resource, ranks are node ranks
 RESERVED_LABELS = (CLUSTER_GROUP, NODE_GROUP)
 
-#: The component names of the placement dialect (spec/placement-strategy.txt).
-POOL_COMPONENTS = ("train", "eval", "env", "buffer")
+#: The components of the placement dialect with worker counts and GPU ranges of their own (`<c>_worker_num`,
+#: `<c>_each_gpu_num`, a range in a pool): what auto mode always places and an exported pool names. The buffer
+#: follows train (its shards live on train's nodes), so it has none of these.
+COUNTED_COMPONENTS = ("train", "eval", "env")
+#: The component names of the placement dialect (docs/config.md, 'Dialect "pools"').
+POOL_COMPONENTS = (*COUNTED_COMPONENTS, "buffer")
 
 #: The most nodes a plan is made for: `--nodes`, inventory files and the config's node counts (`num_nodes`,
 #: `num_node`) stop here, so that any accepted inventory plans in well under a second (16,384 x 8 GPUs: 0.5 s
@@ -98,7 +103,7 @@ class ProcessShape:
 class ComponentSpec:
     """A logical component (train, eval, env, buffer, actor, rollout, agent, ...).
 
-    Two ways to meet resources, one per dialect (DESIGN.md, "Workers over resources"):
+    Two ways to meet resources, one per dialect (docs/decisions.md, "Workers over resources"):
     - counted (`pools` dialect): `num_workers` workers of `gpus_per_worker` GPUs each (fractions allowed)
       are packed in index order onto the GPUs of `placement`; `num_workers is None` means "not written".
     - placement strings (`node_groups` dialect): `num_workers is None` and the segments' process ranks
@@ -170,7 +175,8 @@ class NodeGroupSpec:
 
 @dataclass(frozen=True)
 class ElasticRange:
-    """`cluster.elastic.<component>`: the sizes a component may take while the job runs (DESIGN.md, "Elastic").
+    """`cluster.elastic.<component>`: the sizes a component may take while the job runs (docs/guide.md, "Elastic
+    components").
 
     The written worker count is the starting size; `max is None` means "not written": the starting size, known
     once the planner counts the workers. `path`, `file` and `line` locate the entry for errors the planner finds.
@@ -186,7 +192,7 @@ class ElasticRange:
 
 @dataclass(frozen=True)
 class TopologyLevel:
-    """One level of the cluster's topology (`cluster.topology`, DESIGN.md "Topology"): its name and the node label
+    """One level of the cluster's topology (`cluster.topology`, docs/config.md "Topology"): its name and the node label
     keys that name a node's unit at that level, the first one a node carries winning. `written` says the config
     named the level, so a level no node carries is worth a warning (the plan is topology-blind there)."""
 

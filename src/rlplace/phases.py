@@ -1,8 +1,8 @@
 """Phases of an RL iteration and the offload hooks that run around them.
 
-Colocated train and eval workers fit on one GPU only if each gets out of the way while the other runs
-(spec "Offload Support"). The engine calls the spec's hooks, RLightning's names and arguments, so worker
-classes written for RLightning run unchanged:
+Colocated train and eval workers fit on one GPU only if each gets out of the way while the other runs (docs/runtime.md,
+"Phases and offload hooks"). The engine calls RLightning's hooks, with its names and arguments, so worker classes
+written for RLightning run unchanged:
 
     rollout, evaluate  before: eval.reload_eval_model(), then env.reload_env_model()
                        after:  eval.offload_eval_model(), then env.offload_env_model()

@@ -151,7 +151,7 @@ class SizeRange:
 
 @dataclass(frozen=True)
 class PlanTopology:
-    """The topology the plan was made with (DESIGN.md, "Topology"): for each level some node carries, innermost
+    """The topology the plan was made with (docs/planner.md, "Topology"): for each level some node carries, innermost
     first, the label keys read and every node's unit, by node rank: the label value, or None for a node carrying
     none (a unit of its own: a node without an NVLink-domain label is its own domain). The Ray layer checks the
     live nodes' labels against these; the estimate counts the bytes crossing each level with them."""

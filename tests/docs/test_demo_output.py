@@ -14,7 +14,7 @@ import re
 import pytest
 from tests.docs.blocks import ROOT, console_steps, output_matches, shell
 
-from rlplace.ray.simulated import session_processes
+from rlplace.ray.local_raylets import session_processes
 
 _TABLE = ("│", "┃", "┏", "┡", "└")
 

@@ -71,16 +71,36 @@ def planned(text: str, nodes: str) -> Provoker:
 
 
 def cli(*argv: str) -> Provoker:
-    """What `rlplace ARGV` prints on stderr (argparse's own exit included)."""
+    """What `rlplace ARGV` prints on stderr (argparse's own exit included), run in the test's own folder (`run`
+    writes its picture there before it refuses a command)."""
 
     def provoke(request: pytest.FixtureRequest) -> str:
         capsys = request.getfixturevalue("capsys")
+        request.getfixturevalue("monkeypatch").chdir(request.getfixturevalue("tmp_path"))
         try:
             code = main(list(argv))
         except SystemExit as e:
             code = e.code
         assert code != 0
         return capsys.readouterr().err
+
+    return provoke
+
+
+def cluster_found_here(request: pytest.FixtureRequest) -> str:
+    """`rlplace run` without --simulate, --address or $RAY_ADDRESS where a Ray cluster runs: the session's."""
+    request.getfixturevalue("ray_cluster")
+    request.getfixturevalue("monkeypatch").delenv("RAY_ADDRESS", raising=False)
+    return cli("run", str(CONFIGS / "disaggregate.yaml"), "--", sys.executable, "-c", "pass")(request)
+
+
+def python_on_path(*argv: str) -> Provoker:
+    """`cli(*argv)` with this interpreter's folder first on PATH, so that `python` is one (as in a venv)."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        return cli(*argv)(request)
 
     return provoke
 
@@ -159,6 +179,10 @@ REASONING = (
 PROFILED = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0}\n  profiling: %s\n"
 
 CONFIG: dict[str, Provoker] = {
+    "YAML syntax: a tab (column 1); YAML indents with spaces only: replace the tab with spaces": config(
+        "cluster:\n\ttrain_worker_num: 2\n"
+    ),
+    "this is a Python file, not a YAML config": config_tree({"train.py": "import rlplace\n"}, "train.py"),
     "this robot config is the same as configs[0] (RLinf refuses equal configs)": config(
         NG + ROBOT % "{node_rank: 0}, {node_rank: 0}"
     ),
@@ -532,7 +556,7 @@ NOT_THE_PIPELINES = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0,
 
 
 def unreachable(address: str) -> Provoker:
-    from rlplace.ray.cluster import reachable_address
+    from rlplace.ray.join import reachable_address
 
     return lambda _request: raised(lambda: reachable_address(address))
 
@@ -589,7 +613,7 @@ def without_gymnasium(request: pytest.FixtureRequest) -> str:
 
 
 def simulated_while_connected(request: pytest.FixtureRequest) -> str:
-    from rlplace.ray.simulated import simulated_cluster
+    from rlplace.ray.local_raylets import simulated_cluster
 
     request.getfixturevalue("ray_cluster")
     return raised(lambda: simulated_cluster(parse_nodes("1x0")).__enter__())
@@ -650,9 +674,8 @@ COMMAND_LINE: dict[str, Provoker] = {
         head_port_of_running_ray
     ),
     "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
-    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', ...)": cli(
-        "run", "job.yaml", "--simulate", "2x"
-    ),
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...], one term per group of nodes, the "
+    "terms separated by ',' (e.g. '2x8', ...)": cli("run", "job.yaml", "--simulate", "2x"),
     "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "
     "'colocate-offload'?). Shipped configs: colocate-offload, default, disaggregate, manual-pools, node-groups": cli(
         "demo", "--config", "colocate_offload"
@@ -665,10 +688,20 @@ COMMAND_LINE: dict[str, Provoker] = {
     "cannot run 'pyhton': not found on PATH (the command after -- is started without a shell)": cli(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "pyhton", "train.py"
     ),
+    "argument --simulate: 5000 simulated nodes are more than this machine can hold: at most ..., each node being a "
+    "raylet and its two agents (memory: ...)": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "5000x8", "--", "python", "train.py"
+    ),
+    "argument --address: not given, and a Ray cluster runs on this machine (head at ...)": cluster_found_here,
+    "cannot run python trian.py: the script 'trian.py' does not exist in ...": python_on_path(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "python", "trian.py"
+    ),
+    "'train.py' is not a Hydra override (KEY=VALUE); to run a command as the job's driver, write it after --: "
+    "rlplace run job.yaml -- python train.py": cli("run", "job.yaml", "train.py"),
     "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one": lambda _request: raised(
         lambda: load_driver_config({})
     ),
-    "rlplace.connect() in the command would join 10.0.0.1:6379, not the simulated cluster": run_with(
+    "cluster.ray_address: the config names 10.0.0.1:6379 as the Ray cluster to join": run_with(
         "cluster:\n  ray_address: 10.0.0.1:6379\n  train_worker_num: 1\n", "--simulate", "2x4", "--", "python"
     ),
     "the head listens on 127.0.0.1 only (--node-ip-address 127.0.0.1): set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
@@ -871,7 +904,9 @@ PLACEMENT: dict[str, Provoker] = {
 
 PROVOKERS: dict[str, Provoker] = {**CONFIG, **PLAN, **COMMAND_LINE, **PLACEMENT}
 NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "provoke"}
-NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected)}
+NEEDS_RAY |= {
+    q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected, cluster_found_here)
+}
 NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) == "ray_cluster"}
 
 

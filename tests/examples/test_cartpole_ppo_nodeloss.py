@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from rlplace.cli import main
-from rlplace.ray.simulated import session_processes
+from rlplace.ray.local_raylets import session_processes
 
 
 def demo(tmp_path, *args: str) -> subprocess.CompletedProcess:

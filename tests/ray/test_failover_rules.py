@@ -10,9 +10,9 @@ from test_ray_inventory import raw
 
 from rlplace.errors import ConfigError
 from rlplace.inventory import Node
-from rlplace.ray.failover import hardware_of, spare_refusal
+from rlplace.ray.failover.rules import hardware_of, spare_refusal
+from rlplace.ray.local_raylets import simulated_inventory, simulated_spares
 from rlplace.ray.nodes import inventory_from_nodes, raylet_refuses, spare_nodes
-from rlplace.ray.simulated import simulated_inventory, simulated_spares
 
 LOST = Node(rank=1, num_gpus=4, gpu_model="A800", num_cpus=8.0, node_id="lost", address="10.0.0.2")
 DEMAND = {"GPU": 2.0, "CPU": 6.0}
@@ -82,7 +82,7 @@ def test_embedded_cluster_spares_by_count_or_shape():
 
 
 def test_after_a_shrink_a_replacement_a_spare_of_the_lost_shape_or_the_next_rank_may_serve_the_job():
-    from rlplace.ray.failover import joiners
+    from rlplace.ray.failover.rules import joiners
 
     live = inventory_from_nodes([raw("a", rank=0, gpus=4, model="A800", head=True), raw("b", "10.0.0.2", 4, 1, "A800")])
     spare_big = raw("s", "10.0.0.8", gpus=4, model="A800")
@@ -103,7 +103,7 @@ def test_after_a_shrink_a_replacement_a_spare_of_the_lost_shape_or_the_next_rank
 
 
 def test_a_lost_node_tries_the_spares_of_its_rack_first_then_in_ip_order():
-    from rlplace.ray.failover import candidates
+    from rlplace.ray.failover.rules import candidates
 
     lost = Node(rank=1, num_gpus=4, gpu_model="A800", num_cpus=8.0, node_id="lost", labels={"rack": "r1"})
     spares = []

@@ -1,5 +1,5 @@
 """Driver-local components (`remote_<component>: false`): plain objects in the driver behind WorkerGroup's API;
-and a config's `ray_address` used when no address is passed."""
+and a config's `ray_address` joined where $RAY_ADDRESS names it too."""
 
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ def test_a_driver_local_component_runs_in_the_driver_behind_the_worker_group_api
 
 
 @pytest.mark.ray
-def test_a_configs_ray_address_is_where_connect_goes_when_none_is_passed(ray_cluster, tmp_path):
-    """A fresh process (Ray not started) connects to the address the config names. About 5 s."""
+def test_a_configs_ray_address_is_joined_where_the_user_names_it_too(ray_cluster, tmp_path):
+    """A fresh process (Ray not started) joins the address the config names when $RAY_ADDRESS names it too (alone,
+    a config's address is refused: tests/test_tokens_and_stop.py). About 5 s."""
     script = tmp_path / "connect.py"
     script.write_text(
         textwrap.dedent(
@@ -84,7 +85,7 @@ def test_a_configs_ray_address_is_where_connect_goes_when_none_is_passed(ray_clu
             """
         )
     )
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address}
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"nodes 4 {ray_cluster.address}" in out.stdout

@@ -12,7 +12,7 @@ from rlplace.config import load
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node, parse_nodes
 from rlplace.model import DEFAULT_TOPOLOGY, TopologyLevel
-from rlplace.ray.simulated import node_args, simulated_inventory
+from rlplace.ray.local_raylets import node_args, simulated_inventory
 from rlplace.ray.topology import check_live, job_levels, mismatches, selector_labels, unplanned
 
 SPEC = load("cluster:\n  train_worker_num: 4\n  eval_worker_num: 4\n  placement: {strategy: disaggregate}\n")
@@ -95,6 +95,7 @@ def test_a_simulated_node_carries_its_declared_racks_and_domains_but_no_zone_ray
         "rack": "rack-1",
         "rlplace/node-rank": "3",
         "rlplace/accelerator": "simulated",
+        "rlplace/simulated": "true",
     }
 
 

@@ -18,7 +18,7 @@ import rlplace
 from rlplace.config import load
 from rlplace.planner import plan as make_plan
 from rlplace.ray import records
-from rlplace.ray.ports import DEFAULT_PORT_RANGE
+from rlplace.ray.master_ports import DEFAULT_PORT_RANGE
 from rlplace.ray.rendezvous import ENV_KEYS
 
 pytestmark = pytest.mark.ray
@@ -190,8 +190,8 @@ cluster:
 def test_a_master_on_another_machine_gets_its_port_from_a_task_on_its_node(ray_cluster):
     """On the simulated cluster every node is the driver's machine, so ports are bound in the driver; a master
     elsewhere gets them from this zero-CPU task on its node."""
-    from rlplace.ray.ports import free_ports
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.master_ports import free_ports
+    from rlplace.ray.ray_port import RAY
 
     node = ray_cluster.inventory.node(3)
     ports = RAY.get(RAY.run_task(free_ports, 2, [29500], 29500, 29600, node_id=str(node.node_id)), 60)

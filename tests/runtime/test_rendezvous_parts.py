@@ -12,7 +12,7 @@ from rlplace.errors import PlacementError
 from rlplace.plan import Worker
 from rlplace.ray._compat import user_class
 from rlplace.ray.launch import actor_options, placed_class, remote_class
-from rlplace.ray.ports import PORT_RANGE_ENV, free_ports, port_range
+from rlplace.ray.master_ports import PORT_RANGE_ENV, free_ports, port_range
 from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
 from rlplace.ray.state import NodeEvent
 

@@ -1,5 +1,5 @@
 """Failover, spares, replacement, elastic shrink and growth, and the rendezvous re-formed, on the simulated
-cluster: the real services (`Job`, the node watcher, `Ranks`, the reservation) on `SimCluster`'s virtual clock,
+cluster: the real services (`Job`, the node watcher, `RankMover`, the reservation) on `SimCluster`'s virtual clock,
 so each behaviour is a deterministic test of milliseconds instead of a real raylet's death (~10 s each). The few
 live tests of what only Ray can show stay in tests/ray (docs/ray.md, "The simulation")."""
 
@@ -12,8 +12,8 @@ import pytest
 from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
 from rlplace.ray.job import Job
 from rlplace.ray.nodes import inventory_from_nodes
-from rlplace.sim.cluster import HEALTH_DELAY_S, SimCluster
 from rlplace.sim.explore import SimWorker, case_of, node_labels, node_resources, simulated_job
+from rlplace.sim.memory_port import HEALTH_DELAY_S, SimCluster
 
 # train 0 on node 1 (the node lost), train 1 on node 0; eval on node 0.
 PINNED = """

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import pathlib
+import shlex
 from typing import TYPE_CHECKING
 
-from rlplace.errors import ConfigError
+from rlplace.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
     from rlplace.inventory import Inventory
@@ -55,3 +57,45 @@ def add_show_env_argument(p: argparse.ArgumentParser) -> None:
         help="show the values the config reads from the environment (${oc.env:VAR}); without it they are shown "
         "as written, since such variables often hold secrets",
     )
+
+
+def invoked(args: argparse.Namespace) -> str:
+    """The command line as typed (`rlplace plan job.yaml --export pools.yaml`), for a file that names its writer."""
+    return shlex.join(["rlplace", *getattr(args, "argv", ())])
+
+
+def add_entry_arguments(p: argparse.ArgumentParser) -> None:
+    """`--config-name`/`--config-path` (`validate`, `plan`), as Hydra reads them on a framework's command line: with
+    a verl entry module in place of FILE (`rlplace plan verl.trainer.main_ppo --config-name ppo_megatron_trainer`)."""
+    p.add_argument(
+        "--config-name",
+        "-cn",
+        metavar="NAME",
+        help="with a verl entry module as FILE: the config it composes instead of its @hydra.main's config_name",
+    )
+    p.add_argument(
+        "--config-path",
+        "-cp",
+        metavar="DIR",
+        help="with a verl entry module as FILE: the config folder, relative to the module's folder (as Hydra reads it)",
+    )
+
+
+def config_file(name: str, args: argparse.Namespace) -> pathlib.Path:
+    """The config file FILE names: a path, or the config a verl entry module (`verl.trainer.main_ppo`) composes."""
+    from rlplace.config.verl.entry import config_file as entry_config
+    from rlplace.config.verl.entry import is_entry
+
+    config_name, config_path = getattr(args, "config_name", None), getattr(args, "config_path", None)
+    if is_entry(name):
+        return entry_config(name, config_name, config_path)
+    if config_name is not None or config_path is not None:
+        raise ConfigError(
+            Problem(
+                "",
+                "--config-name/--config-path apply to a verl entry module given as FILE (verl.trainer.main_ppo); "
+                f"{name} is a file: pass the file you mean instead",
+                file=name,
+            )
+        )
+    return pathlib.Path(name)

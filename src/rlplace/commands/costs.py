@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import pathlib
 from typing import TYPE_CHECKING
 
 from rlplace.errors import ConfigError
@@ -53,11 +52,13 @@ def add_time_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_config(args: argparse.Namespace, *, whole: bool) -> tuple[JobSpec, WholeConfig | None]:
-    """The config of `args.file` with its overrides; with `whole`, also what the time model reads beside it."""
+    """The config of `args.file` (or the one a verl entry module composes) with its overrides; with `whole`, also
+    what the time model reads beside it."""
+    from rlplace.commands.arguments import config_file
     from rlplace.config.loader import load_with
     from rlplace.config.rlinf_profile import read_whole
 
-    path = pathlib.Path(args.file)
+    path = config_file(args.file, args)
     return load_with(path, read_whole if whole else None, overrides=args.overrides, show_env=args.show_env)
 
 

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     spec = config.load(args.config)
     check_fits(spec)  # before any cluster starts
-    return execute(spec, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology")
+    return execute(
+        spec, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology", simulate_flag="--nodes"
+    )
 
 
 def config_argument(text: str) -> pathlib.Path:

@@ -60,8 +60,8 @@ def node_rank(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlplace.ray.cluster import join
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.join import join
+    from rlplace.ray.ray_port import RAY
 
     connected_here = not RAY.connected()
     if connected_here:

@@ -7,7 +7,8 @@ inventory, and the plan is shown (on stderr: stdout is the command's). Then a si
 checked (its token found where Ray looks for it, as for every client), and COMMAND runs with:
 
 - `RAY_ADDRESS`: the cluster's GCS address, so `rlplace.connect()` and `ray.init()` join it;
-- `RAY_AUTH_MODE` (and `RAY_AUTH_TOKEN_PATH` where the token is a file): the cluster's token mode;
+- `RAY_AUTH_MODE` (and `RAY_AUTH_TOKEN` where the cluster requires one): the cluster's token mode, and the token
+  `run` checked, as a value (a file read again later could have been swapped meanwhile);
 - `RLPLACE_CONFIG`, `RLPLACE_OVERRIDES` (`rlplace.config.driver_env`): `rlplace.connect()` with no argument
   plans this config, with these overrides, as `run` did.
 
@@ -23,17 +24,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rlplace.errors import ConfigError, Problem, RlplaceError
+from rlplace.errors import CommandError, ConfigError
 from rlplace.model import JobSpec
+from rlplace.plan import Plan
 
 #: How long the command may take to end after Ctrl-C (or SIGTERM), then after SIGTERM, before the next step.
 STOP_GRACE_S = 10.0
@@ -42,37 +46,77 @@ EXIT_NOT_STARTED = 127
 
 
 def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str]) -> int:
-    """Plan, start (or join), run `command` as the job's driver, stop what was started; the command's status."""
+    """Plan, start (or join), run `command` as the job's driver, stop what was started; the command's status.
+
+    Ctrl-C (or SIGTERM) before the command starts stops `run` at once: a simulated cluster being started is
+    killed, its processes checked gone, and `run` exits 130."""
     from rlplace.config.driver_env import driver_environment
 
     _check_configured_address(spec, args)
     driver_env = driver_environment(args.config, args.overrides)
     say = _say()
     stopper = _Stopper()
-    with stopper.installed():
-        if args.simulate:
-            from rlplace.ray.simulated import simulated_cluster, simulated_inventory
+    with stopper.installed(), tempfile.TemporaryDirectory(prefix="rlplace-run-") as private:
+        try:
+            if args.simulate:
+                return _run_simulated(args, spec, command, {**driver_env}, private, stopper, say)
+            address, token_env, handed = _join_live(spec, args, command, private, say)
+            return _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env, **handed}, stopper, say)
+        except KeyboardInterrupt as e:  # only before the command started: the stopper raises it then
+            from rlplace.ray.local_raylets import StartInterrupted
 
-            nodes = simulated_inventory(args.simulate)
-            _show(spec, nodes, say)
-            _check_runnable(command[0])
-            say.print(f"rlplace: starting a simulated cluster of {args.simulate} (logical GPUs) ...")
-            cluster = None
-            try:
-                with simulated_cluster(nodes, connect=False) as cluster:
-                    env = {"RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", **driver_env}
-                    return _drive(command, env, stopper, say)
-            finally:
-                if cluster is not None:
-                    left = (
-                        f"; had to kill: {', '.join(cluster.killed)}"
-                        if cluster.killed
-                        else ", none of its processes left"
-                    )
-                    say.print(f"rlplace: simulated cluster stopped{left}")
-        address, token_env = _join_live(spec, args.address, say)
-        _check_runnable(command[0])
-        return _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env}, stopper, say)
+            said = e.describe() if isinstance(e, StartInterrupted) else "nothing had started"
+            say.print(f"rlplace: interrupted before the command started; {said}", highlight=False)
+            return EXIT_INTERRUPTED
+
+
+#: `run`'s status when Ctrl-C stopped it before the command started (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+
+
+def _run_simulated(
+    args: argparse.Namespace,
+    spec: JobSpec,
+    command: Sequence[str],
+    driver_env: dict[str, str],
+    private: str,
+    stopper: _Stopper,
+    say: Any,
+) -> int:
+    """Plan on the simulated nodes and show it, start them, run the command on that plan, stop them."""
+    from rlplace.ray.handoff import write_handoff
+    from rlplace.ray.local_raylets import check_machine_holds, simulated_cluster, simulated_inventory
+
+    nodes = simulated_inventory(args.simulate)
+    check_machine_holds(len(nodes), args.simulate, "--simulate")  # at once: before anything is planned or started
+    planned = _show(spec, nodes, say, args)
+    _check_runnable(command)
+    handed = write_handoff(planned, nodes, private)
+    say.print(f"rlplace: starting a simulated cluster of {args.simulate} (logical GPUs) ...")
+    cluster = None
+    try:
+        with simulated_cluster(nodes, connect=False, on_interrupt=_exit_interrupted(say, private)) as cluster:
+            env = {"RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", **driver_env, **handed}
+            return _drive(command, env, stopper, say)
+    finally:
+        if cluster is not None:
+            left = f"; had to kill: {', '.join(cluster.killed)}" if cluster.killed else ", none of its processes left"
+            say.print(f"rlplace: simulated cluster stopped{left}")
+
+
+def _exit_interrupted(say: Any, private: str) -> Callable[[Any], None]:
+    """What `run` does when Ctrl-C stopped a simulated cluster's start (`StartInterrupted`, in the thread that
+    killed its processes): say so, remove the handed plan, and exit 130 at once (Ray's start-up would hold the main
+    thread for half a minute more)."""
+
+    def exit_now(e: Any) -> None:
+        say.print(f"rlplace: interrupted before the command started; {e.describe()}", highlight=False)
+        shutil.rmtree(private, ignore_errors=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    return exit_now
 
 
 def _say() -> Any:
@@ -81,69 +125,109 @@ def _say() -> Any:
     return console(stderr=True)
 
 
-def _show(spec: JobSpec, inventory: Any, say: Any) -> None:
-    """Plan on `inventory` (a plan that cannot fit stops here, before anything starts) and print it, values the
-    config reads from the environment written as in the config (`rlplace plan` without --show-env)."""
+def _show(spec: JobSpec, inventory: Any, say: Any, args: argparse.Namespace) -> Plan:
+    """Plan on `inventory` (a plan that cannot fit stops here, before anything starts) and show it as every run
+    does (`rlplace.viz.preview`: the table, the estimate line, the picture in --out), values the config reads
+    from the environment written as in the config (`rlplace plan` without --show-env); the plan itself."""
     from rlplace.planner import capacity, plan
+    from rlplace.viz.preview import show_plan
     from rlplace.viz.shown import shown_plan
-    from rlplace.viz.table import render
 
     result = capacity.checked(plan(spec, inventory), inventory)
-    say.print(render(shown_plan(result, spec.from_env), inventory))
+    args.out.mkdir(parents=True, exist_ok=True)
+    show_plan(say, shown_plan(result, spec.from_env), inventory, args.out / PICTURE_STEM)
+    return result
 
 
-def _join_live(spec: JobSpec, address: str | None, say: Any) -> tuple[str, dict[str, str]]:
-    """Join the live cluster (within seconds, or an error naming the address), plan on its nodes, leave it again;
-    the GCS address and the token variables the command joins with."""
+#: The picture's file names in --out, as the bundled pipeline's under `rlplace run` (topology.svg, .html).
+PICTURE_STEM = "topology"
+
+
+def _join_live(
+    spec: JobSpec, args: argparse.Namespace, command: Sequence[str], private: str, say: Any
+) -> tuple[str, dict[str, str], dict[str, str]]:
+    """Join the live cluster the user named (within seconds, or an error naming the address), plan on its nodes,
+    leave it again; the GCS address, the token variables the command joins with, and the handed plan's."""
     from rlplace.ray import auth
-    from rlplace.ray.cluster import address_to_join, join
+    from rlplace.ray.handoff import write_handoff
+    from rlplace.ray.join import join, named_address
     from rlplace.ray.nodes import live_inventory
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.ray_port import RAY
 
-    access = join(address_to_join(address, spec.ray_address) or "auto")
+    access = join(named_address(args.address, spec))
     try:
         inventory = live_inventory()
         say.print(f"rlplace: planning on the live Ray cluster at {access.address}: {len(inventory)} node(s)")
-        _show(spec, inventory, say)
+        planned = _show(spec, inventory, say, args)
     finally:
         RAY.disconnect()
-    token = auth.ray_start_environment(access.token)  # the cluster's mode, and its token's file where it is one
-    return access.address, {k: v for k, v in token.items() if v is not None}
+    _check_runnable(command)  # after the plan is shown, as with --simulate
+    token = auth.ray_start_environment(access.token)  # the cluster's mode, and the token run checked
+    handed = write_handoff(planned, inventory, private)
+    return access.address, {k: v for k, v in token.items() if v is not None}, handed
 
 
 def _check_configured_address(spec: JobSpec, args: argparse.Namespace) -> None:
-    """A config that writes `ray_address: HOST:PORT` (RLightning's key) sends `connect()` there, whatever
-    $RAY_ADDRESS says: with --simulate, or another --address, the command would join another cluster than the
-    one `run` planned on."""
+    """A config that writes `ray_address: HOST:PORT` (RLightning's key) is joined only where the user sends `run`
+    too: the command's `connect()` refuses a configured address that $RAY_ADDRESS does not name, so with
+    --simulate, or another --address, it would fail after the cluster started. Refused here, before anything runs
+    (without either, `_join_live` refuses it: rlplace.ray.join.address_to_join)."""
+    from rlplace.ray.join import configured_address_problem
+
     configured = spec.ray_address
     if configured in (None, "auto") or not (args.simulate or (args.address and args.address != configured)):
         return
-    where = "the simulated cluster" if args.simulate else f"--address {args.address}"
     raise ConfigError(
-        Problem(
-            path="cluster.ray_address",
-            value=configured,
-            file=spec.locations.get("ray_address", spec.source),
-            message=f"rlplace.connect() in the command would join {configured}, not {where}: write "
-            "ray_address: auto (the cluster $RAY_ADDRESS names, which run sets), or drop "
-            + ("--simulate" if args.simulate else "--address"),
-        )
+        configured_address_problem(spec, "the simulated cluster" if args.simulate else f"--address {args.address}")
     )
 
 
-def _check_runnable(program: str) -> None:
-    """A command that cannot be started is refused before any cluster starts for it."""
-    found = shutil.which(program)
-    if found is None:
+def _check_runnable(command: Sequence[str]) -> None:
+    """A command that cannot be started is refused before any cluster starts for it: a program not found, or a
+    Python interpreter told to run a script that does not exist (it would start, then fail with exit 2)."""
+    program = command[0]
+    if shutil.which(program) is None:
         why = "no such file" if os.sep in program else "not found on PATH"
-        raise RlplaceError(f"cannot run {program!r}: {why} (the command after -- is started without a shell)")
+        raise CommandError(f"cannot run {program!r}: {why} (the command after -- is started without a shell)")
+    script = _script_of(command)
+    if script is not None and not os.path.isfile(script):
+        where = "" if os.path.isabs(script) else f" in {os.getcwd()}"
+        raise CommandError(
+            f"cannot run {shlex.join(command)}: the script {script!r} does not exist{where} (no such file); check "
+            "its path (relative paths start where `rlplace run` runs)"
+        )
+
+
+def _script_of(command: Sequence[str]) -> str | None:
+    """The script a Python interpreter is told to run (`python train.py`, `python -u train.py --lr 1`); None for
+    `-m module`, `-c code`, stdin, or another program."""
+    if not re.fullmatch(r"python[0-9.]*", os.path.basename(command[0])):
+        return None
+    words = iter(command[1:])
+    for word in words:
+        if word in PYTHON_OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif word == "-" or (word.startswith("-") and not word.startswith("--") and word[-1] in "mc"):
+            return None  # stdin, -m module, -c code (also after other flags: -um)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+#: Python's options that take the next word as their value (`python -W ignore train.py`).
+PYTHON_OPTIONS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
 
 
 def _drive(command: Sequence[str], env: Mapping[str, str], stopper: _Stopper, say: Any) -> int:
     """Run `command` with `env` added to this environment, wait for it (through Ctrl-C), return its status."""
     if stopper.signalled is not None:  # Ctrl-C while the cluster started: the command never runs
         return 128 + stopper.signalled
-    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k != "RAY_AUTH_MODE")
+    stopper.starting = False  # from here a signal is the command's to handle
+    from rlplace.ray.auth import AUTH_ENV_VARS, TOKEN_ENV
+
+    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k not in AUTH_ENV_VARS)
+    if TOKEN_ENV in env:
+        shown += " and the cluster's token"
     say.print(f"rlplace: running {shlex.join(command)} with {shown}", highlight=False)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -162,9 +246,10 @@ SI_KERNEL = 0x80
 
 
 class _Stopper:
-    """While `run` runs: Ctrl-C and SIGTERM are recorded and passed to the command, never raised in `run` (so
-    that stopping the simulated cluster is never cut short); `wait` ends the command in steps when it does not
-    end by itself.
+    """While `run` runs: before the command starts, the first Ctrl-C or SIGTERM stops `run` itself (raised as
+    KeyboardInterrupt: a cluster being started is killed at once, `rlplace.ray.local_raylets`); once the command runs,
+    they are recorded and passed to the command, never raised in `run` (so that stopping the simulated cluster
+    is never cut short); `wait` ends the command in steps when it does not end by itself.
 
     A Ctrl-C typed at the terminal reaches the command by itself (one foreground process group), so it is not
     sent again (a second one would interrupt the command's own clean-up); one sent to `run` alone (`kill -INT`)
@@ -174,6 +259,7 @@ class _Stopper:
 
     def __init__(self) -> None:
         self.signalled: int | None = None
+        self.starting = True  # until the command is started
         self._at = 0.0
         self._proc: subprocess.Popen | None = None
 
@@ -187,7 +273,10 @@ class _Stopper:
                 signal.signal(s, handler)
 
     def _handle(self, signum: int, frame: object) -> None:
+        first = self.signalled is None
         self._received(signum, from_terminal=signum == signal.SIGINT and _in_the_foreground())
+        if self.starting and first:
+            raise KeyboardInterrupt
 
     def _received(self, signum: int, *, from_terminal: bool) -> None:
         if self.signalled is None:

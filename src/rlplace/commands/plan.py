@@ -7,12 +7,16 @@ exceptions). Without --nodes/--inventory the live Ray cluster's inventory is rea
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-from collections import Counter
 
-from rlplace.commands.arguments import add_show_env_argument, declared_nodes, inventory_file
+from rlplace.commands.arguments import (
+    add_entry_arguments,
+    add_show_env_argument,
+    declared_nodes,
+    inventory_file,
+    invoked,
+)
 from rlplace.commands.costs import add_time_arguments, load_config, predicted, print_prediction
 from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
@@ -26,7 +30,15 @@ FORMATS = ("table", "table-full", "json", "yaml")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
+    p = sub.add_parser(
+        "plan",
+        help="show where every worker goes (offline with --nodes, or on the live cluster)",
+        description="Where every worker of the config goes, before any cluster is touched: each node, its GPUs "
+        "and the workers on them, the settings used (derived values filled in), warnings, and an estimate of the "
+        "bytes crossing nodes and racks per iteration (with --time, of the seconds an iteration takes). Offline "
+        "with --nodes or --inventory (no cluster needed), else on the live Ray cluster's nodes. Exit 0 when the plan "
+        "fits, 3 when the nodes cannot hold it, 2 for a config or command-line error.",
+    )
     add_source_arguments(p)
     p.add_argument(
         "--format",
@@ -52,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_source_arguments(p: argparse.ArgumentParser) -> None:
-    """CONFIG, OVERRIDES and where the nodes come from (--nodes, --inventory, --address, --node-env): `plan` and
-    `tune` read them alike (`inventory_of`)."""
+    """CONFIG, OVERRIDES, --config-name/--config-path (a verl entry module as CONFIG) and where the nodes come from
+    (--nodes, --inventory, --address, --node-env): `plan` and `tune` read them alike (`load_config`, `inventory_of`)."""
     p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
     p.add_argument(
         "overrides", nargs="*", default=[], metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8"
@@ -87,6 +99,7 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
         help="the environment a node is started with, from which robots are enumerated as RLinf does "
         "(e.g. 1:ROBOT_IP=10.0.0.1,10.0.0.2 for two Franka robots on node 1); repeatable, a later value wins",
     )
+    add_entry_arguments(p)
 
 
 def add_picture_arguments(p: argparse.ArgumentParser) -> None:
@@ -116,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
         planned = capacity.checked(plan(spec, inventory), inventory)
     except PlanError as e:
         raise PlanError(hide(str(e), hidden)) from None
-    if args.export:
-        write_resource_pool(planned, args.export)
+    exported = write_resource_pool(planned, args.export, written_by=invoked(args)) if args.export else None
     result = shown_plan(planned, hidden)  # what is printed: values from the environment as written
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
@@ -136,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
             if timed is not None:
                 doc["time"] = timed[0].to_dict()
             _dump(doc, args.format)
+    if exported is not None:  # after the table; on stderr when stdout is the plan's JSON or YAML
+        table = args.format in ("table", "table-full")
+        print(exported.describe(), file=sys.stdout if table else sys.stderr)
     return 0
 
 
@@ -181,7 +196,7 @@ def _live_inventory(address: str | None) -> Inventory:
     """The running Ray cluster's nodes; says on stderr which cluster was read, since nothing else tells."""
     try:
         from rlplace.ray.nodes import live_inventory
-        from rlplace.ray.raycluster import RAY
+        from rlplace.ray.ray_port import RAY
     except ImportError as e:
         hint = "pass --nodes COUNTxGPUS,... or --inventory FILE"
         raise RlplaceError(f"cannot read a live inventory ({e}); {hint}") from e
@@ -198,6 +213,7 @@ def _live_inventory(address: str | None) -> Inventory:
 def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argparse.Namespace) -> dict[str, dict]:
     """Plan the worker counts of `planned` under each auto strategy; a strategy that does not fit says why."""
     from rlplace.planner import estimate, plan
+    from rlplace.planner.variants import eval_env_share, with_strategy
 
     if spec.dialect != "pools":
         raise ConfigError(
@@ -209,19 +225,15 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argp
             )
         )
     out: dict[str, dict] = {}
-    shared = _eval_env_share(planned)
+    shared = eval_env_share(planned)
     for strategy in COMPARED:
         env = spec.settings.env_strategy
-        if strategy != "colocate" and env == "device-colocate":
-            env = None
+        if strategy == "default" and env == "device-colocate":
+            env = None  # Ray schedules every worker under default: device-colocate has no effect there
         elif strategy == "colocate" and env is None and shared:
             env = "device-colocate"  # the planned layout already puts eval and env on one GPU
-        settings = dataclasses.replace(
-            spec.settings, mode="auto", strategy=strategy, env_strategy=env, is_colocated=None
-        )
-        variant = dataclasses.replace(spec, settings=settings, node_groups=(), components=_unplaced(spec, planned))
         try:
-            p = plan(variant, inventory)
+            p = plan(with_strategy(spec, planned, strategy, env), inventory)
         except PlanError as e:
             out[strategy] = {"fits": False, "error": str(e)}
             continue
@@ -233,17 +245,6 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argp
             "warnings": len(p.warnings),
         }
     return out
-
-
-def _eval_env_share(planned: Plan) -> bool:
-    evals = {(w.node_rank, w.gpus) for w in planned.workers if w.component == "eval" and w.gpus}
-    return any((w.node_rank, w.gpus) in evals for w in planned.workers if w.component == "env")
-
-
-def _unplaced(spec: JobSpec, planned: Plan) -> tuple:
-    """The components without placements, each with the worker count it got in `planned`."""
-    counts = Counter(w.component for w in planned.workers)
-    return tuple(dataclasses.replace(c, placement=None, num_workers=counts[c.name]) for c in spec.components)
 
 
 def _dump(doc: dict, fmt: str) -> None:
@@ -266,15 +267,13 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
     console = terminal()
     console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
     console.print(estimate_line(result, est))
-    if args.export:
-        console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
         t = Table(title=f"strategies compared ({model_size(est)}, experience {_human(args.batch_bytes)} per iteration)")
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
             t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():
             if not row["fits"]:
-                t.add_row(name, "no", row["error"], "", "", "", "")
+                t.add_row(name, "no", "", "", "", "", "")
                 continue
             t.add_row(
                 name,
@@ -286,6 +285,9 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
                 _human(row["experience_bytes"]),
             )
         console.print(t)
+        for name, row in compared.items():  # why a strategy does not fit: below the table, not in a column of numbers
+            if not row["fits"]:
+                console.print(f"{name} does not fit: {row['error']}", highlight=False)
 
 
 def _opt(v: int | None) -> str:

@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # -- token authentication (issue 19) --
     p.add_argument(
         "--token-file",
-        type=pathlib.Path,
+        type=auth.absolute_path,
         metavar="PATH",
         help="the cluster's token: a head requires the one in PATH (created with a new token when missing), a "
         "node joining presents it (default: $RAY_AUTH_TOKEN, else $RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token)",
@@ -193,7 +193,7 @@ def _planned_head_auth(args: argparse.Namespace) -> dict[str, str | None]:
     if args.insecure:
         return auth.ray_start_environment(None)
     path = auth.head_token_path(os.environ, args.token_file)
-    return {auth.MODE_ENV: "token"} | ({auth.TOKEN_PATH_ENV: str(path)} if path else {})
+    return {auth.MODE_ENV: "token", auth.TOKEN_ENV: f"<the token in {path}>" if path else f"<${auth.TOKEN_ENV}>"}
 
 
 def run_recorded(cmd: list[str], env: dict[str, str], record: local_nodes.NodeRecord, *, block: bool) -> int:
@@ -318,7 +318,7 @@ def check_can_start(*, head: bool, address: str | None, ray_args: Sequence[str],
     """Refuse within seconds what `ray start` would answer with a traceback (a head whose port is taken)
     or with minutes of retries (a worker whose head is unreachable). Returns the head's address (HOST:PORT): on
     `node_ip` (`--node-ip-address`) where given, else on the address Ray picks for this machine."""
-    from rlplace.ray.cluster import reachable_address
+    from rlplace.ray.join import reachable_address
 
     if not head:
         hint = "start the head first (`rlplace start --head --node-rank 0` on it) and check HOST:PORT"

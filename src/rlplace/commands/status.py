@@ -8,12 +8,20 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 from rlplace.ray.status import NodeRow, SizeRow, WorkerRow, collect_all, sizes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="show the live job's workers: node, GPUs, state, restarts")
+    p = sub.add_parser(
+        "status",
+        help="show the live job's workers: node, GPUs, state, restarts",
+        description="The jobs running on a Ray cluster, as rlplace.connect() records them there: each "
+        "component's workers, the node and GPUs each runs on, its state and restarts, lost nodes and the "
+        "elastic components' sizes; once, or every --interval seconds with --watch. Reads only: starts and "
+        "changes nothing.",
+    )
     p.add_argument(
         "--address",
         metavar="HOST:PORT",
@@ -30,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.ray.auth import connected_access
-    from rlplace.ray.cluster import join
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.join import join
+    from rlplace.ray.ray_port import RAY
 
     connected_here = not RAY.connected()
     access = join(args.address) if connected_here else connected_access(RAY.gcs_address())
@@ -45,10 +53,14 @@ def run(args: argparse.Namespace) -> int:
             if args.format == "json":
                 tables = {"nodes": nodes, "workers": rows, "elastic": elastic}
                 shown_tables = {k: [asdict(x) for x in v] for k, v in tables.items()}
-                cluster = {"address": access.address, "requires_token": access.requires_token}
+                cluster = {
+                    "address": access.address,
+                    "requires_token": access.requires_token,
+                    "simulated": _simulated(),
+                }
                 print(json.dumps({**shown_tables, "cluster": cluster}, indent=2))
             else:
-                print(f"cluster {access.address} {access.describe()}\n")
+                print(f"cluster {access.address} {_describe(access)}\n")
                 print(render(rows, nodes, elastic))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):
@@ -62,6 +74,26 @@ def run(args: argparse.Namespace) -> int:
         if connected_here:
             RAY.disconnect()
     return 0
+
+
+def _simulated() -> bool:
+    """Whether every live node is one rlplace simulates on this machine (SIMULATED_LABEL)."""
+    from rlplace.ray.labels import SIMULATED_LABEL
+    from rlplace.ray.ray_port import RAY
+
+    alive = [n for n in RAY.nodes() if n.get("Alive")]
+    return bool(alive) and all(SIMULATED_LABEL in (n.get("Labels") or {}) for n in alive)
+
+
+def _describe(access: Any) -> str:
+    """What the cluster's access is: a token, none (OPEN, with what to do), or a cluster rlplace itself simulates
+    here, which needs no token and is gone when the run that started it ends (no warning: nothing to do)."""
+    if not access.requires_token and _simulated():
+        return (
+            "is simulated by rlplace on this machine (`rlplace run --simulate`, `rlplace demo`): an embedded cluster "
+            "without a token, stopped when the run that started it ends"
+        )
+    return str(access.describe())
 
 
 def render(rows: list[WorkerRow], nodes: list[NodeRow] = (), elastic: list[SizeRow] = ()) -> str:

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import pathlib
 
-from rlplace.commands.arguments import add_show_env_argument
+from rlplace.commands.arguments import add_entry_arguments, add_show_env_argument, config_file
 from rlplace.errors import ConfigError
 
 #: Exit status when any file is invalid (the CLI's config-error code).
@@ -26,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="YAML config files (cluster: section, either dialect; Hydra primary or group files), then Hydra "
         "overrides like cluster=4t4e cluster.train_worker_num=8",
     )
+    add_entry_arguments(p)
     add_show_env_argument(p)
     p.set_defaults(func=run)
 
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for name in files:
         try:
-            spec = load(pathlib.Path(name), overrides=overrides, show_env=args.show_env)
+            spec = load(config_file(name, args), overrides=overrides, show_env=args.show_env)
         except ConfigError as e:
             status = EXIT_INVALID
             for problem in e.problems:

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from rlplace.config import elastic, names, node_groups, pools, topology, training
+from rlplace.config import elastic, names, node_groups, pools, topology, training, verl
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
 from rlplace.config.fields import INVALID, written
 from rlplace.config.files import read_config_text
@@ -93,7 +93,7 @@ def load_with(
         spec,
         source=rep.file,
         warnings=warnings,
-        locations=_locations(rep, data),
+        locations={**_locations(rep, data), **spec.locations},
         from_env=from_env,
     )
     return spec, extra
@@ -140,6 +140,15 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
         source = pathlib.Path(source)
     if isinstance(source, pathlib.Path):
         rep = Reporter(filename or str(source))
+        if source.suffix == ".py":  # the script given where its config belongs (`rlplace run train.py`)
+            raise ConfigError(
+                Problem(
+                    "",
+                    "this is a Python file, not a YAML config: name the config with the cluster: section here; to "
+                    f"run this script on its plan: rlplace run CONFIG.yaml -- python {source}",
+                    file=rep.file,
+                )
+            )
         text = read_config_text(source, rep.file)
         budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
         budget.take_config()
@@ -194,6 +203,8 @@ def _from_omegaconf(source: object, rep: Reporter) -> object | None:
 
 
 def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
+    if verl.is_verl(data):  # verl's trainer configs: placement is what its trainers build (config/verl)
+        return verl.build(values, rep)
     located = _locate(data, rep, values)
     if located is None:
         return None

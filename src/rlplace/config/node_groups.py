@@ -1,4 +1,5 @@
-"""Dialect "node_groups" (spec/heterogeneous-cluster.*) -> the one model: node groups and components.
+"""Dialect "node_groups" (RLinf's; docs/config.md, 'Dialect "node groups"') -> the one model: node groups and
+components.
 
 The input is the structurally checked `cluster:` section (see `sections.NODE_GROUPS_SECTION`); here live
 the rules that relate keys: reserved and unique labels, ranks inside num_nodes, env_configs inside their

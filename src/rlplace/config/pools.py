@@ -1,4 +1,5 @@
-"""Dialect "pools" (spec/placement-strategy.txt) -> the one model: settings, components, pools as groups.
+"""Dialect "pools" (RLightning's; docs/config.md, 'Dialect "pools"') -> the one model: settings, components, pools as
+groups.
 
 The input is the structurally checked `cluster:` section (see `sections.POOLS_SECTION`); here live the
 rules that relate keys: mode vs resource_pool, strategy vs env_strategy and is_colocated, one pool per
@@ -17,6 +18,7 @@ from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.ranges import format_ranks
 from rlplace.config.sections import CPU_KEYS, REMOTE_KEYS
 from rlplace.model import (
+    COUNTED_COMPONENTS,
     POOL_COMPONENTS,
     RESERVED_LABELS,
     ComponentSpec,
@@ -27,10 +29,6 @@ from rlplace.model import (
     Segment,
 )
 
-#: Components that auto mode always places (the buffer follows `buffer_worker_num`).
-AUTO_COMPONENTS = ("train", "eval", "env")
-#: Components with `<c>_worker_num` / `<c>_each_gpu_num` keys; the buffer's count is `buffer_worker_num`.
-COUNTED = ("train", "eval", "env")
 #: Buffer shards hold host memory; a range only says on which pool's nodes they live.
 BUFFER_GPUS = 0.0
 
@@ -75,7 +73,7 @@ def _spec(
                 + ("" if "mode" in block else " (the default when not written)")
                 + "; set placement.mode: manual to use these pools, or remove resource_pool",
             )
-        return JobSpec("pools", settings, tuple(_auto_component(c, cluster, base) for c in AUTO_COMPONENTS))
+        return JobSpec("pools", settings, tuple(_auto_component(c, cluster, base) for c in COUNTED_COMPONENTS))
     if pools is None:
         rep.add(
             mode_path,
@@ -297,7 +295,7 @@ def _manual_components(
     ranges: dict[str, tuple[str, tuple[int, ...], Path]],
     rep: Reporter,
 ) -> tuple[ComponentSpec, ...]:
-    for name in COUNTED:
+    for name in COUNTED_COMPONENTS:
         for key in (f"{name}_worker_num", f"{name}_each_gpu_num"):
             if key in cluster and name not in written_in_pools:
                 rep.add(

@@ -9,7 +9,7 @@ Everything here is pure and knows nothing of key paths: errors are `RangeError` 
 message that names the offending text and what would be valid; the loader adds the key path and line.
 Rules that need no inventory are checked here, so every caller gets them: ranges run forwards, no rank
 appears twice, process ranks continue 0, 1, 2, ... across segments, and n processes over m resources
-need n % m == 0 or m % n == 0 (shared/DESIGN.md, "Workers over resources").
+need n % m == 0 or m % n == 0 (docs/decisions.md, "Workers over resources").
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def format_ranks(ranks: Iterable[int], *, block: int | None = None) -> str:
     """The inverse of `parse_ranks`: ``[0, ..., 15]`` -> ``"0-15"``, or ``"0-7, 8-15"`` with ``block=8``.
 
     Runs of consecutive ranks are compressed; `block` also breaks runs at multiples of it (one term per
-    node in the spec's pool-range style). Order is kept, so non-ascending input stays readable.
+    node in RLightning's pool-range style). Order is kept, so non-ascending input stays readable.
     """
     terms: list[str] = []
     run: list[int] = []

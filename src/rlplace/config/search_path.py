@@ -11,6 +11,9 @@ Reading a config never runs code: a `pkg://a.b.conf` entry is found by looking f
 `sys.path`, the way Python's path finder looks for packages, without importing `a` or `a.b` (whose
 `__init__.py` would run; `importlib.util.find_spec` imports every parent). A package that is not a folder on
 `sys.path` (inside a zip, or served by an import hook) is skipped with a message saying to name its folder.
+A primary config that lies inside the package it names (verl's `fully_async_ppo_trainer.yaml`, inside `verl/`,
+with `pkg://verl.trainer.config`) finds that copy of the package first: the one its trainer runs from
+(`python -m` from a checkout's root puts the checkout first on the path), whether or not it is on `sys.path`.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ def search_path(primary: str, entries: object, environ: Mapping[str, str] | None
     for i, text in enumerate(entries if isinstance(entries, list) else []):
         if not isinstance(text, str):
             continue  # Hydra refuses such a list; the loader reports it
-        entry = resolve_entry(text, ("hydra", "searchpath", i), environ)
+        entry = resolve_entry(text, ("hydra", "searchpath", i), environ, primary)
         if entry.folder is None:
             path.skipped.append(entry)
         else:
@@ -111,7 +114,7 @@ def resolve_env(text: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
     return _ENV.sub(env, text), missing
 
 
-def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
+def resolve_entry(text: str, key: Path, environ: Mapping[str, str], primary: str | None = None) -> Entry:
     resolved, missing = resolve_env(text, environ)
     if missing:
         return Entry(text, key, None, tuple(missing), f"{' and '.join(missing)} {_is(missing)} not set")
@@ -125,7 +128,8 @@ def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
         return Entry(text, key, rest)
     if scheme == "pkg":
         name = rest.replace("/", ".").rstrip(".")
-        folder = package_folder(name)
+        own = _own_package_root(primary, name.split(".")[0]) if primary else None
+        folder = (own and package_folder(name, [own])) or package_folder(name)
         if folder is None:
             return Entry(
                 text,
@@ -138,6 +142,24 @@ def resolve_entry(text: str, key: Path, environ: Mapping[str, str]) -> Entry:
             )
         return Entry(text, key, folder)
     return Entry(text, key, None, (), f"rlplace reads file:// and pkg:// search paths, not {scheme}://")
+
+
+def _own_package_root(primary: str, top: str) -> str | None:
+    """The folder holding the package `top` that `primary` lies inside (`/src/verl` for
+    `/src/verl/verl/experimental/x/config/a.yaml` and `verl`), or None when it lies in no such package. Relative
+    to the current folder when inside it (`.` from a checkout's root), so messages name the files as the user's
+    own paths do."""
+    folder = os.path.dirname(os.path.abspath(primary))
+    while True:
+        parent = os.path.dirname(folder)
+        if os.path.basename(folder) == top and any(
+            os.path.isfile(os.path.join(folder, f"__init__{s}")) for s in _SUFFIXES
+        ):
+            inside = os.path.relpath(parent)
+            return parent if inside.startswith(os.pardir) else inside
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def _default(text: str) -> str:

@@ -1,7 +1,7 @@
 """Every key of both config dialects, declared once (checked by `fields`, exported by `rlplace schema`).
 
-Dialect "pools" is spec/placement-strategy.txt (worker counts, `placement`, `resource_pool`); dialect
-"node_groups" is spec/heterogeneous-cluster.* (`num_nodes`, `node_groups`, `component_placement`).
+Dialect "pools" is RLightning's (worker counts, `placement`, `resource_pool`); dialect "node_groups" is RLinf's
+(`num_nodes`, `node_groups`, `component_placement`); docs/config.md describes both.
 Rules that relate several keys live in `pools.py` and `node_groups.py`.
 """
 
@@ -230,7 +230,7 @@ TOPOLOGY = Field(
     "topology levels (nvlink_domain, rack, zone) -> the node label key(s) naming them (null or left out: defaults)",
 )
 
-# --- dialect "node_groups" (spec/heterogeneous-cluster.*) -------------------------------------------
+# --- dialect "node_groups" (RLinf's) ----------------------------------------------------------------
 
 # Unknown keys (docs/config.md, "Unknown keys"): where RLinf rejects them (node groups, env configs, hardware)
 # they are errors; where it ignores them (the top of the section, a component's placement entry) only a near
@@ -341,11 +341,11 @@ NODE_GROUPS_SECTION = Section(
         "model_bytes": MODEL_BYTES,
         "disaggregated_stages": DISAGGREGATED_STAGES,
     },
-    doc="Heterogeneous cluster: node groups and component placement (spec/heterogeneous-cluster).",
+    doc="Heterogeneous cluster: node groups and component placement (RLinf's dialect; docs/config.md).",
     lenient=True,
 )
 
-# --- dialect "pools" (spec/placement-strategy.txt) ----------------------------------------------------
+# --- dialect "pools" (RLightning's) ------------------------------------------------------------------
 
 _GPUS_PER_WORKER = Number(0.0, whole_above_one=True)
 
@@ -398,7 +398,7 @@ def _ray_address(value: object) -> str:
 #: RLightning's `remote_<key>` switches and the component each one moves into the driver (storage = buffer).
 REMOTE_KEYS = {"remote_train": "train", "remote_eval": "eval", "remote_storage": "buffer", "remote_env": "env"}
 #: Components with `<c>_each_cpu_num` (CPUs per worker, rlplace's key beside `<c>_each_gpu_num`).
-CPU_KEYS = {f"{c}_each_cpu_num": c for c in ("train", "eval", "env", "buffer")}
+CPU_KEYS = {f"{c}_each_cpu_num": c for c in POOL_COMPONENTS}
 
 
 def _buffer_num(value: object) -> object:
@@ -441,7 +441,7 @@ POOLS_SECTION = Section(
         "model_bytes": MODEL_BYTES,
         "disaggregated_stages": DISAGGREGATED_STAGES,
     },
-    doc="Placement strategy: worker counts, placement mode/strategy, resource pools (spec/placement-strategy).",
+    doc="Placement strategy: worker counts, placement mode/strategy, resource pools (RLightning's; docs/config.md).",
     lenient=True,
 )
 

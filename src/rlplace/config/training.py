@@ -9,6 +9,9 @@ framework launches workers from other keys too, and rlplace reads them the same 
   `buffer_worker_num` shards, or `storage.num_shards`), and GPUs per train/eval worker from
   `policy.train_num_gpus` / `policy.eval_num_gpus` when the cluster section does not say
   (rlightning/utils/placement/scheduling.py).
+- RLinf configs (a node-groups `cluster:` beside `actor:`, `critic:`, ...): the Megatron model-parallel groups
+  of each `<role>.model` (tensor x context-parallel, expert-parallel), whatever else the config has, which the
+  planner keeps inside NVLink domains.
 - RLinf reasoning configs (a node-groups `cluster:` placing actor and rollout, no env, beside `actor:` and
   `rollout:`): each rollout process spans `rollout.tensor_parallel_size` GPUs as RLinf's model-parallel
   placement does (rlinf/utils/placement.py): collocated with the actor (same GPUs), packed with a stride of
@@ -51,6 +54,7 @@ def apply(
         return _rlightning(spec, cluster, values, rep)
     if spec.dialect == "node_groups":
         model_parallel.check(spec, values, rep)
+        spec = _model_parallel(spec, values, rep)  # every config: the groups do not depend on a rollout section
         if values.present(("rollout",)) and isinstance(top.get("rollout"), Mapping):
             return _rlinf_reasoning(spec, values, rep)
     return spec
@@ -246,7 +250,6 @@ def _rlinf_reasoning(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
     if None in (actor_tp, rollout_tp, rollout_pp):
         return spec
     spec = _auto_scheduled(spec, values, rollout_tp, rep)  # type: ignore[arg-type]
-    spec = _model_parallel(spec, values, rep)
     actor, rollout = spec.component("actor"), spec.component("rollout")
     task = model_parallel.task_type(values)
     shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, task, rep)  # type: ignore[arg-type]

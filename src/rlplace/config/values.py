@@ -26,7 +26,7 @@ from rlplace.config import from_env
 from rlplace.config.compose import Gap
 from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter, format_path, show
-from rlplace.errors import Problem
+from rlplace.errors import Problem, first_line
 from rlplace.model import EnvValue
 
 _MARK = "${"
@@ -200,7 +200,7 @@ class Values:
                 if isinstance(value, omegaconf.DictConfig | omegaconf.ListConfig):
                     value = omegaconf.OmegaConf.to_container(value, resolve=True)
             except Exception as e:  # OmegaConf raises many kinds (grammar, missing key, unknown resolver)
-                why = from_env.token_variable_refused(reads.refused[0]) if reads.refused else _first_line(e)
+                why = from_env.token_variable_refused(reads.refused[0]) if reads.refused else first_line(e, limit=None)
                 self.rep.add(path, f"cannot resolve {show(text)}: {why}", text)
                 return INVALID
         if reads.read:
@@ -229,7 +229,3 @@ def _omegaconf() -> object | None:
     except ImportError:
         return None
     return omegaconf
-
-
-def _first_line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -228,7 +228,7 @@ def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
-        message = _yaml_message(e)
+        message = _tab_message(text, mark) or _yaml_message(e)
         if message == _TOO_DEEP:
             over_limit((), message, line)
         else:
@@ -252,6 +252,19 @@ def too_large(size: int, *, composed: bool = False) -> str:
     return (
         f"{what} {size / 2**20:.1f} MiB{together}, and rlplace reads configs of up to {MAX_BYTES // 2**20} MiB "
         "(a cluster config is a few KiB)"
+    )
+
+
+def _tab_message(text: str, mark: yaml.Mark | None) -> str | None:
+    """A tab where YAML met something it cannot read, said as a tab: YAML's own words ("found character that
+    cannot start any token") do not name it, and a tab looks like spaces in an editor."""
+    if mark is None or mark.index >= len(text) or text[mark.index] != "\t":
+        return None
+    column = mark.column + 1
+    return (
+        f"a tab (column {column}); YAML indents with spaces only: replace the tab with spaces"
+        if not text[mark.index - mark.column : mark.index].strip()
+        else f"a tab (column {column}) where YAML cannot take one: replace it with spaces"
     )
 
 

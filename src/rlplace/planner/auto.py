@@ -10,7 +10,7 @@ from itertools import groupby
 
 from rlplace.errors import ConfigError, PlanError, Problem
 from rlplace.inventory import Inventory
-from rlplace.model import NVLINK_DOMAIN, RACK, ZONE
+from rlplace.model import COUNTED_COMPONENTS, NVLINK_DOMAIN, RACK, ZONE
 from rlplace.plan import PlanTopology
 from rlplace.planner.builder import PlanBuilder, Unpinned
 from rlplace.planner.pools import Pool, gpus_needed
@@ -51,7 +51,7 @@ def disaggregate(
     zones, or NVLink domains of several nodes), every rack of the nodes used holds train and rollout nodes in
     proportion, so that weight sync and experience stay inside racks (`_by_unit`); else train takes the first
     nodes and rollout the next ones."""
-    t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
+    t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in COUNTED_COMPONENTS)
     rollout = max(e, v) if env_strategy == "device-colocate" else e + v
     gpu_nodes = [(n.rank, n.num_gpus) for n in inventory.nodes if n.num_gpus > 0]
     if t + rollout > inventory.total_gpus:
@@ -146,7 +146,7 @@ def _split_chunks(counts: dict[str, Counted], env_strategy: str, chunks: list[in
 def colocate(counts: dict[str, Counted], env_strategy: str, inventory: Inventory) -> list[Pool]:
     """One global_pool: train i, eval i (and env i under device-colocate) on pool GPU i."""
     _check_shareable(counts)
-    t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in ("train", "eval", "env"))
+    t, e, v = (gpus_needed(counts[k].count, counts[k].gpus) for k in COUNTED_COMPONENTS)
     rollout = max(e, v) if env_strategy == "device-colocate" else e + v
     need = max(t, rollout)
     if need > inventory.total_gpus:

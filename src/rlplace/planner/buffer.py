@@ -1,7 +1,7 @@
 """Buffer shards: CPU-only workers of component `buffer`, pinned to nodes.
 
 Under pool strategies a shard lives on every node holding train workers, so `sample()` from a train
-worker stays node-local (the spec's alignment constraint); under strategy default one shard per GPU
+worker stays node-local (RLightning's alignment constraint); under strategy default one shard per GPU
 node (at most one per train worker), pinned by node affinity rather than placement groups.
 """
 

@@ -10,15 +10,16 @@ from collections.abc import Callable
 
 from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
-from rlplace.model import JobSpec
+from rlplace.model import COUNTED_COMPONENTS, JobSpec
 from rlplace.plan import EffectiveSettings, Plan
-from rlplace.planner import auto, buffer, elastic, notes
+from rlplace.planner import auto, buffer, elastic, notes, rack_hint
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, Unpinned
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
 from rlplace.planner.pools import Pool, bind_manual_pools, default_count, pack
 from rlplace.planner.settings import Counted, Resolved, auto_counts, buffer_cpus, offload, resolve
 from rlplace.planner.topology import read_topology
+from rlplace.planner.verl import plan_verl
 
 
 def plan(spec: JobSpec, inventory: Inventory) -> Plan:
@@ -26,6 +27,9 @@ def plan(spec: JobSpec, inventory: Inventory) -> Plan:
     carry their ranges (`Plan.elastic`), and the model's size where the config says it (`Plan.model_bytes`)."""
     with gc_paused():
         placed = elastic.attach(spec, _plan(spec, inventory), inventory)
+    hint = rack_hint.cross_rack_hint(spec, placed, inventory, plan)
+    if hint is not None:
+        placed = dataclasses.replace(placed, warnings=(*placed.warnings, hint))
     return dataclasses.replace(placed, model_bytes=spec.model_bytes) if spec.model_bytes else placed
 
 
@@ -34,6 +38,8 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
     builder = PlanBuilder(warnings=[*spec.warnings, *r.warnings])
     builder.topology = read_topology(spec.topology, inventory, builder.warnings)
     builder.accelerators = {n.rank: n.accelerator_resource for n in inventory.nodes if n.accelerator_resource != "GPU"}
+    if spec.dialect == "verl":
+        return builder.finish(_settings(spec, r, plan_verl(builder, spec, inventory), 0, builder.warnings))
     if spec.dialect == "node_groups":
         is_colocated = plan_node_groups(builder, spec, inventory)
         if r.is_colocated is not None:
@@ -144,7 +150,7 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
     ranged = {c: len(p.ranges[c]) for p in pools for c in p.ranges}
     out: dict[str, Counted] = {}
     filled: dict[str, int] = {}  # counts left out, filled from the ranges
-    for name in ("train", "eval", "env"):
+    for name in COUNTED_COMPONENTS:
         c = spec.component(name)
         if c is None:
             continue
@@ -175,9 +181,10 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
 def _pack_pools(builder: PlanBuilder, pools: list[Pool], counts: dict[str, Counted], source) -> dict[str, Block]:
     pool_of = {c: p for p in pools for c in p.ranges}
     blocks = {}
-    for name in ("train", "eval", "env"):
+    for name in COUNTED_COMPONENTS:
         if name in counts and name in pool_of and counts[name].count:
-            blocks[name] = pack(builder, pool_of[name], counts[name], source)
+            partners = blocks.get("eval") if name == "env" else None  # env i steps with eval i * eval / env
+            blocks[name] = pack(builder, pool_of[name], counts[name], source, partners)
     return blocks
 
 

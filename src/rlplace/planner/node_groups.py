@@ -1,4 +1,5 @@
-"""The node-groups dialect (spec/heterogeneous-cluster): placement strings over group-local resource ranks.
+"""The node-groups dialect (RLinf's; docs/planner.md, "Node-groups dialect"): placement strings over group-local
+resource ranks.
 
 A group's resources, counted node by node in node-rank order: its hardware units (robots) if it has
 `hardware`; else the nodes' accelerators; else (no accelerator in the group, or `ignore_hardware`) the
@@ -287,8 +288,19 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         by_rank = sorted(zip(ranks, picks, strict=True))
         nodes = [_node_at(locate, k) for _, k in by_rank]
         capacity = parallel.domain_gpus(builder.topology, envs.inventory)
+
+        def available() -> list[tuple[int, int]]:  # every GPU of its node groups, for a split group's suggestion
+            return [(k, _node_at(locate, k)) for k in range(total) if locate(k)[0].kind == "gpu"]
+
         parallel.check(
-            c, nodes, [k for _, k in by_rank], builder.topology, capacity, builder.warnings, builder.split_groups
+            c,
+            nodes,
+            [k for _, k in by_rank],
+            builder.topology,
+            capacity,
+            builder.warnings,
+            builder.split_groups,
+            available,
         )
     if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
         r = res[0]

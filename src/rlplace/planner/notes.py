@@ -2,7 +2,7 @@
 
 Each note is written only when the difference changes *this* plan (not as a general disclaimer), once per
 topic, and points at docs/migrating.md. Notes are not warnings: the plan is what rlplace means to do.
-The `resource_pool` dialect is RLightning's (spec/placement-strategy.txt), so these notes concern it only;
+The `resource_pool` dialect is RLightning's (docs/config.md, 'Dialect "pools"'), so these notes concern it only;
 for node-groups configs rlplace places as RLinf does.
 """
 

@@ -12,7 +12,7 @@ group, its ranks, the domains and a placement that would not split it (docs/plan
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rlplace.inventory import Inventory
 from rlplace.model import ComponentSpec
@@ -104,9 +104,12 @@ def check(
     capacity: dict[str | int, int],
     warnings: list[str],
     split: list[MixedGroup],
+    available: Callable[[], Sequence[tuple[int, int]]] = tuple,
 ) -> None:
     """Warn for each group of `c` (rank r on node `nodes[r]`, resource rank `picks[r]`) that spans more NVLink
-    domains than it must; record it in `split`. The placement is kept as written."""
+    domains than it must; record it in `split`. The placement is kept as written; the warning suggests resource
+    ranks for as many whole groups, the written ones first, then the others of `available()` ((resource rank,
+    node) of every GPU the component's node groups have; asked only for a warning)."""
     assert c.model_parallel is not None
     largest = max(capacity.values(), default=0)
     of_rank = domains(topology, nodes)
@@ -128,7 +131,9 @@ def check(
             )
         if bad:
             warnings.append(
-                _split_warning(c, (kind, size, origin), bad, len(of_rank) // size, nodes, of_rank, picks, topology)
+                _split_warning(
+                    c, (kind, size, origin), bad, len(of_rank) // size, nodes, of_rank, picks, topology, available
+                )
             )
 
 
@@ -141,6 +146,7 @@ def _split_warning(
     of_rank: list,
     picks: Sequence[int],
     topology: PlanTopology,
+    available: Callable[[], Sequence[tuple[int, int]]],
 ) -> str:
     kind, size, origin = group
     named = []
@@ -152,12 +158,47 @@ def _split_warning(
         )
         named.append(f"group {start // size} (ranks {start}-{start + size - 1}) spans {where}")
     more = f"; and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
-    fix = choose(c, list(picks), list(nodes), topology, [])
-    return (
+    head = (
         f"{c.name}: {len(bad)} of its {total} {kind} groups ({size} consecutive ranks each: {origin}) span NVLink "
-        f"domains: {'; '.join(named)}{more}. Kept as written; resource ranks that keep every group in one domain: "
-        f"{ranks_brief(fix)}"
+        f"domains: {'; '.join(named)}{more}. Kept as written"
     )
+    fix = _holding(c, picks, nodes, available(), topology)
+    if len(fix) >= total * c.model_parallel.size:  # type: ignore[union-attr]
+        return f"{head}; resource ranks that keep every group in one domain: {ranks_brief(fix)}"
+    if not fix:
+        return f"{head}; no NVLink domain of its node groups holds a whole group"
+    held = len(fix) // c.model_parallel.size  # type: ignore[union-attr]
+    return (
+        f"{head}; no choice of its node groups' GPUs keeps all {total} groups each in one domain: their NVLink "
+        f"domains hold {held} whole group(s), on resource ranks {ranks_brief(fix)}"
+    )
+
+
+def _holding(
+    c: ComponentSpec,
+    picks: Sequence[int],
+    nodes: Sequence[int],
+    available: Sequence[tuple[int, int]],
+    topology: PlanTopology,
+) -> list[int]:
+    """Resource ranks for as many whole groups as `picks` holds, each group inside one NVLink domain (so a
+    suggestion never names ranks that cannot hold the groups): the written ranks first, then the other GPUs of
+    `available`, domain by domain in that order; sorted. A group larger than every domain: `choose`'s fewest
+    domains, of the written ranks."""
+    assert c.model_parallel is not None
+    size = c.model_parallel.size
+    written = set(picks)
+    order = [*zip(picks, nodes, strict=True), *((k, n) for k, n in available if k not in written)]
+    by_domain: dict[str | int, list[int]] = {}
+    for (k, _), d in zip(order, domains(topology, [n for _, n in order]), strict=True):
+        by_domain.setdefault(d, []).append(k)
+    if size > max(map(len, by_domain.values())):
+        return choose(c, list(picks), list(nodes), topology, [])
+    want = len(picks) - len(picks) % size
+    kept: list[int] = []
+    for ps in by_domain.values():
+        kept += ps[: min(len(ps) - len(ps) % size, want - len(kept))]
+    return sorted(kept)
 
 
 def _what(c: ComponentSpec) -> str:

@@ -4,8 +4,8 @@ pool-global GPU indices of each component's range.
 Auto mode builds the same `Pool` objects (see `auto.py`), so manual and auto plans go through one
 packing routine, and an exported auto plan re-plans in manual mode to the identical placement.
 
-Node binding rules (DESIGN.md; docs/planner.md); pools never share a node, and a pool uses local GPUs
-0..num_gpus-1 of each of its nodes:
+Node binding rules (docs/planner.md, "Manual mode: resource pools"); pools never share a node, and a pool uses local
+GPUs 0..num_gpus-1 of each of its nodes:
 - with `node_ids`: the named nodes, `num_gpus[i]` GPUs on node i;
 - without `node_ids`: the next `num_node` nodes with GPUs that no pool has taken, in rank order;
   they must have equal GPU counts.
@@ -200,8 +200,11 @@ def default_count(range_size: int, gpus: float) -> int:
     return range_size // round(gpus)
 
 
-def pack(builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None) -> Block:
-    """Pack `c.count` workers in index order onto the GPUs of `c.name`'s range in `pool`."""
+def pack(
+    builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None, partners: Block | None = None
+) -> Block:
+    """Pack `c.count` workers in index order onto the GPUs of `c.name`'s range in `pool`; CPU-only workers go
+    beside the worker of `partners` each steps with (`_cpu_slots`)."""
     rng = pool.ranges[c.name]
     path = pool.paths.get(c.name) or f"resource_pool.{pool.name}.{c.name}"
     g = c.gpus
@@ -226,7 +229,7 @@ def pack(builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None
             )
         )
     if g <= 0:
-        slots = _cpu_slots(builder, pool, c, rng)
+        slots = _cpu_slots(builder, pool, c, rng, partners)
     elif g < 1:
         k = per_gpu(g)
         slots = _single(builder, pool, [rng[i // k] for i in range(c.count)], c)
@@ -299,11 +302,24 @@ def _exclusive(pool: Pool, c: Counted, clash: list[int]) -> None:
         )
 
 
-def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int]) -> list[int]:
-    """CPU-only workers (0 GPUs): round-robin over the nodes of the range (or of the pool)."""
+def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], partners: Block | None) -> list[int]:
+    """CPU-only workers (0 GPUs) on the nodes of the range (or of the pool): worker i on the node of the partner
+    it steps with, partner i * partners / workers (the estimate's pairing, `rlplace.planner.estimate`: an env worker
+    and its eval worker exchange every step's observations and actions), where that node is one of them; else
+    round-robin over them."""
     nodes, _ = pool.flat()
     on = list(dict.fromkeys(nodes[p] for p in rng)) or pool.nodes
-    return [builder.slot(("cpu", c.name, i), on[i % len(on)], (), pool.name) for i in range(c.count)]
+    beside = [builder.slot_node[s] for s in partners.slots] if partners is not None and partners.slots else []
+    allowed = set(on)
+
+    def node(i: int) -> int:
+        if beside:
+            partner = beside[i * len(beside) // c.count]
+            if partner in allowed:
+                return partner
+        return on[i % len(on)]
+
+    return [builder.slot(("cpu", c.name, i), node(i), (), pool.name) for i in range(c.count)]
 
 
 def _idle_warning(pool: Pool, c: Counted, rng: list[int], need: int) -> str:

@@ -36,10 +36,19 @@ __all__ = ["Resize", "SizeChange", "grow", "grow_back", "resize", "shrink", "shr
 # -- the API --------------------------------------------------------------------------------------------------
 
 
-def resize(spec: JobSpec, plan: Plan, live: Inventory, component: str, n: int, *, down: Collection[int] = ()) -> Resize:
-    """Grow or shrink `component` to `n` workers (highest ranks go first); an unchanged size changes nothing."""
+def resize(
+    spec: JobSpec | None, plan: Plan, live: Inventory, component: str, n: int, *, down: Collection[int] = ()
+) -> Resize:
+    """Grow or shrink `component` to `n` workers (highest ranks go first); an unchanged size changes nothing. The one
+    place that decides which (`job.resize` asks it). Growing reads the config the plan was made from (`spec`: GPUs per
+    worker, groups), which a plan alone does not keep: None is a PlanError when it is needed."""
     size = len(plan.by_component(component))
     if n > size:
+        if spec is None:
+            raise PlanError(
+                f"growing {component} needs the config the plan was made from (GPUs per worker, groups): "
+                "connect with the config or its JobSpec rather than a finished Plan"
+            )
         return grow(spec, plan, live, component, n - size, down=down)
     if n < size:
         return shrink(plan, component, to=n)

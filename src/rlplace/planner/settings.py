@@ -1,12 +1,12 @@
-"""Effective settings: every value the user left out, derived the way DESIGN.md decides, so a plan
-says exactly what it was made with (and never rewrites a written value silently)."""
+"""Effective settings: every value the user left out, derived as docs/decisions.md ("Values left out") decides, so a
+plan says exactly what it was made with (and never rewrites a written value silently)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from rlplace.errors import ConfigError, Problem
-from rlplace.model import ComponentSpec, JobSpec
+from rlplace.model import COUNTED_COMPONENTS, ComponentSpec, JobSpec
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ def resolve(spec: JobSpec) -> Resolved:
     where = spec.source
     if spec.dialect == "node_groups":
         return Resolved("manual", "node_groups", "default", s.is_colocated, s.enable_offload, ())
+    if spec.dialect == "verl":  # verl's trainer decides the pools (planner/verl.py)
+        return Resolved("manual", "verl", "default", None, None, ())
     warnings: list[str] = []
     if s.mode == "manual":
         if s.strategy is not None or s.env_strategy is not None:
@@ -47,7 +49,7 @@ def resolve(spec: JobSpec) -> Resolved:
         )
     env_strategy = s.env_strategy or "default"
     # device-colocate beside disaggregate is planned as RLightning does (env i shares eval i's GPU in the
-    # rollout pool), although the spec's table says "Requires strategy: colocate" (docs/planner.md).
+    # rollout pool), although RLightning's docs' table says "Requires strategy: colocate" (docs/planner.md).
     # env_strategy under strategy default has no effect: the loader warns (JobSpec.warnings, with file and line).
     return Resolved("auto", strategy, env_strategy, strategy == "colocate", s.enable_offload, tuple(warnings))
 
@@ -77,9 +79,9 @@ class Counted:
 
 
 def auto_counts(spec: JobSpec) -> dict[str, Counted]:
-    """Worker counts in auto mode: train/eval default 1, env follows eval (DESIGN.md)."""
+    """Worker counts in auto mode: train/eval default 1, env follows eval (docs/decisions.md, "Values left out")."""
     out: dict[str, Counted] = {}
-    for name in ("train", "eval", "env"):
+    for name in COUNTED_COMPONENTS:
         c = spec.component(name) or ComponentSpec(name=name, path=f"cluster.{name}_worker_num")
         n = c.num_workers
         if n is None:

@@ -1,10 +1,10 @@
 """The cluster's topology as the planner reads it: each node's unit at each level, and how near two nodes are.
 
-A node's place is its labels (DESIGN.md, "Topology"), innermost level first; `cluster.topology` names the levels
-and their label keys (`JobSpec.topology`). A level no node carries is left out (the plan is topology-blind
-there; a warning says so when the config named it). A node carrying none of a level's keys is a unit of its own:
-a node without an NVLink-domain label is its own domain, and a node without a rack label shares no rack with
-anyone (the estimate then counts its traffic as crossing racks, never as staying inside one).
+A node's place is its labels (docs/decisions.md, "Topology, the planner part"), innermost level first;
+`cluster.topology` names the levels and their label keys (`JobSpec.topology`). A level no node carries is left out (the
+plan is topology-blind there; a warning says so when the config named it). A node carrying none of a level's keys is a
+unit of its own: a node without an NVLink-domain label is its own domain, and a node without a rack label shares no rack
+with anyone (the estimate then counts its traffic as crossing racks, never as staying inside one).
 
 Pure and linear in the nodes: read once per plan (a few milliseconds for 4,096 nodes), then every rule asks by
 node rank. The rules that use it: the placement of model-parallel groups (`planner.parallel`), the rack-by-rack
@@ -138,7 +138,7 @@ def spare_order(lost: Node, spares: Sequence[Node], levels: Sequence[TopologyLev
     the rest; among equally near ones those whose units hold more spares first, so that a rack's only spare stays
     for a loss in that rack (spares spread over failure domains); else in the given order (by IP).
 
-    Pure, on the nodes' labels: the failover rules (`rlplace.ray.failover`) call it with the lost node as the job
+    Pure, on the nodes' labels: the failover rules (`rlplace.ray.failover.rules`) call it with the lost node as the job
     knew it and the live spares."""
     topology = read_topology(levels, [lost, *spares])  # by position: 0 is the lost node, i the i-th spare
     units = {lv: [topology.unit(lv, i) for i in range(len(spares) + 1)] for lv in topology.levels}

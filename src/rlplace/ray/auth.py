@@ -100,13 +100,12 @@ def find_token(environ: Mapping[str, str], token_file: Path | None = None) -> To
     checked as `token_file` says (a file another user owns, a character Ray would abort on, ...)."""
     if token_file is not None:
         return _read_named(token_file, f"--token-file {token_file}")
-    value = environ.get(TOKEN_ENV, "").strip()
-    if value:
-        token_file_module.check_value(value, f"${TOKEN_ENV}")
+    value = env_token(environ)
+    if value is not None:
         return Token(value, f"${TOKEN_ENV}")
     named = environ.get(TOKEN_PATH_ENV, "")
     if named:
-        return _read_named(Path(named), f"${TOKEN_PATH_ENV}={named}")
+        return _read_named(absolute_path(named), f"${TOKEN_PATH_ENV}={named}")
     default = default_token_file()
     try:
         return _read_named(default, str(default), missing_ok=True)
@@ -116,6 +115,24 @@ def find_token(environ: Mapping[str, str], token_file: Path | None = None) -> To
         if str(e).startswith(f"{default}: the token file is empty"):
             return None  # as in Ray: an empty default file is no token
         raise
+
+
+def env_token(environ: Mapping[str, str]) -> str | None:
+    """$RAY_AUTH_TOKEN as Ray reads it: unset or empty is no token; anything else is the token, stripped of the
+    whitespace Ray strips (token_file.RAY_WHITESPACE, not Python's wider set: a token ending in U+00A0 or U+001C is
+    not the token Ray would send) and checked (token_file.check_value). A value of whitespace only is refused:
+    Ray takes it for an empty token and aborts the process."""
+    raw = environ.get(TOKEN_ENV, "")
+    if not raw:
+        return None
+    value = raw.strip(token_file_module.RAY_WHITESPACE)
+    if not value:
+        raise ClusterAccessError(
+            f"${TOKEN_ENV} holds only whitespace: Ray would take it for an empty token and abort the process; unset "
+            "it, or set it to the cluster's token"
+        )
+    token_file_module.check_value(value, f"${TOKEN_ENV}")
+    return value
 
 
 def looked_at(environ: Mapping[str, str], token_file: Path | None = None) -> str:
@@ -136,16 +153,16 @@ def head_token_path(environ: Mapping[str, str], token_file: Path | None = None) 
     `--token-file` beside a token variable that names another token is refused: two sources would leave nodes and
     clients guessing which one counts."""
     if token_file is not None:
-        given = [f"${v}" for v in (TOKEN_ENV, TOKEN_PATH_ENV) if environ.get(v, "").strip()]
-        if given and environ.get(TOKEN_PATH_ENV, "") != str(token_file):
+        given = [f"${v}" for v in (TOKEN_ENV, TOKEN_PATH_ENV) if environ.get(v, "")]
+        if given and absolute_path(environ.get(TOKEN_PATH_ENV, "")) != token_file.absolute():
             raise ClusterAccessError(
                 f"--token-file {token_file} and {' and '.join(given)} both name a token; drop one of them"
             )
         return token_file
-    if environ.get(TOKEN_ENV, "").strip():
+    if environ.get(TOKEN_ENV, ""):
         return None
     named = environ.get(TOKEN_PATH_ENV, "")
-    return Path(named) if named else default_token_file()
+    return absolute_path(named) if named else default_token_file()
 
 
 def token_for_head(environ: Mapping[str, str], token_file: Path | None = None) -> tuple[Token, bool]:
@@ -153,8 +170,7 @@ def token_for_head(environ: Mapping[str, str], token_file: Path | None = None) -
     it is; a file named there that does not exist yet is created with a new random token (mode 0600)."""
     path = head_token_path(environ, token_file)
     if path is None:
-        token = Token(environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}")
-        token_file_module.check_value(token.value, token.source)
+        token = Token(env_token(environ) or "", f"${TOKEN_ENV}")
         token_file_module.head_check(token.value, token.source)
         return token, False
     named = environ.get(TOKEN_PATH_ENV, "")
@@ -167,17 +183,21 @@ def token_for_head(environ: Mapping[str, str], token_file: Path | None = None) -
 
 
 def ray_start_environment(token: Token | None) -> dict[str, str | None]:
-    """What `ray start` gets added to (None: removed from) its environment so that the node requires `token`
-    (None: no token, an open node): the mode, and the token's file, which then beats any $RAY_AUTH_TOKEN."""
+    """What `ray start` (and `rlplace run`'s command) gets added to (None: removed from) its environment so that it
+    requires or presents `token` (None: no token, an open node): the mode, and the token's value as rlplace read
+    and checked it. Never the file's path: Ray would read the file again later, and whoever may replace it meanwhile
+    (a shared folder) would choose the token; and a relative path means another file in Ray's workers, which run
+    elsewhere."""
     if token is None:
         return {MODE_ENV: "disabled"}
-    return {MODE_ENV: "token"} | ({TOKEN_PATH_ENV: str(token.path), TOKEN_ENV: None} if token.path else {})
+    return {MODE_ENV: "token", TOKEN_ENV: token.value, TOKEN_PATH_ENV: None}
 
 
 def create_token_file(path: Path, source: str | None = None) -> Token:
     """Write a new random token (256 bits, as `ray get-auth-token --generate`) to `path`, readable by its owner
     only (0600; a directory created for it is 0700). Never overwrites a file."""
     value = secrets.token_hex(32)
+    path = absolute_path(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -202,7 +222,14 @@ def _read_named(path: Path, source: str, *, missing_ok: bool = False) -> Token:
             f"{source}: cannot read the token file ({e.strerror}); fix the path (Ray itself aborts on a token path "
             "it cannot read)"
         ) from None
-    return Token(value, source, path, notes)
+    return Token(value, source, absolute_path(path), notes)
+
+
+def absolute_path(path: str | Path) -> Path:
+    """A token path as every process must read it (also `--token-file`'s type): absolute, since `ray start` runs
+    Ray's processes in other folders, where a relative path names another file or none (Ray's workers abort); links
+    kept, so messages name the path the user gave."""
+    return Path(os.path.abspath(path)) if str(path) else Path()
 
 
 def _file_state(path: Path) -> str:
@@ -245,18 +272,24 @@ def check_access(
     return Access(address, requires_token=True, token=token)
 
 
-#: RAY_AUTH_MODE as `authenticate` set it, so that a later connection (to another cluster) does not take it for
-#: the user's own setting.
+#: RAY_AUTH_MODE and RAY_AUTH_TOKEN as `authenticate` set them, so that a later connection (to another cluster) does
+#: not take them for the user's own settings.
 _mode_set_here: str | None = None
+_token_set_here: str | None = None
 
 
 def authenticate(address: str) -> Access:
     """Check access to the cluster at `address` and put this process in the cluster's mode, for `ray.init`:
-    RAY_AUTH_MODE=token when it requires a token (as Ray itself does when it joins a local cluster holding one)."""
-    global _mode_set_here
+    RAY_AUTH_MODE=token when it requires a token (as Ray itself does when it joins a local cluster holding one), and
+    RAY_AUTH_TOKEN the token checked here when it came from a file, which Ray would otherwise read again (and
+    whoever can replace the file meanwhile would choose what this process presents)."""
+    global _mode_set_here, _token_set_here
     user_mode = os.environ.get(MODE_ENV)
     if user_mode is not None and user_mode == _mode_set_here:
         user_mode = None
+    if _token_set_here is not None and os.environ.get(TOKEN_ENV) == _token_set_here:
+        del os.environ[TOKEN_ENV]
+    _token_set_here = None
     access = check_access(address, os.environ)
     check_mode(access, user_mode)
     if user_mode is None:
@@ -265,6 +298,8 @@ def authenticate(address: str) -> Access:
         elif _mode_set_here is not None:
             os.environ.pop(MODE_ENV, None)
             _mode_set_here = None
+    if access.token is not None and access.token.path is not None:
+        os.environ[TOKEN_ENV] = _token_set_here = access.token.value
     _compat.reload_auth_settings()
     return access
 

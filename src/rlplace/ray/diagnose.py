@@ -13,14 +13,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlplace.inventory import Node
+from rlplace.lifecycle import GroupState, WorkerState
 from rlplace.planner.capacity import CPU_HINT, add, describe_node, fmt, infeasible, node_totals, shortfall
 
 __all__ = ["CPU_HINT", "add", "describe_node", "fmt", "holders", "infeasible", "node_totals", "shortfall", "starved"]
 
 Resources = Mapping[str, float]
 
-_LIVE_PG_STATES = ("CREATED", "RESCHEDULING")
-_LIVE_ACTOR_STATES = ("ALIVE", "RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY")
+_LIVE_PG_STATES = (GroupState.CREATED, GroupState.RESCHEDULING)
+_LIVE_ACTOR_STATES = (
+    WorkerState.ALIVE,
+    WorkerState.RESTARTING,
+    WorkerState.PENDING_CREATION,
+    WorkerState.DEPENDENCIES_UNREADY,
+)
 _MAX_LISTED = 6
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from rlplace.errors import RendezvousError
 from rlplace.ray import records
 from rlplace.ray.labels import NODE_RANK_LABEL
-from rlplace.ray.ports import free_ports, port_range
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.master_ports import free_ports, port_range
+from rlplace.ray.ray_port import RAY
 from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, here
 
 

@@ -3,12 +3,12 @@
 A dead worker surfaces as a PlacementError naming the worker and its node (not a bare Ray
 traceback), so a job stops with a message a user can act on. A worker whose node is lost is different:
 calls on it wait (at most until the job's replacement window ends) while the job moves it to a spare or a
-replacement node (`rlplace.ray.watcher`), and are then re-run on the new worker, or raise NodeLostError.
+replacement node (`rlplace.ray.failover.watcher`), and are then re-run on the new worker, or raise NodeLostError.
 To re-run a call the group remembers what it sent (`rlplace.ray.calls`) until the result is fetched through
 `get()`. When the job shrinks an elastic component instead (no spare, docs/guide.md "Elastic components"), the
 calls on the removed workers raise RanksRemovedError carrying the other calls' results. A resize changes the
 members only between calls being sent (`rlplace.ray.gate`); waiting on a node's health is the watcher's
-(`NodeHealth`); starting a worker again is the job's (`rlplace.ray.ranks`).
+(`NodeWatch`); starting a worker again is the job's (`rlplace.ray.failover.mover`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
-from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
+from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError, first_line
+from rlplace.lifecycle import NodeHealth, WorkerState
 from rlplace.plan import Worker
 from rlplace.ray.calls import Call, CallMemory
 from rlplace.ray.gate import ResizeGate
 from rlplace.ray.port import CallTimedOut, Cluster, WorkerDied
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 from rlplace.ray.worker import WorkerPlacement, placement
 
 #: How long one wait on a result lasts before the group looks whether the worker's node was lost meanwhile.
@@ -34,11 +35,11 @@ def _own_placement(_instance: object) -> WorkerPlacement:
     return placement()
 
 
-class NodeHealth(Protocol):
+class NodeWatch(Protocol):
     """What a group asks about the nodes of its workers (the job's node watcher answers; in memory)."""
 
-    def health(self, rank: int | None) -> str:
-        """`ok`, `lost` or `failed` for node rank `rank` (None: a worker Ray placed itself: `ok`)."""
+    def health(self, rank: int | None) -> NodeHealth:
+        """The health of node rank `rank` (None: a worker Ray placed itself: OK)."""
 
     def check(self, rank: int) -> bool:
         """A call on node `rank` just failed: is the node lost?"""
@@ -58,8 +59,8 @@ class _Untroubled:
     """The health of a group that watches no node (a copy shipped to a worker, or no watcher): every node is ok,
     and a failed call is a dead worker."""
 
-    def health(self, rank: int | None) -> str:
-        return "ok"
+    def health(self, rank: int | None) -> NodeHealth:
+        return NodeHealth.OK
 
     def check(self, rank: int) -> bool:
         return False
@@ -101,12 +102,12 @@ class WorkerGroup:
         actors: Sequence[Any],
         *,
         cluster: Cluster = RAY,
-        health: NodeHealth | None = None,
+        health: NodeWatch | None = None,
         rows: Rows | None = None,
     ):
         self.component = component
         self.cluster = cluster
-        self._health: NodeHealth = health or _UNTROUBLED
+        self._health: NodeWatch = health or _UNTROUBLED
         self._rows = rows
         self._own_rows = tuple(workers)  # the members' rows when there is no `rows` to read
         self._actors: dict[str, Any] = {w.name: a for w, a in zip(workers, actors, strict=True)}
@@ -275,7 +276,7 @@ class WorkerGroup:
             refs = {
                 i: self._submit(w, method, *arguments(i))
                 for i, w in enumerate(members)
-                if self._node_state(w.node_rank) == "ok"
+                if self._health.health(w.node_rank) == NodeHealth.OK
             }
         for i, w in enumerate(members):
             if i not in refs:
@@ -320,7 +321,7 @@ class WorkerGroup:
                 if not moved and not self._node_lost(worker.node_rank):
                     self._calls.forget(key(ref))
                     raise PlacementError(
-                        f"worker {worker.name} on node {worker.node_rank} died during {method}(): {_first_line(e)}"
+                        f"worker {worker.name} on node {worker.node_rank} died during {method}(): {first_line(e)}"
                     ) from e
             else:
                 self._calls.forget(key(ref))
@@ -353,7 +354,7 @@ class WorkerGroup:
             try:
                 return self.cluster.get(ref, _SLICE_S if left is None else min(_SLICE_S, left))
             except CallTimedOut as e:
-                if self._node_state(worker.node_rank) not in ("ok", "draining"):
+                if self._health.health(worker.node_rank) not in (NodeHealth.OK, NodeHealth.DRAINING):
                     raise _NodeDown from e
                 if left is not None and left <= _SLICE_S:
                     raise PlacementError(
@@ -374,9 +375,6 @@ class WorkerGroup:
         with self._sending():
             return self._submit(worker, call.method, call.args, call.kwargs)
 
-    def _node_state(self, node_rank: int | None) -> str:
-        return self._health.health(node_rank)
-
     def _replaced(self, call: Call) -> bool:
         """Was the call sent to an earlier incarnation of its worker (since moved off a lost node)?"""
         with self._gate.lock:
@@ -388,7 +386,7 @@ class WorkerGroup:
 
     def _usable(self, node_rank: int | None, deadline: float | None) -> bool:
         """Wait while the node is lost; False if `deadline` came first (NodeLostError past the window)."""
-        return self._health.health(node_rank) == "ok" or self._health.wait_usable(node_rank, deadline)
+        return self._health.health(node_rank) == NodeHealth.OK or self._health.wait_usable(node_rank, deadline)
 
     def placements(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Each worker's own view of its placement (no method needed on the worker class)."""
@@ -428,13 +426,8 @@ def wait_dead(cluster: Cluster, actor_ids: Sequence[str], timeout_s: float) -> s
     deadline = cluster.now() + timeout_s
     while left:
         table = cluster.actor_table()
-        left = {i for i in left if table.get(i, {}).get("State", "DEAD") != "DEAD"}
+        left = {i for i in left if table.get(i, {}).get("State", WorkerState.DEAD) != WorkerState.DEAD}
         if not left or cluster.now() >= deadline:
             break
         cluster.sleep(0.05)
     return left
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__

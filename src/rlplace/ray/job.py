@@ -8,7 +8,7 @@ and waits until Ray reports them gone, so a test or a retry never trips over lef
 The Job is the top of the Ray layer and holds little itself: the job's state (`rlplace.ray.state`: plan,
 rank -> node map, events) and the services that take it (reservation, rendezvous, launcher, node watcher,
 the job record). When a node is lost the watcher decides and the Job's mover acts on the ranks
-(`rlplace.ray.ranks.Ranks`: drop a lost node's workers, move them to a spare or replacement, or shrink its
+(`rlplace.ray.failover.mover.RankMover`: drop a lost node's workers, move them to a spare or replacement, or shrink its
 elastic components, and grow them back); `resize()` changes an elastic component's size through the same mover.
 """
 
@@ -17,32 +17,36 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
+import sys
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 from rlplace import planner
-from rlplace.errors import ConfigError, PlacementError, Problem, RlplaceError
+from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
+from rlplace.lifecycle import NodeMark
 from rlplace.model import JobSpec
 from rlplace.phases import Phases
 from rlplace.plan import Plan, Worker
-from rlplace.ray import auth
-from rlplace.ray.cluster import address_to_join, join, reachable_address
-from rlplace.ray.failover import health_notes
+from rlplace.ray import auth, handoff
+from rlplace.ray.failover.mover import DEATH_WAIT_S, RankMover
+from rlplace.ray.failover.rules import health_notes
+from rlplace.ray.failover.watcher import NodeWatcher
 from rlplace.ray.group import WorkerGroup, wait_dead
+from rlplace.ray.interrupt import exit_130_on_interrupt
+from rlplace.ray.join import address_to_join, join, reachable_address
 from rlplace.ray.launch import Launcher
 from rlplace.ray.nodes import live_inventory
 from rlplace.ray.port import Cluster
-from rlplace.ray.ranks import DEATH_WAIT_S, Ranks
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 from rlplace.ray.records import RecordWriter
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
 from rlplace.ray.state import Change, JobState, Master, NodeEvent, ResizeEvent
 from rlplace.ray.topology import check_live, unplanned
-from rlplace.ray.watcher import NodeWatcher
 from rlplace.ray.worker import WorkerPlacement
 
 log = logging.getLogger(__name__)
@@ -84,11 +88,10 @@ class Job:
         self.launcher = Launcher(cluster, self.state, self._reservation, self._rendezvous)
         #: How to start one more worker of each launched component (after a node loss, or when it grows).
         self._starters: dict[str, Callable[[Worker], Any]] = {}
-        self._ranks = Ranks(
+        self._mover = RankMover(
             cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups, self._starters
         )
-        self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._ranks)
-        self._closed = False
+        self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._mover)
 
     # -- what the job is ---------------------------------------------------------------------------
 
@@ -147,9 +150,8 @@ class Job:
         """Where `component`'s rank 0 listens for torch.distributed (None when Ray places the component)."""
         return self._rendezvous.master(component)
 
-    def node_health(self) -> dict[int, tuple[str, str]]:
-        """rank -> (state, note) for nodes that were lost: `lost`, `failed`, `spare`, `replaced` (the picture
-        shows them)."""
+    def node_health(self) -> dict[int, tuple[NodeMark, str]]:
+        """rank -> (mark, note) for nodes that were lost: LOST, FAILED, SPARE, REPLACED (the picture shows them)."""
         return health_notes(self.state.events)
 
     # -- life cycle --------------------------------------------------------------------------------
@@ -172,19 +174,19 @@ class Job:
 
     def shutdown(self) -> None:
         """Kill every actor and remove every placement group of this job; wait until Ray agrees."""
-        if self._closed:
+        if self.state.closed:
             return
-        self._closed = True
+        # The one mark of a job that is over (the state's): from now on the mover starts nothing, the watcher acts
+        # on nothing, waiting calls wake and raise, and the record is no longer rewritten.
+        self.state.close()
         if not self.cluster.connected():
-            self.state.close()
             return
-        # Removing the groups and killing the actors first also ends any wait of a takeover in progress, so
-        # the watcher stops at once; anything it created meanwhile goes in the second pass.
+        # Removing the groups and killing the actors also ends any wait of a takeover in progress; anything it
+        # created meanwhile goes in the second pass.
         for _ in range(2):
             self._reservation.remove()
             self._kill_all()
             self._watcher.stop()
-        self.state.close()
         self._record.delete()
         self._rendezvous.forget()
         self._wait_dead()
@@ -235,9 +237,9 @@ class Job:
         `timeout_s`, default the job's) naming what is missing on which node, and leaves the job as it was.
         A component not launched yet launches at its new size.
         """
-        if self._closed:
+        if self.state.closed:
             raise PlacementError(f"job {self.name} is shut down; connect again to resize {component!r}")
-        return self._ranks.resize(component, n, self.timeout_s if timeout_s is None else timeout_s)
+        return self._mover.resize(component, n, self.timeout_s if timeout_s is None else timeout_s)
 
     # -- launching ---------------------------------------------------------------------------------
 
@@ -253,17 +255,9 @@ class Job:
     ) -> WorkerGroup:
         """Start every worker of `component` as an actor of `cls(*args, **kwargs)`, in rank order; a component
         the plan runs in the driver (`remote_<component>: false`) becomes a LocalGroup of plain objects."""
-        if self._closed:
+        if self.state.closed:
             raise PlacementError(f"job {self.name} is shut down; connect again to launch {component!r}")
-        workers = self.state.workers(component)
-        if not workers:
-            raise ConfigError(
-                Problem(
-                    path="component",
-                    value=component,
-                    message=f"{component!r} is not in the plan; planned: {self.plan.components}",
-                )
-            )
+        workers = self.state.planned(component)
         if component in self.groups:
             raise PlacementError(f"{component!r} is already launched in job {self.name}")
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
@@ -303,7 +297,7 @@ class Job:
         return Phases.for_job(self)
 
     def phase(self, name: str) -> AbstractContextManager[None]:
-        """`with job.phase("rollout"): ...` runs the spec's offload hooks around the block."""
+        """`with job.phase("rollout"): ...` runs RLightning's offload hooks around the block."""
         return self.phases.phase(name)
 
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
@@ -327,23 +321,31 @@ def connect(
     replace_within_s: float = REPLACE_WITHIN_S,
 ) -> Job:
     """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray; without
-    `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
+    `config`, the job `rlplace run CONFIG -- COMMAND` planned and showed for the command it started: its plan as
+    shown (`$RLPLACE_PLAN`, `rlplace.ray.handoff`), not planned again; a PlacementError names what changed when the
+    live cluster is no longer the one it was planned on.
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
     the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
     `address`, a config that writes `ray_address` (RLightning's key: "auto" for the running cluster, or
     HOST:PORT) is connected there. In auto mode the computed pools are written to `export_path`
-    after a successful start, as the spec's Tip says (None: don't). When a node holding the job's workers is
+    after a successful start, as RLightning's tip says (None: don't). When a node holding the job's workers is
     lost, calls on them wait up to `replace_within_s` seconds after the loss is declared for a hot spare or a
     replacement node to take over, then raise NodeLostError (0: at once).
     """
     spec = _spec(config)
+    handed = handoff.read_handoff() if config is None and inventory is None else None
+    exit_130_on_interrupt()
     if not RAY.connected():
-        _join(address_to_join(address, spec.ray_address if spec is not None else None))
+        _join(address_to_join(address, spec))
     live = live_inventory()
     access = auth.connected_access(RAY.gcs_address())
     auth.warn_if_open(access, [n.address for n in live.nodes], [RAY.driver_ip()])
-    plan = config if spec is None else planner.plan(spec, inventory or live)
+    if handed is not None:  # the plan `rlplace run` showed, for the nodes it was made for
+        plan, planned_on = handed
+        handoff.check_unchanged(planned_on, live)
+    else:
+        plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s, spec=spec).start()
     if export_path is not None:
         _export(plan, export_path)
@@ -377,7 +379,7 @@ def _spec(config: Any) -> JobSpec | None:
 
 
 def _export(plan: Plan, path: str | os.PathLike) -> None:
-    """The spec's Tip: after a successful auto-mode start, write the computed pools for manual tuning."""
+    """RLightning's tip: after a successful auto-mode start, write the computed pools for manual tuning."""
     s = plan.settings
     if s.mode != "auto" or s.dialect != "pools" or not plan.uses_placement_groups or not plan.groups:
         return  # nothing computed to export (manual pools, node groups, strategy default)
@@ -386,5 +388,10 @@ def _export(plan: Plan, path: str | os.PathLike) -> None:
     except ImportError:
         log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    write_resource_pool(plan, path)
-    log.info("wrote the computed resource pool to %s", path)
+    written = write_resource_pool(plan, path, written_by=f"rlplace.connect() in {_command_line()}")
+    (log.warning if written.path != written.asked else log.info)("%s", written.describe())
+
+
+def _command_line() -> str:
+    """This process's command line as typed (`train.py --lr 3e-4`, `rlplace run job.yaml`), for the export's header."""
+    return shlex.join([os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]])

@@ -1,6 +1,6 @@
 """The node labels rlplace sets and reads, defined once (no Ray import: `rlplace start` uses it too).
 
-`rlplace start` writes them with `ray start --labels`; `rlplace.ray.cluster` reads them back to number
+`rlplace start` writes them with `ray start --labels`; `rlplace.ray.join` reads them back to number
 the nodes; placement-group bundles select nodes with them. Keys and values follow the Kubernetes label
 rules Ray enforces (63 characters, alphanumeric at both ends, `-_.` inside).
 """
@@ -15,6 +15,9 @@ ACCELERATOR_LABEL = "rlplace/accelerator"
 #: A hot spare (`rlplace start --spare`): no rank, no work, until a ranked node is lost and the job moves that
 #: node's workers onto it. Value "true".
 SPARE_LABEL = "rlplace/spare"
+#: A node of a cluster rlplace simulates on this machine (`rlplace run --simulate`, `rlplace demo`,
+#: `rlplace.simulated_cluster`): an embedded cluster, started and stopped by one run. Value "true".
+SIMULATED_LABEL = "rlplace/simulated"
 #: Ray sets this label on every node itself; used to pin bundles when the nodes carry no rank labels.
 RAY_NODE_ID_LABEL = "ray.io/node-id"
 

@@ -1,4 +1,4 @@
-"""Start one worker of a plan as a Ray actor (`launch_ray_actor`, the spec's name).
+"""Start one worker of a plan as a Ray actor (`launch_ray_actor`, RLightning's name).
 
 Everything Ray needs to put the worker where the plan says is derived from the plan's Worker row:
 the scheduling strategy (its bundle, or its node), explicit `num_cpus` (Ray's default of 1 CPU would
@@ -25,7 +25,7 @@ from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.labels import HIDE_GPUS_ENV
 from rlplace.ray.nodes import accelerator_of
 from rlplace.ray.port import Cluster
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 from rlplace.ray.state import JobState
 
 #: Options rlplace derives from the plan; a caller overriding them would break the placement.
@@ -235,7 +235,7 @@ def launch_ray_actor(
     **kwargs: Any,
 ) -> Any:
     """Start worker `rank` of `component` of `job` (what `rlplace.connect` returned) as an actor of
-    `cls(*args, **kwargs)`: the spec's one-worker launch; `job.launch` starts a whole component."""
+    `cls(*args, **kwargs)`: RLightning's one-worker launch; `job.launch` starts a whole component."""
     launcher: Launcher = job.launcher
     worker = job.worker(component, rank)
     return launcher.start(

@@ -17,9 +17,9 @@ from typing import Any
 
 from rlplace.errors import PlacementError
 from rlplace.inventory import Inventory, Node
-from rlplace.ray.cluster import START_HEAD, join
+from rlplace.ray.join import START_HEAD, join
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, SPARE_LABEL, node_env
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 
 #: Resource names Ray defines itself; everything else on a node is a custom resource (robots, ...).
 _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")

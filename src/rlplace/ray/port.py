@@ -1,13 +1,14 @@
 """The one port between rlplace's control plane and a cluster (docs/ray.md, "The port").
 
-The services of `rlplace.ray` (reservation, launch, rendezvous, the node watcher, ranks and failover) and the
-commands that look at a running job ask a cluster a small set of questions and give it a small set of orders:
-which nodes there are, with which labels and free resources, and which are draining; placement groups created,
-polled and removed; actors started, called, killed and waited dead; functions run on one actor or on one node;
-results fetched with a bound; a key-value store; a clock. `Cluster` names exactly that. `RayCluster`
-(`rlplace.ray.raycluster`) answers it with Ray and is the only module of the control plane that imports `ray`
-(an import-linter contract checks it), so another implementation (an in-memory one, for tests that explore fault
-sequences) can stand in for Ray without touching a service.
+The services of `rlplace.ray` (reservation, launch, rendezvous, failover: the node watcher and the rank mover),
+weight sync (`rlplace.runtime.sync`) and the commands that look at a running job ask a cluster a small set of
+questions and give it a small set of orders: which nodes there are, with which labels and free resources, and
+which are draining; placement groups created, polled and removed; actors started, called, killed and waited dead;
+functions run on one actor or on one node; results fetched with a bound; a key-value store; a clock. `Cluster`
+names exactly that. `RayCluster` (`rlplace.ray.ray_port`) answers it with Ray and is the only module of the
+control plane that imports `ray` (an import-linter contract checks it), so another implementation (`SimCluster`,
+`rlplace.sim.memory_port`: in memory, for the explorer of fault sequences) stands in for Ray without touching a
+service.
 
 Handles (placement groups, actors, results) are opaque to the services: they pass them back to the port.
 """
@@ -107,7 +108,8 @@ class Cluster(Protocol):
         ValueError (or another exception) when the cluster refuses its shape."""
 
     def group_state(self, group: Any) -> tuple[str, str]:
-        """(state, scheduling state) of a group: ("CREATED", _), ("REMOVED", _), (_, "INFEASIBLE"), ..."""
+        """(state, scheduling state) of a group, in Ray's words (`rlplace.lifecycle.GroupState`): (CREATED, _),
+        (REMOVED, _), (_, INFEASIBLE), ..."""
 
     def group_table(self) -> dict[str, dict[str, Any]]:
         """Every placement group the cluster knows, by id (to say who holds a busy node's resources)."""
@@ -154,10 +156,13 @@ class Cluster(Protocol):
         """Ask the cluster to stop an actor (it may still answer a call made right after)."""
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Start `method` on an actor; a result handle."""
+        """Start `method` on an actor; a result handle. A result handle among the arguments is its value when the
+        method runs (weight sync hands the sources' results to the targets so): the call waits for it, and fails
+        with it."""
 
     def run_on(self, handle: Any, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `function(instance, *args, **kwargs)` inside an actor, after the calls sent to it before."""
+        """Run `function(instance, *args, **kwargs)` inside an actor, after the calls sent to it before (arguments
+        as for `call`)."""
 
     def run_task(self, function: Callable[..., Any], *args: Any, node_id: str | None = None) -> Any:
         """Run `function(*args)` once as a zero-CPU task, on node `node_id` where given; a result handle."""

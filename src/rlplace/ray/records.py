@@ -20,10 +20,10 @@ import functools
 import json
 import logging
 import threading
-import time
 import zlib
 from dataclasses import dataclass, field
 
+from rlplace.lifecycle import NodeHealth
 from rlplace.ray.labels import SPARE_LABEL
 from rlplace.ray.port import Cluster
 from rlplace.ray.state import JobState, NodeEvent
@@ -82,8 +82,8 @@ class JobRecord:
     driver_node_id: str = ""
 
     @classmethod
-    def of(cls, state: JobState, ray_job_id: str, *, driver: tuple[int, str] = (0, "")) -> JobRecord:
-        """The record of `state` as it is now."""
+    def of(cls, state: JobState, ray_job_id: str, *, written_at: float, driver: tuple[int, str] = (0, "")) -> JobRecord:
+        """The record of `state` as it is now (`written_at`: the cluster's wall clock)."""
         components = {}
         for name in state.components:
             workers = state.workers(name)
@@ -105,13 +105,13 @@ class JobRecord:
             namespace=state.namespace,
             instance=state.instance,
             ray_job_id=ray_job_id,
-            written_at=time.time(),
+            written_at=written_at,
             nodes={
                 n.rank: NodeRecord(n.node_id, n.address, n.labels.get(SPARE_LABEL) == "true") for n in state.live.nodes
             },
             components=components,
-            lost={r: (t.since, t.until) for r, t in troubles.items() if t.kind == "lost"},
-            failed=tuple(sorted(r for r, t in troubles.items() if t.kind == "failed")),
+            lost={r: (t.since, t.until) for r, t in troubles.items() if t.kind == NodeHealth.LOST},
+            failed=tuple(sorted(r for r, t in troubles.items() if t.kind == NodeHealth.FAILED)),
             events=tuple(state.events[-_EVENTS_KEPT:]),
             driver_pid=driver[0],
             driver_node_id=driver[1],
@@ -215,15 +215,15 @@ class RecordWriter:
         self._ray_job_id = ray_job_id
         self._driver = driver  # the driver's pid and Ray node id
         self._lock = threading.Lock()  # one snapshot-and-write at a time, so the newest state is written last
-        self._deleted = False
         self.last: JobRecord | None = None
 
     def write(self) -> JobRecord | None:
-        """Write the record of the state as it is now (nothing once the record was deleted at shutdown)."""
+        """Write the record of the state as it is now (nothing once the job is shut down: its record goes)."""
         with self._lock:
-            if self._deleted:
+            if self._state.closed:
                 return None
-            self.last = JobRecord.of(self._state, self._ray_job_id, driver=self._driver)
+            wall = self._cluster.wall()
+            self.last = JobRecord.of(self._state, self._ray_job_id, written_at=wall, driver=self._driver)
             self._cluster.kv_put(key(self._state.namespace, self._state.name), self.last.to_bytes())
             return self.last
 
@@ -235,8 +235,8 @@ class RecordWriter:
             log.debug("could not write the record of job %s: %s", self._state.name, e)
 
     def delete(self) -> None:
+        """Delete the record of a job that is shut down (its state closed: nothing writes it again)."""
         with self._lock:
-            self._deleted = True
             if self.last is not None:
                 delete(self._cluster, self._state.namespace, self._state.name)
                 self.last = None

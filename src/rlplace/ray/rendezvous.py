@@ -22,7 +22,7 @@ subclass sets them in `os.environ` and then runs the user's constructor. No per-
 runtime_env (which would cost a fresh worker process), and a restarted actor gets the same arguments
 again, so the same values. The masters chosen go into the state, and so into the job's record.
 
-Master ports (`rlplace.ray.ports`) are checked by binding them on the master's node (in the driver itself
+Master ports (`rlplace.ray.master_ports`) are checked by binding them on the master's node (in the driver itself
 when the master is on the driver's machine, else one zero-CPU task per node address; all components at
 once), skipping ports that other live jobs' records hold there.
 
@@ -41,8 +41,8 @@ from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.plan import Worker
 from rlplace.ray import exchange, records
+from rlplace.ray.master_ports import free_ports, port_range
 from rlplace.ray.port import Cluster
-from rlplace.ray.ports import free_ports, port_range
 from rlplace.ray.state import Change, JobState, Master
 from rlplace.ray.worker import rendezvous_timeout_s
 

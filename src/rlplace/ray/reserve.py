@@ -29,6 +29,7 @@ from typing import Any
 
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
+from rlplace.lifecycle import GroupState
 from rlplace.plan import Bundle, Worker
 from rlplace.planner import capacity
 from rlplace.planner.capacity import bundle_resources
@@ -136,7 +137,7 @@ class Reservation:
             self._remove(r.filler)
             r.filler = None
 
-    # -- node loss (rlplace.ray.watcher): a rank's bundles released, then reserved on another node ---------
+    # -- node loss (rlplace.ray.failover.watcher): a rank's bundles released, then reserved on another node ---
 
     @property
     def ranks(self) -> list[int]:
@@ -298,7 +299,7 @@ class Reservation:
             self._wait(fillers, deadline)
         except PlacementError:
             for r in holed:
-                if r.filler is not None and self._cluster.group_state(r.filler)[0] != "CREATED":
+                if r.filler is not None and self._cluster.group_state(r.filler)[0] != GroupState.CREATED:
                     self._warn(
                         f"node {r.node.rank}: GPUs {self._holes(r)} are held by others, so the plan's GPU "
                         "indices on this node may not come true (workers report what they got)"
@@ -312,11 +313,11 @@ class Reservation:
         while pending:
             for pg, (r, _) in list(pending.items()):
                 state, scheduling = self._cluster.group_state(pg)
-                if state == "CREATED":
+                if state == GroupState.CREATED:
                     del pending[pg]
-                elif state == "REMOVED":  # the job was shut down meanwhile (or a node loss released it)
+                elif state == GroupState.REMOVED:  # the job was shut down meanwhile (or a node loss released it)
                     raise PlacementError(f"the placement group for node {r.node.rank} was removed while waiting")
-                elif scheduling == "INFEASIBLE":
+                elif scheduling == GroupState.INFEASIBLE:
                     raise PlacementError(self._infeasible(r))
             if pending and self._cluster.now() >= deadline:
                 raise PlacementError(self._starved(list(pending.values()), self._cluster.now() - started))

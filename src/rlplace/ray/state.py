@@ -15,10 +15,11 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from rlplace.errors import ConfigError, NodeLostError, Problem
 from rlplace.inventory import Inventory, Node
+from rlplace.lifecycle import EventKind, NodeHealth, ResizeCause
 from rlplace.model import JobSpec, TopologyLevel
 from rlplace.plan import Plan, Worker
 from rlplace.ray.topology import job_levels
@@ -37,10 +38,10 @@ class NodeEvent:
     again, or joined as a new one, and the shrunk components grew back onto it; `node_id` is that node).
     """
 
-    kind: str
+    kind: EventKind
     node_rank: int
     workers: tuple[str, ...]
-    at: float  # wall clock (time.time())
+    at: float  # wall clock (`Cluster.wall`)
     node_id: str
     address: str
     detail: str
@@ -56,7 +57,7 @@ class NodeEvent:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeEvent:
-        return cls(**{**d, "workers": tuple(d["workers"])})
+        return cls(**{**d, "kind": EventKind(d["kind"]), "workers": tuple(d["workers"])})
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,8 @@ class ResizeEvent:
     added: tuple[ResizedRank, ...]
     removed: tuple[ResizedRank, ...]
     renumbered: dict[int, int] = field(hash=False)
-    cause: str
-    at: float  # wall clock (time.time())
+    cause: ResizeCause
+    at: float  # wall clock (`Cluster.wall`)
     seconds: float
     node_rank: int | None = None
     also: tuple[ResizeEvent, ...] = ()
@@ -131,7 +132,7 @@ class Trouble:
     node watcher everything else (what it moves, when the window ends, what to say if it fails). It changes
     only by a new record through `JobState.apply` (`dataclasses.replace`), never in place."""
 
-    kind: Literal["draining", "lost", "failed"]
+    kind: NodeHealth  # DRAINING, LOST or FAILED
     since: float  # wall clock of the loss's declaration (of the drain notice, for a drained node)
     until: float  # wall clock end of the replacement window (the drain's deadline, while draining)
     node: Node  # the node that served the rank when the trouble began (the lost node, as the job knew it)
@@ -220,6 +221,20 @@ class JobState:
         """The workers `component` has now, in rank order."""
         return self._workers.get(component, ())
 
+    def planned(self, component: str) -> tuple[Worker, ...]:
+        """The workers `component` has now; a ConfigError naming the planned components when it has none (what
+        `job.launch` and `job.resize` say of a component the plan does not hold)."""
+        workers = self.workers(component)
+        if not workers:
+            raise ConfigError(
+                Problem(
+                    path="component",
+                    value=component,
+                    message=f"{component!r} is not in the plan; planned: {self.plan.components}",
+                )
+            )
+        return workers
+
     def worker(self, component: str, rank: int) -> Worker:
         workers = self.workers(component)
         if 0 <= rank < len(workers):
@@ -243,11 +258,11 @@ class JobState:
     def master(self, component: str) -> Master | None:
         return self._masters.get(component)
 
-    def health(self, node_rank: int | None) -> str:
-        """`ok`, `draining` (its workers move off a node that goes; calls sent there finish, new ones wait), `lost`
-        (waiting for a spare or replacement) or `failed` (the replacement window passed)."""
+    def health(self, node_rank: int | None) -> NodeHealth:
+        """OK, DRAINING (its workers move off a node that goes; calls sent there finish, new ones wait), LOST
+        (waiting for a spare or replacement) or FAILED (the replacement window passed)."""
         trouble = None if node_rank is None else self._trouble.get(node_rank)
-        return trouble.kind if trouble else "ok"
+        return trouble.kind if trouble else NodeHealth.OK
 
     def trouble(self, node_rank: int) -> Trouble | None:
         return self._trouble.get(node_rank)

@@ -27,12 +27,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rlplace.lifecycle import EventKind, NodeStatus, WorkerState
+
 if TYPE_CHECKING:
     from rlplace.ray.port import Cluster
     from rlplace.ray.records import JobRecord
 
 PROBE_TIMEOUT_S = 2.0
-_RUNNING = "ALIVE"
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class WorkerRow:
     rank: int
     node: str  # "node 2" (rank label), "node 2 (spare 10.0.0.7)", else the IP; planned node unless running
     gpus: str  # "0,1", "-" for none, "?" when the worker did not answer in time
-    state: str  # ALIVE | LOST | RESTARTING | DEAD | PENDING_CREATION | DEPENDENCIES_UNREADY | DRIVER
+    state: str  # a WorkerState: Ray's actor state as its actor table gives it, LOST, or DRIVER
     restarts: int
     pid: int | None  # None unless the worker's process is running
     job: str
@@ -54,8 +55,7 @@ class NodeRow:
     draining."""
 
     node: str  # "node 1"
-    state: str  # LOST | FAILED | SPARE | REPLACED | SHRUNK (elastic components shrank off it) | GROWN (they grew back)
-    # | DRAINING (Ray takes the node away at `deadline`)
+    state: NodeStatus
     since: float  # wall-clock time of the loss or takeover (of the drain notice, when a job noticed it)
     detail: str
     job: str
@@ -74,7 +74,7 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
     from rlplace.ray.records import read_all
 
     if cluster is None:
-        from rlplace.ray.raycluster import RAY
+        from rlplace.ray.ray_port import RAY
 
         cluster = RAY
     live_jobs = cluster.live_jobs()
@@ -96,19 +96,19 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
     names = _node_names(raw_nodes, records)
     # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
     # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
-    hosting = {_node_id(a) for a in actors if a["State"] == _RUNNING}
+    hosting = {_node_id(a) for a in actors if a["State"] == WorkerState.ALIVE}
     hosting |= {n.node_id for r in records for n in r.nodes.values() if n.node_id}
     down = _down_nodes(raw_nodes, hosting)
-    running_ids = {a["ActorID"] for a in actors if a["State"] == _RUNNING and _node_id(a) not in down}
+    running_ids = {a["ActorID"] for a in actors if a["State"] == WorkerState.ALIVE and _node_id(a) not in down}
     gpus = _probe_gpus(cluster, running_ids) if probe_gpus else {}
     ranks = _current_ranks(records)
     planned_nodes = _planned_nodes(records)
     rows = []
     for a in actors:
         component, rank = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])  # type: ignore[misc]
-        running = a["State"] == _RUNNING and _node_id(a) not in down
+        running = a["State"] == WorkerState.ALIVE and _node_id(a) not in down
         planned = planned_nodes.get((a["JobID"], a["Name"]))
-        if running or a["State"] == _RUNNING:
+        if running or a["State"] == WorkerState.ALIVE:
             node = names.get(_node_id(a), "-")
         else:  # not running: the actor table still holds the dead process's node and PID
             node = f"node {planned}" if planned is not None else "-"
@@ -119,17 +119,28 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
                 rank=rank,
                 node=node,
                 gpus=gpus.get(a["ActorID"], "?" if running else "-"),
-                state=a["State"] if running or a["State"] != _RUNNING else "LOST",
+                state=a["State"] if running or a["State"] != WorkerState.ALIVE else WorkerState.LOST,
                 restarts=int(a.get("NumRestarts", 0)),
                 pid=int(a.get("Pid", 0)) if running else None,
                 job=a["JobID"],
             )
         )
     rows += _driver_rows(records, names)
-    workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
+    order = _plan_order(records)
+    workers = sorted(rows, key=lambda r: (r.job, order.get((r.job, r.component), len(order)), r.component, r.rank))
     alive = {n["NodeID"] for n in raw_nodes if n.get("Alive")}
     draining = {node_id: ms for node_id, ms in cluster.draining_nodes().items() if node_id in alive}
-    return _node_rows(records, down, names) + _draining_rows(records, draining, names, raw_nodes), workers
+    now = cluster.wall()
+    return _node_rows(records, down, names, now) + _draining_rows(records, draining, names, raw_nodes, now), workers
+
+
+def _plan_order(records: list[JobRecord]) -> dict[tuple[str, str], int]:
+    """(Ray job id, component) -> its place in the plan (train before eval and env, as the plan lists them); a
+    component no record holds sorts after, by name."""
+    out: dict[tuple[str, str], int] = {}
+    for r in sorted(records, key=lambda r: r.written_at):
+        out.update({(r.ray_job_id, name): i for i, name in enumerate(r.components)})
+    return out
 
 
 def _current_ranks(records: list[JobRecord]) -> dict[tuple[str, str], tuple[str, int]]:
@@ -155,7 +166,7 @@ class SizeRow:
 def sizes(records: list[JobRecord] | None = None) -> list[SizeRow]:
     """The elastic components of every live job (`cluster.elastic`), with their sizes now."""
     if records is None:
-        from rlplace.ray.raycluster import RAY
+        from rlplace.ray.ray_port import RAY
         from rlplace.ray.records import read_all
 
         live_jobs = RAY.live_jobs()
@@ -178,7 +189,7 @@ def _driver_rows(records: list[JobRecord], names: dict[str, str]) -> list[Worker
             rank=rank,
             node=f"{names.get(r.driver_node_id, '-')} (driver)",
             gpus="-",
-            state="DRIVER",
+            state=WorkerState.DRIVER,
             restarts=0,
             pid=r.driver_pid or None,
             job=r.ray_job_id,
@@ -219,8 +230,7 @@ def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     return down
 
 
-def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, str]) -> list[NodeRow]:
-    now = time.time()
+def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, str], now: float) -> list[NodeRow]:
     rows: list[NodeRow] = []
     for r in records:
         latest = {e.node_rank: e for e in r.events}
@@ -230,32 +240,40 @@ def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, 
             e = latest.get(rank)
             if rank in r.failed:
                 at, detail = (e.at, e.detail) if e is not None else (r.written_at, "its replacement window passed")
-                rows.append(NodeRow(f"node {rank}", "FAILED", at, detail, r.ray_job_id))
+                rows.append(NodeRow(f"node {rank}", NodeStatus.FAILED, at, detail, r.ray_job_id))
             elif rank in r.lost:
                 since, until = r.lost[rank]
                 left = max(0.0, until - now)
                 detail = f"waiting for a hot spare or a replacement node ({left:.0f} s left)"
                 if e is not None:
                     detail += "; workers: " + (", ".join(e.workers) or "none launched")
-                rows.append(NodeRow(f"node {rank}", "LOST", since, detail, r.ray_job_id))
+                rows.append(NodeRow(f"node {rank}", NodeStatus.LOST, since, detail, r.ray_job_id))
             elif e is None:
                 continue
-            elif e.kind in ("spare", "replacement"):
-                state = "SPARE" if e.kind == "spare" else "REPLACED"
-                detail = f"{e.detail}, {e.seconds:.1f} s after the loss was declared"
-                rows.append(NodeRow(f"node {rank}", state, e.at, detail, r.ray_job_id))
-            elif e.kind in ("shrunk", "grown"):
-                rows.append(NodeRow(f"node {rank}", e.kind.upper(), e.at, e.detail, r.ray_job_id))
+            elif e.kind in _SHOWN:
+                detail = e.detail
+                if e.kind in (EventKind.SPARE, EventKind.REPLACEMENT):
+                    detail += f", {e.seconds:.1f} s after the loss was declared"
+                rows.append(NodeRow(f"node {rank}", _SHOWN[e.kind], e.at, detail, r.ray_job_id))
     known = {row.node for row in rows}
     for node_id, why in down.items():
         name = names.get(node_id, node_id[:8])
         if name not in known:
-            rows.append(NodeRow(name, "LOST", now, why, "-"))
+            rows.append(NodeRow(name, NodeStatus.LOST, now, why, "-"))
     return rows
 
 
+#: The latest event of a rank that is neither lost nor failed, as its node's row shows it.
+_SHOWN = {
+    EventKind.SPARE: NodeStatus.SPARE,
+    EventKind.REPLACEMENT: NodeStatus.REPLACED,
+    EventKind.SHRUNK: NodeStatus.SHRUNK,
+    EventKind.GROWN: NodeStatus.GROWN,
+}
+
+
 def _draining_rows(
-    records: list[JobRecord], draining: dict[str, int], names: dict[str, str], raw_nodes: list[dict]
+    records: list[JobRecord], draining: dict[str, int], names: dict[str, str], raw_nodes: list[dict], now: float
 ) -> list[NodeRow]:
     """A DRAINING row for every live node Ray drains (id -> deadline, ms; 0: none), with what a live job that ran
     there said of it (its `draining` event: workers moved, shrunk, or to be lost at the deadline)."""
@@ -263,7 +281,7 @@ def _draining_rows(
     noticed = {}  # node id -> (the notice, the latest event of its rank since, the Ray job)
     for r in records:
         for i, e in enumerate(r.events):
-            if e.kind == "draining":
+            if e.kind == EventKind.DRAINING:
                 later = [x for x in r.events[i:] if x.node_rank == e.node_rank]
                 noticed[e.node_id] = (e, later[-1], r.ray_job_id)
     rows = []
@@ -272,7 +290,7 @@ def _draining_rows(
         if deadline is None:
             when = "no deadline"
         else:
-            left = deadline - time.time()
+            left = deadline - now
             clock = time.strftime("%H:%M:%S", time.localtime(deadline))
             when = f"deadline {clock} (in {left:.0f} s)" if left > 0 else f"deadline {clock} (passed)"
         notice, latest, job = noticed.get(node_id, (None, None, "-"))
@@ -283,14 +301,14 @@ def _draining_rows(
         else:
             detail = f"{when}; {latest}"
         name = f"{names.get(node_id, node_id[:8])} ({ips.get(node_id, '?')})"
-        rows.append(NodeRow(name, "DRAINING", notice.at if notice else time.time(), detail, job, deadline))
+        rows.append(NodeRow(name, NodeStatus.DRAINING, notice.at if notice else now, detail, job, deadline))
     return rows
 
 
 def _started(actor: dict) -> float:
     """Start time; an actor still being created has none yet and is the newest (one that died before it
     started is the oldest)."""
-    return actor.get("StartTime") or (0.0 if actor.get("State") == "DEAD" else float("inf"))
+    return actor.get("StartTime") or (0.0 if actor.get("State") == WorkerState.DEAD else float("inf"))
 
 
 def _planned_names(records: list[JobRecord]) -> dict[str, set[str]]:

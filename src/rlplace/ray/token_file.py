@@ -30,7 +30,8 @@ MAX_FILE_BYTES = 64 * 1024
 #: Ray accepts any non-empty token; it generates 64 hex digits (256 bits, `ray get-auth-token --generate`) and
 #: rlplace start does the same. A head started by rlplace requires at least 32 characters (128 bits as hex).
 MIN_HEAD_CHARS = 32
-_RAY_WHITESPACE = " \t\n\r\f\v"
+#: What Ray strips from a token (TrimWhitespace in authentication_token_loader.cc): not str.strip()'s wider set.
+RAY_WHITESPACE = " \t\n\r\f\v"
 
 
 def read_file(path: Path, source: str) -> tuple[str, tuple[str, ...]]:
@@ -62,14 +63,14 @@ def read_file(path: Path, source: str) -> tuple[str, tuple[str, ...]]:
         why = f"line {line} of the token file {shown} is not UTF-8 (byte 0x{data[e.start]:02x})"
         raise _refused(source, why, "write the token as text") from None
     first, _, rest = text.partition("\n")
-    token = first.strip(_RAY_WHITESPACE)
+    token = first.strip(RAY_WHITESPACE)
     if not token:
         more = "; Ray reads only the first line" if rest.strip() else ""
         raise ClusterAccessError(f"{source}: the token file is empty{more}; write the cluster's token into it")
     check_value(token, f"{source}, line 1")
     notes = []
-    if rest.strip(_RAY_WHITESPACE):
-        extra = rest.strip(_RAY_WHITESPACE).count("\n") + 2
+    if rest.strip(RAY_WHITESPACE):
+        extra = rest.strip(RAY_WHITESPACE).count("\n") + 2
         lines = "line 2" if extra == 2 else f"lines 2-{extra}"
         notes.append(f"{source}: only the first line of {shown} is the token, as Ray reads it; {lines} are ignored")
     if st.st_mode & stat.S_IWGRP:

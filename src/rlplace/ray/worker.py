@@ -3,7 +3,7 @@
 This is the worker-side API of the Ray layer, the one `rlplace.runtime` builds on: `placement()`, the
 installed job's record (`job_record()`), the rendezvous wait (`rendezvous_timeout_s()`), and what this process
 is (`here()`: its node, the node's labels and address, its GPUs). It is the one module besides the port's
-implementation (`rlplace.ray.raycluster`) that imports `ray`: it runs inside the actors, where Ray's runtime
+implementation (`rlplace.ray.ray_port`) that imports `ray`: it runs inside the actors, where Ray's runtime
 context is the only source of those facts (the import-linter contract names it).
 
 The driver hands each worker its planned placement and its rendezvous variables as a constructor
@@ -142,7 +142,7 @@ def job_record() -> JobRecord | None:
     if _installed is None:
         return None
     from rlplace.ray import records  # only error paths need it: keep the worker's start-up import small
-    from rlplace.ray.raycluster import RAY
+    from rlplace.ray.ray_port import RAY
 
     return records.read(RAY, _installed["namespace"], _installed["job"])
 

@@ -1,6 +1,6 @@
 """Replay-buffer shards beside their train workers, and the routing that keeps sampling node-local.
 
-The spec's reason for buffer shards: "Buffer shards must be collocated with their corresponding Train
+RLightning's reason for buffer shards: "Buffer shards must be collocated with their corresponding Train
 workers to avoid unnecessary cross-node copies during sample()". The planner puts one shard (component
 "buffer") on every node holding train workers under pool strategies; this module makes the traffic
 follow: a reader samples from the shard on its own node, a writer writes to the shard on its node, or,

@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 
 from rlplace.config.ranges import format_ranks
-from rlplace.errors import RendezvousError, RlplaceError
+from rlplace.errors import RendezvousError, RlplaceError, first_line
 from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV, here, job_record, placement
 from rlplace.ray.worker import rendezvous_timeout_s as wait_seconds
 from rlplace.runtime.offload import flat_views, group_buckets, unique_tensors
@@ -183,7 +183,7 @@ def _rendezvous(addr: str, port: int, rank: int, world: int, wait_s: float, who:
     except dist.DistError as e:
         raise RendezvousError(
             f"{who} rank {rank}: rank 0 at {addr}:{port} closed the rendezvous before every rank arrived "
-            f"({_first_line(e)}): it gave up waiting (its own error names who is missing) or died"
+            f"({first_line(e, limit=200)}): it gave up waiting (its own error names who is missing) or died"
         ) from e
     return store
 
@@ -194,14 +194,15 @@ def _open_store(addr: str, port: int, rank: int, world: int, wait_s: float, who:
     try:
         return dist.TCPStore(addr, port, world, rank == 0, timeout=timeout, wait_for_workers=False)
     except Exception as e:
+        why = first_line(e, limit=200)
         if rank == 0:
             raise RendezvousError(
-                f"{who} rank 0 could not listen on {addr}:{port} ({_first_line(e)}); another process holds the "
+                f"{who} rank 0 could not listen on {addr}:{port} ({why}); another process holds the "
                 "port: pass master_port= to init_component_group(), or set RLPLACE_MASTER_PORT_RANGE for the job"
             ) from e
         raise RendezvousError(
             f"{who} rank {rank}: rank 0 did not arrive at {addr}:{port} within {wait_s:g} s "
-            f"({_first_line(e)}). Rank 0 must call init_component_group() too; if it died or is stuck in its "
+            f"({why}). Rank 0 must call init_component_group() too; if it died or is stuck in its "
             f"constructor it never does: check `rlplace status`. Wait longer with "
             f"init_component_group(rendezvous_timeout_s=...) or {RENDEZVOUS_TIMEOUT_ENV}"
         ) from e
@@ -223,11 +224,6 @@ def _missing_message(who: str, missing: list[int], world: int, wait_s: float) ->
         f"is stuck in its constructor or was never launched does not arrive: check `rlplace status`. Wait "
         f"longer with init_component_group(rendezvous_timeout_s=...) or {RENDEZVOUS_TIMEOUT_ENV}"
     )
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:200] if text else type(e).__name__
 
 
 # -- weight-sync groups (worker side; the driver is rlplace.runtime.sync) -------------------------------
@@ -338,7 +334,7 @@ def _transfer(
     if layouts != [ticket["layouts"][s] for s in parts]:
         return _abort(ticket, name, "weight tensors changed since the groups were built", member.store)
     verdict = _ready(member.store, name, ticket)
-    if verdict != "ok":
+    if verdict != _GO:
         return {"aborted": verdict}
     moved = 0
     with torch.no_grad():
@@ -351,15 +347,19 @@ def _transfer(
     return {"bytes": moved, "seconds": time.perf_counter() - start}
 
 
+#: The verdict of a sync every member checked in for: broadcast (any other verdict says why not).
+_GO = "ok"
+
+
 def _ready(store: Any, name: str, ticket: dict) -> str:
-    """All members of sync `seq` check in on the group's store; the last one says "ok". A member that cannot
+    """All members of sync `seq` check in on the group's store; the last one says `_GO`. A member that cannot
     take part says "abort: ..." instead, and never checks in, so nobody starts a broadcast that would wait
     for it. One store round trip each instead of a Ray round trip per sync from the driver."""
     seq = ticket["seq"]
     verdict_key = f"{name}/sync/{seq}"
     try:
         if store.add(f"{name}/ready/{seq}", 1) == ticket["members"]:
-            store.compare_set(verdict_key, "", "ok")
+            store.compare_set(verdict_key, "", _GO)
             store.delete_key(f"{name}/ready/{seq - 1}")
             store.delete_key(f"{name}/sync/{seq - 1}")
         store.wait([verdict_key])
@@ -368,7 +368,7 @@ def _ready(store: Any, name: str, ticket: dict) -> str:
         return f"not every member was ready within {ticket['timeout_s']:g} s (one is busy in a long call, or hung)"
     except dist.DistError:
         return "the groups' store is gone (its host, train rank 0, restarted?)"
-    return "ok" if verdict == "ok" else verdict.removeprefix("abort: ")
+    return _GO if verdict == _GO else verdict.removeprefix("abort: ")
 
 
 def _abort(ticket: dict, name: str, why: str, store: Any = None) -> dict:

@@ -2,7 +2,7 @@
 
 Why this shape:
 - Colocated train and eval workers share a GPU only if one of them gets out of the way between phases
-  (spec "Offload Support"). The hooks the phase engine calls (`rlplace.runtime.phases`) are where a
+  (docs/runtime.md, "Phases and offload hooks"). The hooks the phase engine calls (`rlplace.runtime.phases`) are where a
   worker uses an `Offloader`.
 - Copies go through flat buckets (one host buffer per dtype and device, split at `bucket_mb`): copying
   tensor by tensor is several times slower than one large copy (peers' published offload fixes).
@@ -235,7 +235,7 @@ def _synchronize() -> None:
 
 
 class OffloadHooks:
-    """The spec's offload hooks (RLightning's names) for a worker that keeps an `Offloader` in `self.offloader`.
+    """The offload hooks (RLightning's names) for a worker that keeps an `Offloader` in `self.offloader`.
 
     Mix into a train or eval worker class; `rlplace.runtime.phases` calls these around phases. Each returns
     its `TransferStats`, so the driver sees in `Phases.events` how many bytes moved and how fast.

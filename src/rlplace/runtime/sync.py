@@ -18,6 +18,9 @@ the worker, not corrupted weights.
 
 `transport="auto"` (the default): collective when torch is installed and the train and eval classes
 define `weight_tensors()`, else the object store.
+
+Every call on a worker goes through the port its group's calls go through (`Group.cluster`, a
+`rlplace.ray.port.Cluster`: Ray's, or the simulation's), so the simulation runs a sync as it runs the rest of a job.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any, Literal
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.groups import Group
 from rlplace.plan import PlanTopology
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.port import Cluster
 
 Transport = Literal["auto", "object_store", "collective"]
 
@@ -168,15 +171,19 @@ def _collective_possible(train: Group, routes: _Routes, targets: Sequence[Group]
 
 
 def _object_store(train: Group, routes: _Routes, targets: Sequence[Group], get_method: str, set_method: str) -> int:
-    weights = [RAY.call(actor, get_method) for actor in routes.senders(train)]
+    weights = [train.cluster.call(actor, get_method) for actor in routes.senders(train)]
+
+    def apply(group: Group, actor: Any, feed: tuple[int, ...]) -> Any:
+        return group.cluster.call(actor, set_method, *(weights[i] for i in feed))
+
     applied = [
-        [RAY.call(a, set_method, *(weights[i] for i in feed)) for a, feed in zip(group.actors, feeds, strict=True)]
+        [apply(group, a, feed) for a, feed in zip(group.actors, feeds, strict=True)]
         for group, feeds in zip(targets, routes.feeds, strict=True)
     ]
     train.get(weights, get_method, ranks=routes.ranks)  # first, so a train-side failure is reported by its name
     for group, refs in zip(targets, applied, strict=True):
         group.get(refs, set_method)
-    sizes = RAY.object_nodes(weights)
+    sizes = train.cluster.object_nodes(weights)
     return routes.received([int(sizes.get(ref, {}).get("object_size") or 0) for ref in weights])
 
 
@@ -263,12 +270,14 @@ def _run(
         "timeout_s": built.timeout_s,
     }
     name = built.name
-    sends = [_thunk(a, "sync_send", name, i, method, bucket_mb, ticket) for i, a in enumerate(routes.senders(train))]
+    senders = enumerate(routes.senders(train))
+    sends = [_thunk(train.cluster, a, "sync_send", name, i, method, bucket_mb, ticket) for i, a in senders]
 
     def receives(group: Group, feeds: tuple[tuple[int, ...], ...]) -> list[Callable[[], Any]]:
         def receive(actor: Any, feed: tuple[int, ...]) -> Callable[[], Any]:
             counts = [built.counts[i] for i in feed]
-            return _thunk(actor, "sync_receive", name, counts, method, bucket_mb, done_method, ticket, feed)
+            args = (name, counts, method, bucket_mb, done_method, ticket, feed)
+            return _thunk(group.cluster, actor, "sync_receive", *args)
 
         return [receive(a, feed) for a, feed in zip(group.actors, feeds, strict=True)]
 
@@ -316,7 +325,7 @@ def _describe(
 ) -> tuple[list[dict], list[list[dict]]]:
     """Every member's layout and devices. Where every target is fed by one source the targets are asked at the
     same time; with `source="all"`, after the sources (a target splits its tensors by the sources' counts)."""
-    sent = [_thunk(a, "sync_describe", method, bucket_mb) for a in routes.senders(train)]
+    sent = [_thunk(train.cluster, a, "sync_describe", method, bucket_mb) for a in routes.senders(train)]
     if all(len(feed) == 1 for feeds in routes.feeds for feed in feeds):
         refs, *target_refs = _start_all(
             [(train, sent), *((g, _thunks(g, "sync_describe", method, bucket_mb)) for g in targets)]
@@ -329,13 +338,13 @@ def _describe(
     return described, _collect(targets, target_refs, "sync_describe", timeout_s)
 
 
-def _thunk(actor: Any, function: str, *args: Any) -> Callable[[], Any]:
+def _thunk(cluster: Cluster, actor: Any, function: str, *args: Any) -> Callable[[], Any]:
     """Running `collective.<function>(*args)` in the worker `actor`, to be started by `_start_all`."""
-    return lambda: RAY.run_on(actor, _call, function, *args)
+    return lambda: cluster.run_on(actor, _call, function, *args)
 
 
 def _thunks(group: Group, function: str, *args: Any) -> list[Callable[[], Any]]:
-    return [_thunk(a, function, *args) for a in group.actors]
+    return [_thunk(group.cluster, a, function, *args) for a in group.actors]
 
 
 def _start_all(calls: Sequence[tuple[Group, Sequence[Callable[[], Any]]]]) -> list[list[Any]]:
@@ -387,19 +396,19 @@ def _build(
     """Host the store on the first source, then have every member join its groups, all at once: one group per
     source, of it (rank 0) and the targets it feeds (ranks 1.., in target order)."""
     if stale is not None:  # drop the old groups where they still exist (fire and forget)
-        for actor in stale.members:
-            RAY.run_on(actor, _call, "sync_leave", stale.name)
+        for actor in stale.members:  # (sources, then targets: every group of a job shares its port)
+            train.cluster.run_on(actor, _call, "sync_leave", stale.name)
     name = uuid.uuid4().hex[:12]
     sources = routes.senders(train)
-    host = RAY.run_on(sources[0], _call, "sync_host", name, timeout_s)
+    host = train.cluster.run_on(sources[0], _call, "sync_host", name, timeout_s)
     address, port = train.get([host], "sync_host", timeout_s, ranks=routes.ranks[:1])[0]
     fed = [feed for feeds in routes.feeds for feed in feeds]
     sizes = [1 + sum(i in feed for feed in fed) for i in range(len(sources))]
 
-    def join(actor: Any, memberships: list[tuple[int, int, int]]) -> Callable[[], Any]:
-        return _thunk(actor, "sync_join", name, address, port, memberships, backend, timeout_s)
+    def join(group: Group, actor: Any, memberships: list[tuple[int, int, int]]) -> Callable[[], Any]:
+        return _thunk(group.cluster, actor, "sync_join", name, address, port, memberships, backend, timeout_s)
 
-    source_joins = [join(a, [(i, 0, sizes[i])]) for i, a in enumerate(sources)]
+    source_joins = [join(train, a, [(i, 0, sizes[i])]) for i, a in enumerate(sources)]
     taken = [0] * len(sources)  # targets given a rank in each source's group so far
     target_joins: list[tuple[Group, list[Callable[[], Any]]]] = []
     for g, feeds in zip(targets, routes.feeds, strict=True):
@@ -407,7 +416,7 @@ def _build(
         for actor, feed in zip(g.actors, feeds, strict=True):
             for i in feed:
                 taken[i] += 1
-            starts.append(join(actor, [(i, taken[i], sizes[i]) for i in feed]))
+            starts.append(join(g, actor, [(i, taken[i], sizes[i]) for i in feed]))
         target_joins.append((g, starts))
     source_refs, *target_refs = _start_all([(train, source_joins), *target_joins])
     _collect(targets, target_refs, "sync_join", timeout_s)

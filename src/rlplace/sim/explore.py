@@ -23,14 +23,15 @@ from typing import Any
 
 from rlplace.errors import RlplaceError
 from rlplace.inventory import Inventory
+from rlplace.lifecycle import EventKind, NodeHealth, NodeStatus, WorkerState
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.ray import records, status
 from rlplace.ray.job import Job
 from rlplace.ray.labels import SPARE_LABEL
+from rlplace.ray.local_raylets import node_args
 from rlplace.ray.nodes import inventory_from_nodes
-from rlplace.ray.simulated import node_args
-from rlplace.sim.cluster import SimCluster, SimHang
+from rlplace.sim.memory_port import SimCluster, SimHang
 
 #: The job's bounds in the simulation (virtual seconds): a call's own timeout, the replacement window.
 CALL_TIMEOUT_S = 8.0
@@ -304,7 +305,6 @@ class _Violation(Exception):
 class _World:
     def __init__(self, sim: SimCluster, job: Job, case: Case):
         self.sim, self.job, self.case = sim, job, case
-        self.closed = False
         #: Drains with a spare ready when they were noticed: (node rank, deadline on the wall clock, events then).
         self.drains: list[tuple[int, float, int]] = []
 
@@ -425,12 +425,11 @@ class _World:
 
     def _shutdown(self) -> None:
         self.job.shutdown()
-        self.closed = True
 
     # -- invariants --
 
     def broken(self) -> str | None:
-        if self.closed:
+        if self.job.state.closed:
             return self._left_over()
         return (
             self._ranks() or self._capacity() or self._record() or self._status() or self._groups() or self._drained()
@@ -481,11 +480,12 @@ class _World:
         every worker of the state on a node that is up as ALIVE, under its rank now; and nothing else ALIVE."""
         state = self.job.state
         node_rows, worker_rows = status.collect_all(self.sim, probe_gpus=False)
-        troubled = {f"node {rank}": t.kind.upper() for rank, t in state.troubles().items() if t.kind != "draining"}
-        marked = {r.node: r.state for r in node_rows if r.state in ("LOST", "FAILED") and r.job != "-"}
+        shown_as = {NodeHealth.LOST: NodeStatus.LOST, NodeHealth.FAILED: NodeStatus.FAILED}
+        troubled = {f"node {rank}": shown_as[t.kind] for rank, t in state.troubles().items() if t.kind in shown_as}
+        marked = {r.node: r.state for r in node_rows if r.state in shown_as.values() and r.job != "-"}
         if marked != troubled:
             return f"status says what the state says: nodes shown {marked or 'none'} lost or failed, state {troubled}"
-        shown = {r.name: r for r in worker_rows if r.state == "ALIVE"}
+        shown = {r.name: r for r in worker_rows if r.state == WorkerState.ALIVE}
         expected = {}
         for c, group in self.job.groups.items():
             if group.in_driver:
@@ -493,7 +493,7 @@ class _World:
             for w in state.workers(c):
                 node = state.node(w.node_rank)
                 running = node is None or self.sim.nodes_by_id[str(node.node_id)].running
-                expected[w.name] = (c, w.rank, running and state.health(w.node_rank) == "ok")
+                expected[w.name] = (c, w.rank, running and state.health(w.node_rank) == NodeHealth.OK)
         for name, (c, rank, up) in expected.items():
             row = shown.get(name)
             if up and (row is None or (row.component, row.rank) != (c, rank)):
@@ -516,7 +516,8 @@ class _World:
         for rank, deadline, before in self.drains:
             if self.sim.wall() < deadline:
                 continue
-            moved = [e for e in self.job.events[before:] if e.node_rank == rank and e.kind in ("spare", "replacement")]
+            taken = (EventKind.SPARE, EventKind.REPLACEMENT)
+            moved = [e for e in self.job.events[before:] if e.node_rank == rank and e.kind in taken]
             if not moved or moved[0].at > deadline:
                 return f"a drain moves the workers before the deadline: node {rank}'s moved {moved[:1] or 'never'}"
         self.drains = [d for d in self.drains if self.sim.wall() < d[1]]
@@ -565,9 +566,9 @@ def _keep_groups_when_workers_go() -> contextlib.AbstractContextManager[None]:
 
 
 def _skip_renumbering() -> contextlib.AbstractContextManager[None]:
-    from rlplace.ray.ranks import Ranks
+    from rlplace.ray.failover.mover import RankMover
 
-    return _patched(Ranks, "_tell", lambda self, groups, events: {})
+    return _patched(RankMover, "_tell", lambda self, groups, events: {})
 
 
 def _drop_call_in_flight() -> contextlib.AbstractContextManager[None]:
@@ -584,13 +585,13 @@ def _keep_record_at_shutdown() -> contextlib.AbstractContextManager[None]:
 
 def _ignore_drains() -> contextlib.AbstractContextManager[None]:
     """Read the drain notices and do nothing with them: the node's workers are lost at the deadline."""
-    from rlplace.ray.watcher import NodeWatcher
+    from rlplace.ray.failover.watcher import NodeWatcher
 
     return _patched(NodeWatcher, "_drained", lambda self, rank, deadline, usable: None)
 
 
 def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
-    from rlplace.ray.watcher import NodeWatcher
+    from rlplace.ray.failover.watcher import NodeWatcher
 
     return _patched(NodeWatcher, "_declare", lambda self, rank, why: None)
 

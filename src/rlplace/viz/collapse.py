@@ -23,6 +23,7 @@ from itertools import chain, pairwise
 from operator import attrgetter, sub
 
 from rlplace.inventory import Inventory
+from rlplace.lifecycle import NodeMark
 from rlplace.plan import Plan, PlanTopology, Worker
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.ranges import format_ranks, ranks_brief
@@ -74,7 +75,7 @@ class NodeRun:
     cpus_have: float | None  # CPUs each node has, where the inventory says
     groups: tuple[str, ...]
     slot_runs: tuple[SlotRun, ...]
-    state: str = "ok"  # a running job's node health (the picture's lost / spare nodes)
+    state: str = NodeMark.OK  # a running job's node health (the picture's lost / spare nodes)
     note: str = ""
     devices: tuple[SlotRun, ...] = ()  # a run of one node, asked `devices=True`: one slot run per device
     sample: tuple[Worker, ...] = field(default=(), repr=False)  # the first node's workers (the others are alike)
@@ -281,7 +282,7 @@ class _Open:
 
     def close(self, facts: _NodeFacts, health: Mapping, detail: bool, devices: bool) -> NodeRun:
         node, count = self.node, self.count
-        state, note = health.get(node, ("ok", ""))
+        state, note = health.get(node, (NodeMark.OK, ""))
         gpus = facts.gpus.get(node, 0)
         slot_runs = tuple(_expand(r, self.step, count) for r in _slot_runs(self.ws, gpus, detail))
         per_device = tuple(_slot_runs(self.ws, gpus, True)) if devices and count == 1 else ()

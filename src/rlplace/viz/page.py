@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
+from rlplace.lifecycle import NodeMark
 from rlplace.planner.estimate import format_bytes
 from rlplace.planner.ranges import format_ranks
 from rlplace.viz.collapse import COLUMNS, rows
@@ -92,7 +93,7 @@ def _nodes_table(scene: Scene) -> str:
     """The plan table as `rlplace plan` prints it: a row per run of alike nodes and devices."""
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     out = [f'<h2>Nodes</h2><table class="nodes"><thead><tr>{head}</tr></thead><tbody>']
-    states = {n.rank: n for n in scene.nodes if n.state != "ok"}
+    states = {n.rank: n for n in scene.nodes if n.state != NodeMark.OK}
     for r, run in _with_runs(scene):
         node = escape(r.node)
         if r.node and run.ranks[0] in states:

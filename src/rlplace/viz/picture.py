@@ -20,6 +20,7 @@ from collections import Counter
 
 from rlplace.config.ranges import format_ranks
 from rlplace.inventory import Inventory
+from rlplace.lifecycle import NodeMark
 from rlplace.output_files import write_file
 from rlplace.plan import Plan
 from rlplace.planner.estimate import (
@@ -61,7 +62,7 @@ from rlplace.viz.scene import (
     BoxFlow,
     Device,
     Entry,
-    NodeHealth,
+    NodeMarks,
     NodeView,
     RunRow,
     Scene,
@@ -100,11 +101,11 @@ GROUP_COLOURS = ("#1f4e79", "#8e24aa", "#2e7d32", "#c62828", "#8d6e00", "#00838f
 FLOW_COLOURS = {WEIGHTS: "#1565c0", EXPERIENCE: "#e65100", INTERACTION: "#6a1b9a", SAMPLING: "#00695c"}
 #: Node states after a failure: (box fill, box stroke, dash, header word). Lost and failed nodes are red and
 #: dashed (nothing runs there), a rank served by a spare is green: told apart at a glance, also in grey.
-STATE_STYLE = {
-    "lost": ("#fde7e7", "#b71c1c", "6 3", "LOST"),
-    "failed": ("#fde7e7", "#b71c1c", "6 3", "LOST"),
-    "spare": ("#e3f4e5", "#1b5e20", None, "SPARE"),
-    "replaced": ("#fff", "#1b5e20", None, "REPLACED"),
+STATE_STYLE: dict[str, tuple[str, str, str | None, str]] = {
+    NodeMark.LOST: ("#fde7e7", "#b71c1c", "6 3", "LOST"),
+    NodeMark.FAILED: ("#fde7e7", "#b71c1c", "6 3", "LOST"),
+    NodeMark.SPARE: ("#e3f4e5", "#1b5e20", None, "SPARE"),
+    NodeMark.REPLACED: ("#fff", "#1b5e20", None, "REPLACED"),
 }
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
@@ -125,7 +126,7 @@ def svg(
     plan: Plan,
     inventory: Inventory | None = None,
     max_nodes: int = MAX_NODES,
-    health: NodeHealth | None = None,
+    health: NodeMarks | None = None,
     estimate: Estimate | None = None,
 ) -> str:
     """The picture as an SVG document. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
@@ -143,7 +144,7 @@ def write_svg(
     path: str | pathlib.Path,
     inventory: Inventory | None = None,
     max_nodes: int = MAX_NODES,
-    health: NodeHealth | None = None,
+    health: NodeMarks | None = None,
     estimate: Estimate | None = None,
 ) -> pathlib.Path:
     """Write `svg(...)` to `path` (atomically, never through a link: `rlplace.output_files`); returns the path."""
@@ -154,7 +155,7 @@ def html(
     plan: Plan,
     inventory: Inventory | None = None,
     max_nodes: int = MAX_NODES,
-    health: NodeHealth | None = None,
+    health: NodeMarks | None = None,
     estimate: Estimate | None = None,
 ) -> str:
     """A self-contained page: the picture, the plan table, streams, warnings and notes (no external files)."""
@@ -169,7 +170,7 @@ def write_html(
     path: str | pathlib.Path,
     inventory: Inventory | None = None,
     max_nodes: int = MAX_NODES,
-    health: NodeHealth | None = None,
+    health: NodeMarks | None = None,
     estimate: Estimate | None = None,
 ) -> pathlib.Path:
     """Write `html(...)` to `path` (atomically, never through a link: `rlplace.output_files`); returns the path."""
@@ -270,7 +271,7 @@ class _Drawing:
         if any(_across(f) for f in self.scene.flows):
             flows.append(("", "dashed and wide: crosses racks or zones", "text"))
         y = self._legend_row(y, "cross-node flows", [*flows, ("", "idle GPU", "idle")])
-        states = sorted({n.state for n in self.scene.nodes if n.state != "ok"}, key=list(STATE_STYLE).index)
+        states = sorted({n.state for n in self.scene.nodes if n.state != NodeMark.OK}, key=list(STATE_STYLE).index)
         if states:
             y = self._legend_row(y, "node failures", [(s, _STATE_LEGEND[s], "state") for s in states])
         return y
@@ -426,7 +427,7 @@ class _Drawing:
             id=f"node-{node.rank}",
             data_node=node.rank,
             data_groups=" ".join(node.groups),
-            data_state=None if node.state == "ok" else node.state,
+            data_state=None if node.state == NodeMark.OK else node.state,
         )
         extra = f" · {word}: {node.note}" if word else ""
         self.out.title(f"{node.title} · {hw}" + (f" · groups {', '.join(node.groups)}" if node.groups else "") + extra)
@@ -624,11 +625,11 @@ class _Drawing:
         )
 
 
-_STATE_LEGEND = {
-    "lost": "lost: waiting for a spare or replacement",
-    "failed": "lost: no spare or replacement in time",
-    "spare": "served by a hot spare",
-    "replaced": "served by a replacement node",
+_STATE_LEGEND: dict[str, str] = {
+    NodeMark.LOST: "lost: waiting for a spare or replacement",
+    NodeMark.FAILED: "lost: no spare or replacement in time",
+    NodeMark.SPARE: "served by a hot spare",
+    NodeMark.REPLACED: "served by a replacement node",
 }
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rlplace.inventory import Inventory
+from rlplace.lifecycle import NodeMark
 from rlplace.plan import GroupSummary, Plan, PlanTopology, Worker
 from rlplace.planner.estimate import Estimate, crossing_of, estimate
 from rlplace.viz.collapse import (
@@ -34,16 +35,16 @@ from rlplace.viz.collapse import (
 )
 from rlplace.viz.text import counted, fraction_label
 
-__all__ = ["Device", "Entry", "NodeHealth", "NodeView", "Scene", "build_scene", "counted", "entries_of", "headline"]
+__all__ = ["Device", "Entry", "NodeMarks", "NodeView", "Scene", "build_scene", "counted", "entries_of", "headline"]
 
 #: More workers of one component at one place than this are drawn as one "x N (ranks)" entry.
 LIST_LIMIT = 3
 
-#: A node's state after a failure, as `Job.node_health()` gives it: rank -> (state, note), state one of
-#: `lost` (waiting for a spare or replacement), `failed` (none came in time), `spare` (a hot spare serves
+#: A node's mark after a failure, as `Job.node_health()` gives it: rank -> (mark, note), a `NodeMark` (or its
+#: string): `lost` (waiting for a spare or replacement), `failed` (none came in time), `spare` (a hot spare serves
 #: the rank), `replaced` (a node started again with the rank serves it). Ranks not listed are healthy.
-NodeHealth = Mapping[int, tuple[str, str]]
-NODE_STATES = ("ok", "lost", "failed", "spare", "replaced")
+NodeMarks = Mapping[int, tuple[str, str]]
+NODE_STATES = tuple(NodeMark)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class NodeView:
     hardware: tuple[Hardware, ...]
     cpu: tuple[Entry, ...]  # pinned workers with neither GPUs nor hardware
     groups: tuple[str, ...]  # pools / node groups containing these nodes, in plan order
-    state: str = "ok"  # see NodeHealth
+    state: str = NodeMark.OK  # see NodeMarks
     note: str = ""  # e.g. "on spare 10.0.0.7"
     ranks: tuple[int, ...] = ()  # every node of the box (empty: just `rank`)
     rows: tuple[RunRow, ...] = ()  # a box of several nodes: one row per run of alike devices
@@ -191,7 +192,7 @@ def headline(scene: Scene) -> str:
 
 
 def build_scene(
-    plan: Plan, inventory: Inventory | None = None, health: NodeHealth | None = None, est: Estimate | None = None
+    plan: Plan, inventory: Inventory | None = None, health: NodeMarks | None = None, est: Estimate | None = None
 ) -> Scene:
     """Arrange `plan` by node run and device. `inventory` adds GPU models, idle GPUs and unused nodes; `health`
     marks nodes lost, failed, or served by a spare or replacement (a running job's `node_health()`); `est` is the

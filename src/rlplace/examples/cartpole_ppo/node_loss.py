@@ -12,6 +12,7 @@ from typing import Any
 
 from rlplace.cli_types import positive_seconds
 from rlplace.errors import RlplaceError
+from rlplace.lifecycle import EventKind
 
 
 def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,7 +76,7 @@ def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
 
 def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
     """The embedded cluster's spares from --spare / --kill-node / --drain-node (checked before anything starts)."""
-    from rlplace.ray.simulated import simulated_spares
+    from rlplace.ray.local_raylets import simulated_spares
 
     kill, drain = getattr(args, "kill_node", None), getattr(args, "drain_node", None)
     if kill is not None and drain is not None:
@@ -142,9 +143,9 @@ class NodeKiller:
         if self.at is None:
             return False
         kinds = {e.kind for e in events if e.node_rank == self.rank and e.at >= self.at}
-        if "shrunk" in kinds and self.add_after_s is not None:
-            return "grown" in kinds
-        return bool(kinds & {"spare", "replacement", "failed", "shrunk"})
+        if EventKind.SHRUNK in kinds and self.add_after_s is not None:
+            return EventKind.GROWN in kinds
+        return bool(kinds & {EventKind.SPARE, EventKind.REPLACEMENT, EventKind.FAILED, EventKind.SHRUNK})
 
     def _strike(self) -> None:
         self.done = self._finished
@@ -154,7 +155,9 @@ class NodeKiller:
         if self.at is None:
             return f"node {self.rank} was not removed: training ended within --kill-after {self.after_s:g} s"
         said = f"node {self.rank} removed abruptly {self.after_s:g} s into training, during iteration {self.done + 1}"
-        lost = next((e for e in events if e.kind == "lost" and e.node_rank == self.rank and e.at >= self.at), None)
+        lost = next(
+            (e for e in events if e.kind == EventKind.LOST and e.node_rank == self.rank and e.at >= self.at), None
+        )
         if lost is not None:
             said += f"; the job declared it lost {lost.at - self.at:.1f} s later"
         if self.added_at is not None:
@@ -167,6 +170,10 @@ class NodeKiller:
     def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+#: The events that say a drained node's workers were dealt with: moved, or their components shrank.
+_DONE = (EventKind.SPARE, EventKind.REPLACEMENT, EventKind.SHRUNK)
 
 
 class NodeDrainer(NodeKiller):
@@ -198,9 +205,7 @@ class NodeDrainer(NodeKiller):
             f"node {self.rank} drained {self.after_s:g} s into training, during iteration {self.done + 1}, with a "
             f"{self.deadline_s:g} s deadline"
         )
-        moved = next(
-            (e for e in events if e.kind in ("spare", "replacement", "shrunk") and e.node_rank == self.rank), None
-        )
+        moved = next((e for e in events if e.kind in _DONE and e.node_rank == self.rank), None)
         if moved is not None and moved.at >= self.at:
             said += f"; the job was done {moved.at - self.at:.1f} s after the notice ({moved.kind}), "
             said += f"{self.at + self.deadline_s - moved.at:.1f} s before the deadline"

@@ -42,6 +42,7 @@ from rlplace.examples.cartpole_ppo.budget import Budget
 from rlplace.examples.cartpole_ppo.curve import RewardCurve
 from rlplace.examples.cartpole_ppo.ppo import PPOConfig
 from rlplace.examples.cartpole_ppo.workers import EnvWorker, EvalWorker, TrainWorker
+from rlplace.lifecycle import EventKind
 from rlplace.model import JobSpec
 
 __all__ = ["COMPONENTS", "Budget", "RunResult", "check_config", "elastic_spec", "run_pipeline"]
@@ -262,7 +263,7 @@ def _run(
 
 def _taken_over(job: Any, seen: int) -> bool:
     """Did a spare or replacement node take over one of the job's nodes since event number `seen`?"""
-    return any(e.kind in ("spare", "replacement") for e in job.events[seen:])
+    return any(e.kind in (EventKind.SPARE, EventKind.REPLACEMENT) for e in job.events[seen:])
 
 
 def _handled(job: Any, seen: int, sizes: int) -> bool:

@@ -10,7 +10,7 @@
 - EnvWorker: CartPole environments. Steps them with actions from its eval worker and writes the
   experience (with advantages) to the buffer shard on its node, or spreads it over the shards.
 
-Offload: the spec's hooks (`rlplace.phases`) are implemented for real on numpy state: offloading
+Offload: RLightning's hooks (`rlplace.phases`) are implemented for real on numpy state: offloading
 moves a worker's arrays out of its process into Ray's object store and drops them; reloading brings them
 back. A worker that touches offloaded state fails loudly, so a missing or misordered hook cannot go
 unnoticed, and every move is counted (`offload_stats`). On a GPU the same hooks would move tensors to
@@ -127,7 +127,7 @@ class TrainWorker:
         self.world_size = group.world_size
         return group.backend
 
-    # Node loss (rlplace.ray.watcher): checkpoint after each iteration, reload it when relaunched elsewhere.
+    # Node loss (rlplace.ray.failover.watcher): checkpoint after each iteration, reload it when relaunched elsewhere.
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return
@@ -221,7 +221,7 @@ class TrainWorker:
         self.learner.optim.m = self.stash.resident("adam_m")
         self.learner.optim.v = self.stash.resident("adam_v")
 
-    # Offload hooks (spec "Offload Support"; called by job.phase when offload is enabled).
+    # Offload hooks (docs/runtime.md, "Phases and offload hooks"; called by job.phase when offload is enabled).
     def reload_model_param_and_grad(self, load_grad: bool = True, load_optimizer: bool = True) -> None:
         self.stash.reload("params", *(("adam_m", "adam_v") if load_optimizer else ()))
 

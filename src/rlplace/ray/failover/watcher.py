@@ -39,8 +39,8 @@ While ranks are gone after a shrink, the watcher looks for nodes that can serve 
 with the rank's label, a spare of the lost node's shape) or that join as the next ranks, and has the mover
 grow the shrunk components back onto them (a `grown` event).
 
-The watcher decides; the `Mover` (the Job's `rlplace.ray.ranks.Ranks`) acts. Calls on workers of other nodes
-never wait on any of this.
+The watcher decides; the `Mover` (the Job's `rlplace.ray.failover.mover.RankMover`) acts. Calls on workers of
+other nodes never wait on any of this.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ from typing import Any, Protocol
 
 from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
-from rlplace.ray.failover import candidates, death_reason, joiners, lost_error, size_changes
+from rlplace.lifecycle import EventKind, NodeHealth, Takeover
+from rlplace.ray.failover.rules import candidates, death_reason, joiners, lost_error, size_changes
 from rlplace.ray.nodes import raylet_refuses
 from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
@@ -116,7 +117,6 @@ class NodeWatcher:
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
         self._notices: set[str] = set()  # draining nodes acted on (once each)
         self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
-        self._stopped = False
         self._ticker: Ticker | None = None
 
     # -- life cycle --------------------------------------------------------------------------------------
@@ -128,10 +128,7 @@ class NodeWatcher:
         self._ticker = self._cluster.every(self.period_s, self._run_once, f"rlplace-watcher-{self._state.name}")
 
     def stop(self) -> None:
-        """Stop watching; calls waiting on a lost node wake up (they raise: the job is shut down)."""
-        self._stopped = True
-        with self._state.changed:
-            self._state.changed.notify_all()
+        """Stop watching (the job's state is closed: calls waiting on a lost node woke up and raise)."""
         if self._ticker is not None:
             self._ticker.stop(self._state.timeout_s + 5)
 
@@ -142,19 +139,19 @@ class NodeWatcher:
 
     # -- what calls ask (in memory; never a GCS request on the fast path) --------------------------------
 
-    def health(self, rank: int | None) -> str:
-        """`ok`, `lost` (waiting for a spare or replacement) or `failed`."""
+    def health(self, rank: int | None) -> NodeHealth:
+        """OK, DRAINING, LOST (waiting for a spare or replacement) or FAILED."""
         return self._state.health(rank)
 
     def check(self, rank: int) -> bool:
         """A call on a worker of node `rank` just failed: is the node lost? Declares the loss at once when the
         node's raylet refuses connections (its processes are known dead) without waiting for Ray's health
         checks; waits for Ray's verdict while the probe is inconclusive."""
-        if self._state.health(rank) != "ok":
+        if self._state.health(rank) != NodeHealth.OK:
             return True
         node = self._state.live.node(rank)
         deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
-        while not self._stopped:
+        while not self._state.closed:
             raylet = self._raylets.get(str(node.node_id))
             refused = raylet_refuses(*raylet) if raylet else None
             if refused:
@@ -166,7 +163,7 @@ class NodeWatcher:
             if refused is False or self._cluster.now() >= deadline:
                 return False
             self._cluster.sleep(self.period_s)
-        return self._state.health(rank) != "ok"
+        return self._state.health(rank) != NodeHealth.OK
 
     def wait_usable(self, rank: int | None, deadline: float | None = None) -> bool:
         """Block while node `rank` is lost: True once its workers answer again (on a spare or replacement),
@@ -178,13 +175,13 @@ class NodeWatcher:
                 trouble = None if rank is None else state.trouble(rank)
                 if trouble is not None and trouble.error is not None:
                     raise trouble.error
-                if state.closed or self._stopped:
+                if state.closed:
                     if trouble is not None:
                         raise PlacementError(f"job {state.name} was shut down while node {rank} was lost")
                     return True
                 if trouble is None:
                     return True
-                if trouble.kind == "lost" and self._cluster.now() > trouble.deadline + 2 * self.period_s + 5:
+                if trouble.kind == NodeHealth.LOST and self._cluster.now() > trouble.deadline + 2 * self.period_s + 5:
                     self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
                     continue
                 wait = None if deadline is None else deadline - self._cluster.now()
@@ -206,18 +203,17 @@ class NodeWatcher:
 
     def _run_once(self) -> bool:
         """One look at the nodes; False ends the ticks (the job was shut down, or the cluster went away)."""
-        if not self._stopped:
+        if not self._state.closed:
             try:
                 self._tick()
                 return True
             except Exception as e:  # never let the watcher die silently: say so, try again next period
-                if not self._stopped and self._cluster.connected():
+                if not self._state.closed and self._cluster.connected():
                     log.warning("rlplace node watcher of job %s: %s", self._state.name, e, exc_info=True)
                     return True
-        # Ray went away under the job (or it was shut down): no call may wait on a watcher that is gone
-        self._stopped = True
-        with self._state.changed:
-            self._state.changed.notify_all()
+        # Ray went away under the job (or it was shut down): the job is over, and no call may wait on a watcher
+        # that is gone (closing the state wakes them)
+        self._state.close()
         return False
 
     def _tick(self) -> None:
@@ -226,19 +222,19 @@ class NodeWatcher:
         alive = {n["NodeID"] for n in raw if n.get("Alive")}
         for rank in self._state.pinned_ranks():
             node_id = self._state.live.node(rank).node_id
-            if self._state.health(rank) == "ok" and str(node_id) not in alive:
+            if self._state.health(rank) == NodeHealth.OK and str(node_id) not in alive:
                 dead = next((n for n in raw if n["NodeID"] == node_id), {})
                 self._declare(rank, "Ray declared it dead" + death_reason(dead))
         usable = [n for n in raw if n["NodeID"] not in draining]  # a node that goes takes nothing over
         for rank in self._state.pinned_ranks():
             node_id = str(self._state.live.node(rank).node_id)
-            if node_id in draining and node_id not in self._notices and self._state.health(rank) == "ok":
+            if node_id in draining and node_id not in self._notices and self._state.health(rank) == NodeHealth.OK:
                 self._notices.add(node_id)
                 self._drained(rank, draining[node_id] / 1000 or None, usable)
         for rank, trouble in sorted(self._state.troubles().items()):
-            if trouble.kind != "draining":  # lost, or failed: a node may still take it over
+            if trouble.kind != NodeHealth.DRAINING:  # lost, or failed: a node may still take it over
                 self._resolve(rank, usable)
-        moving = any(t.kind in ("draining", "lost") for t in self._state.troubles().values())
+        moving = any(t.kind in (NodeHealth.DRAINING, NodeHealth.LOST) for t in self._state.troubles().values())
         if self._state.down and not moving:  # a rank being moved first: growth must not take its spare
             self._grow_back(usable)
 
@@ -255,7 +251,8 @@ class NodeWatcher:
         """Node `rank` is lost (records a `lost` event); or, given the `notice` of its drain (its `draining` event,
         recorded already), it is being left: the loss counts from the notice, and the window from now."""
         with self._work:
-            if self._state.health(rank) != ("ok" if notice is None else "draining") or self._stopped:
+            expected = NodeHealth.OK if notice is None else NodeHealth.DRAINING
+            if self._state.health(rank) != expected or self._state.closed:
                 return
             node = self._state.live.node(rank)
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
@@ -263,8 +260,8 @@ class NodeWatcher:
             now, wall = self._cluster.now(), self._cluster.wall()
             window = self._state.replace_within_s
             since = (now, wall) if notice is None else (now - (wall - notice.at), notice.at)
-            trouble = Trouble("lost", since[1], wall + window, node, workers, since[0], now + window)
-            event = None if notice is not None else self._event("lost", rank, workers, why)
+            trouble = Trouble(NodeHealth.LOST, since[1], wall + window, node, workers, since[0], now + window)
+            event = None if notice is not None else self._event(EventKind.LOST, rank, workers, why)
             self._state.apply(Change(trouble={rank: trouble}, event=event))
             if event is not None:
                 log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
@@ -277,7 +274,7 @@ class NodeWatcher:
         """Node `rank` drains by `deadline` (wall clock; None: Ray gave none): act on it while it is up, or say what
         the deadline will take (see the module docstring)."""
         with self._work:
-            if self._state.health(rank) != "ok" or self._stopped:
+            if self._state.health(rank) != NodeHealth.OK or self._state.closed:
                 return
             node = self._state.live.node(rank)
             workers = self._mover.workers_on(rank)
@@ -290,8 +287,8 @@ class NodeWatcher:
             if takers or refusal is None:
                 how, taker = takers[0] if takers else ("", node)
                 act = f"{how} {taker.address} takes its workers over" if takers else "its elastic components shrink"
-                event = self._event("draining", rank, workers, f"{when}; {act} before then", deadline)
-                trouble = Trouble("draining", wall, wall + left, node, workers, now, now + left)
+                event = self._event(EventKind.DRAINING, rank, workers, f"{when}; {act} before then", deadline)
+                trouble = Trouble(NodeHealth.DRAINING, wall, wall + left, node, workers, now, now + left)
                 self._state.apply(Change(trouble={rank: trouble}, event=event))
                 log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
                 finish_by, name = now + left / 2, f"rlplace-drain-{self._state.name}-{rank}"
@@ -302,12 +299,12 @@ class NodeWatcher:
                 f"{when}; nothing takes it over ({why}) and its components cannot shrink ({refusal}): its workers "
                 f"({', '.join(workers) or 'none launched'}) will be lost at the deadline"
             )
-            event = self._event("draining", rank, workers, what, deadline)
+            event = self._event(EventKind.DRAINING, rank, workers, what, deadline)
             self._state.apply(Change(event=event, warnings=(str(event),)))
             log.warning("rlplace job %s: %s", self._state.name, event)
 
     def _event(
-        self, kind: str, rank: int, workers: tuple[str, ...], why: str, deadline: float | None = None
+        self, kind: EventKind, rank: int, workers: tuple[str, ...], why: str, deadline: float | None = None
     ) -> NodeEvent:
         """A `lost` or `draining` event of the node serving `rank` now."""
         node = self._state.live.node(rank)
@@ -337,7 +334,7 @@ class NodeWatcher:
 
     def _takers(
         self, rank: int, lost: Node, raw: list[dict[str, Any]], refusals: dict[str, str]
-    ) -> list[tuple[str, Node]]:
+    ) -> list[tuple[Takeover, Node]]:
         """The nodes that may take `rank` (served by `lost`) over now (`failover.candidates`; why a node is not
         taken goes into `refusals`)."""
         alive = [n for n in raw if n.get("Alive")]
@@ -351,7 +348,7 @@ class NodeWatcher:
     def _resolve(self, rank: int, raw: list[dict[str, Any]]) -> None:
         with self._work:
             trouble = self._state.trouble(rank)
-            if trouble is None or trouble.kind == "draining" or self._stopped:
+            if trouble is None or trouble.kind == NodeHealth.DRAINING or self._state.closed:
                 return
             refusals = dict(trouble.refusals)  # this look's refusals join the earlier ones (the error names them)
             for how, node in self._takers(rank, trouble.node, raw, refusals):
@@ -359,7 +356,7 @@ class NodeWatcher:
                     self._take_over(rank, trouble, node, how)
                     return
                 except PlacementError as e:
-                    if self._stopped:
+                    if self._state.closed:
                         return  # the job was shut down during the takeover
                     refusals[str(node.node_id)] = f"{how} {node.address} failed: {e}"
                     log.warning(
@@ -393,7 +390,7 @@ class NodeWatcher:
             detail = f"no spare or replacement: {size_changes(events)} (elastic components shrank)"
             node = trouble.node
             event = NodeEvent(
-                "shrunk",
+                EventKind.SHRUNK,
                 rank,
                 trouble.workers,
                 self._cluster.wall(),
@@ -426,7 +423,7 @@ class NodeWatcher:
             serving = {str(n.node_id) for n in state.live.nodes}
             alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._tried]
             joined = joiners(sorted(state.down), state.live, alive, serving=serving, levels=state.levels)
-            if not joined or self._stopped:
+            if not joined or self._state.closed:
                 return
 
             def done(events: tuple[ResizeEvent, ...]) -> None:
@@ -435,7 +432,7 @@ class NodeWatcher:
                     detail += f": {size_changes(events)}" if events else "; nothing to grow back"
                     added = tuple(r.name for e in events for r in e.added if r.node_rank == rank)
                     at, address = self._cluster.wall(), node.address or "?"
-                    event = NodeEvent("grown", rank, added, at, str(node.node_id), address, detail)
+                    event = NodeEvent(EventKind.GROWN, rank, added, at, str(node.node_id), address, detail)
                     state.apply(Change(event=event))
                     log.warning("rlplace job %s: %s", state.name, event)
 
@@ -445,13 +442,13 @@ class NodeWatcher:
                 self._tried.update(str(node.node_id) for _, node in joined.values())
                 log.warning("rlplace job %s: growing back onto %s failed: %s", state.name, sorted(joined), e)
 
-    def _take_over(self, rank: int, trouble: Trouble, node: Node, how: str) -> None:
-        """Move the rank to `node`; the event (handed to `on_replaced` first) is recorded once the workers
-        answer there, with the seconds since the loss was declared."""
-        what = "hot spare" if how == "spare" else "replacement node"
+    def _take_over(self, rank: int, trouble: Trouble, node: Node, how: Takeover) -> None:
+        """Move the rank to `node` (a spare or a replacement); the event (handed to `on_replaced` first) is
+        recorded once the workers answer there, with the seconds since the loss was declared."""
+        what = "hot spare" if how == Takeover.SPARE else "replacement node"
         detail = f"{what} {node.address} (id {str(node.node_id)[:8]}) took over node {rank}"
         at, address = self._cluster.wall(), node.address or "?"
-        event = NodeEvent(how, rank, trouble.workers, at, str(node.node_id), address, detail)
+        event = NodeEvent(EventKind(how), rank, trouble.workers, at, str(node.node_id), address, detail)
         self._mover.move_rank(rank, node, event)
         done = dataclasses.replace(event, at=self._cluster.wall(), seconds=self._cluster.now() - trouble.declared)
         self._state.apply(Change(trouble={rank: None}, event=done))
@@ -462,12 +459,12 @@ class NodeWatcher:
         call can fail a rank whose takeover hangs)."""
         with self._state.changed:
             trouble = self._state.trouble(rank)
-            if trouble is None or trouble.kind != "lost":
+            if trouble is None or trouble.kind != NodeHealth.LOST:
                 return
             error = lost_error(rank, trouble, self._reserved.demand(rank), self._state.replace_within_s)
             now = self._cluster.now()
             event = NodeEvent(
-                "failed",
+                EventKind.FAILED,
                 rank,
                 trouble.workers,
                 self._cluster.wall(),
@@ -476,7 +473,7 @@ class NodeWatcher:
                 str(error),
                 now - trouble.declared,
             )
-            failed = dataclasses.replace(trouble, kind="failed", error=error)
+            failed = dataclasses.replace(trouble, kind=NodeHealth.FAILED, error=error)
             self._state.apply(Change(trouble={rank: failed}, event=event))
 
 

@@ -10,22 +10,57 @@ from __future__ import annotations
 import os
 import socket
 
-from rlplace.errors import RlplaceError
+from rlplace.errors import ConfigError, Problem, RlplaceError
+from rlplace.model import JobSpec
 from rlplace.ray import _compat
 from rlplace.ray.auth import Access, authenticate
 from rlplace.ray.labels import LOOPBACK_ENV
-from rlplace.ray.raycluster import RAY
+from rlplace.ray.ray_port import RAY
 
 JOIN_TIMEOUT_S = 3.0  # a head that does not accept a TCP connection in this time is not there
 START_HEAD = "rlplace start --head --node-rank 0"
 JOIN_HINT = f"start one with `{START_HEAD}`, or pass --address HOST:PORT of a running head node"
 
 
-def address_to_join(given: str | None, configured: str | None) -> str | None:
-    """Where to connect: `given` (`connect(address=...)`, `--address`), else the config's `ray_address`
-    (RLightning's key), else "auto" when $RAY_ADDRESS is set; None when nothing says (`connect()` then lets
-    `ray.init()` find or start a cluster, the CLI joins "auto")."""
-    return given or configured or ("auto" if os.environ.get("RAY_ADDRESS") else None)
+def address_to_join(given: str | None, spec: JobSpec | None = None) -> str | None:
+    """Where to connect: `given` (`connect(address=...)`, `--address`), else "auto" when $RAY_ADDRESS is set or the
+    config writes `ray_address: auto`; None when nothing says (`connect()` then lets `ray.init()` find or start a
+    cluster, the CLI joins "auto").
+
+    A config's `ray_address: HOST:PORT` (RLightning's key) is never joined on its own say: joining presents the
+    user's Ray token, and a config may come from anyone (docs/guide.md, "Security"). It is joined only when the
+    user names the same address ($RAY_ADDRESS, or `given`, which wins anyway); otherwise a ConfigError says how to
+    join it on purpose. `local` is passed on, and refused by `reachable_address` as starting a cluster."""
+    if given:
+        return given
+    configured = spec.ray_address if spec is not None else None
+    named = os.environ.get("RAY_ADDRESS") or None
+    if configured in (None, "auto"):
+        return "auto" if named or configured else None
+    if configured == "local":
+        return configured
+    if configured == named:
+        return "auto"
+    assert spec is not None and configured is not None
+    raise ConfigError(configured_address_problem(spec, None))
+
+
+def configured_address_problem(spec: JobSpec, joining: str | None) -> Problem:
+    """The problem with a config whose `ray_address` names a cluster the user did not (`joining`: what the command
+    joins instead, e.g. "the simulated cluster"; None: nothing else). Shows the address as written (an address from
+    `${oc.env:...}` stays unresolved)."""
+    assert spec.ray_address is not None
+    shown = next((e.written for e in spec.from_env if e.path.endswith("ray_address")), spec.ray_address)
+    instead = f", and this command joins {joining}" if joining else ""
+    return Problem(
+        path="cluster.ray_address",
+        value=shown,
+        file=spec.written_at("ray_address"),
+        message=f"the config names {shown} as the Ray cluster to join{instead}; rlplace joins a cluster, and presents "
+        "your Ray token to it, only where you send it: to join it, pass --address (rlplace run, plan, status), "
+        "connect(address=...) or set $RAY_ADDRESS to it; or write `ray_address: auto` (the cluster --address or "
+        "$RAY_ADDRESS names)",
+    )
 
 
 def reachable_address(address: str, *, hint: str = JOIN_HINT) -> str:
@@ -91,3 +126,27 @@ def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> Access:
     except (ConnectionError, RuntimeError) as e:
         raise RlplaceError(f"could not join the Ray cluster at {resolved}: {e}") from None
     return access
+
+
+def named_address(given: str | None, spec: JobSpec | None = None) -> str:
+    """The cluster `rlplace run` joins: the one the user named (`--address`, $RAY_ADDRESS; `--address auto`: the one
+    running on this machine, on purpose), as `address_to_join` tells. With none named, a cluster that happens to run
+    on this machine (another user's, a test's) is not joined: a ConfigError names it and how to join it, or to
+    simulate one."""
+    address = address_to_join(given, spec)
+    if address is not None:
+        return address
+    try:
+        found = _compat.bootstrap_address("auto")
+    except (ConnectionError, ValueError):
+        found = None
+    ways = "--simulate NODES (an embedded cluster of its own, e.g. --simulate 2x8) or --address HOST:PORT"
+    if found is None:
+        message = f"no cluster named: pass {ways} (or set $RAY_ADDRESS)"
+    else:
+        message = (
+            f"not given, and a Ray cluster runs on this machine (head at {found}); rlplace run joins only a cluster "
+            f"you name: --address {found} (or --address auto: the cluster running here) to run there, or --simulate "
+            "NODES for an embedded cluster of its own (e.g. --simulate 2x8)"
+        )
+    raise ConfigError(Problem(path="--address", value=None, message=message))

@@ -1,12 +1,12 @@
-"""Changing the set of ranks of a running job: what a takeover and a resize both are (DESIGN.md, "failover and
-resizing are the same operation").
+"""Changing the set of ranks of a running job: what a takeover and a resize both are (docs/decisions.md, "One
+mover for every change of ranks").
 
-`Ranks` is the Job's mover (`rlplace.ray.watcher.Mover`): it drops a lost node's workers, moves them to a spare or
-replacement, shrinks elastic components off a lost node, and grows them back when a node joins; `job.resize`
-uses it too. Every change goes the same way: a planner step (`rlplace.planner.resize`: pure, nothing moves), the
-step's new bundles reserved as new placement groups (`Reservation.reserve_step`), the state given the new plan
-(so the rendezvous, the record and `rlplace status` follow), the new workers started through the launcher's one
-path and answering, and only then the commit: removed workers stopped and their groups released, the
+`RankMover` is the Job's mover (`rlplace.ray.failover.watcher.Mover`): it drops a lost node's workers, moves them
+to a spare or replacement, shrinks elastic components off a lost node, and grows them back when a node joins;
+`job.resize` uses it too. Every change goes the same way: a planner step (`rlplace.planner.resize`: pure, nothing
+moves), the step's new bundles reserved as new placement groups (`Reservation.reserve_step`), the state given the
+new plan (so the rendezvous, the record and `rlplace status` follow), the new workers started through the
+launcher's one path and answering, and only then the commit: removed workers stopped and their groups released, the
 WorkerGroups reshaped, and every worker of a changed component told its new rank and rendezvous and its
 `on_resized(event)` run. A failure before the commit undoes the step: nothing reserved or started is left, and
 the state is the old one.
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
 from rlplace import planner
-from rlplace.errors import ConfigError, PlacementError, PlanError, Problem
+from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, first_line
 from rlplace.inventory import Node
+from rlplace.lifecycle import ResizeCause
 from rlplace.plan import Worker
 from rlplace.planner import Resize, SizeChange
 from rlplace.ray.group import WorkerGroup, wait_dead
@@ -42,7 +42,7 @@ Done = Callable[[tuple[ResizeEvent, ...]], None]
 DEATH_WAIT_S = 10.0
 
 
-class Ranks:
+class RankMover:
     """Which workers run on which node rank, and every change of that: takeovers and resizes (see the module
     docstring). Acts on what the job owns (its groups, the reservation, the launcher, the rendezvous) and
     records the outcome in the state; one change at a time."""
@@ -66,7 +66,7 @@ class Ranks:
         self._starters = starters  # the Job's too: how to start one more worker of each launched component
         self._lock = cluster.lock()  # a resize and a takeover never interleave
 
-    # -- node loss: dropping and moving a rank (rlplace.ray.watcher) ------------------------------------------
+    # -- node loss: dropping and moving a rank (rlplace.ray.failover.watcher) -----------------------------
 
     def workers_on(self, rank: int) -> tuple[str, ...]:
         return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
@@ -128,34 +128,19 @@ class Ranks:
         with self._lock:
             self._check_open()
             state = self._state
-            size = len(state.workers(component))
-            if not state.workers(component):
-                raise ConfigError(
-                    Problem(
-                        path="component",
-                        value=component,
-                        message=f"{component!r} is not in the plan; planned: {state.plan.components}",
-                    )
-                )
+            size = len(state.planned(component))
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 raise ConfigError(Problem(path="n", value=n, message="the new size must be a whole number >= 0"))
             start = self._cluster.now()
-            if n > size:
-                if state.spec is None:
-                    raise PlacementError(
-                        f"growing {component} needs the config the plan was made from (GPUs per worker, groups): "
-                        "connect with the config or its JobSpec rather than a finished Plan"
-                    )
-                step = planner.grow(state.spec, state.plan, state.live, component, n - size, down=self._unusable())
-            elif n < size:
-                step = planner.shrink(state.plan, component, to=n)
-            else:
-                planner.resize(state.spec, state.plan, state.live, component, n)  # not elastic: its PlanError
-                return _event(SizeChange(component, size, size, (), ()), "resize", None, 0.0)
+            # The planner decides whether that is a growth or a shrink (a size kept: nothing, or its PlanError
+            # when the component is not elastic or a growth has no config to read).
+            step = planner.resize(state.spec, state.plan, state.live, component, n, down=self._unusable())
+            if not step.changes:
+                return self._event(SizeChange(component, size, size, (), ()), ResizeCause.RESIZE, None, 0.0)
             # What growing back aims for from now on is the size asked for last.
             ranges = {**step.plan.elastic, component: dataclasses.replace(step.plan.elastic[component], start=n)}
             step = dataclasses.replace(step, plan=dataclasses.replace(step.plan, elastic=ranges))
-            return self._realise(step, "resize", None, start + timeout_s, drain=True)[0]
+            return self._realise(step, ResizeCause.RESIZE, None, start + timeout_s, drain=True)[0]
 
     def shrink_lost(self, rank: int, done: Done) -> tuple[ResizeEvent, ...]:
         """Node `rank` is lost and no node took it over: shrink every component on it (they are all elastic
@@ -165,7 +150,7 @@ class Ranks:
             self._check_open()
             step = planner.shrink_lost_node(self._state.plan, rank)
             deadline = self._cluster.now() + self._state.timeout_s
-            return self._realise(step, "node lost", rank, deadline, drain=False, done=done)
+            return self._realise(step, ResizeCause.NODE_LOST, rank, deadline, drain=False, done=done)
 
     def grow_back(self, joined: Mapping[int, Node], done: Done) -> tuple[ResizeEvent, ...]:
         """Nodes joined: each serves a rank lost earlier (a replacement or spare) or a new rank. Map them in the
@@ -183,7 +168,7 @@ class Ranks:
                 return ()
             step = planner.grow_back(state.spec, state.plan, state.live, down=self._unusable())
             deadline = self._cluster.now() + state.timeout_s
-            return self._realise(step, "grow back", min(joined), deadline, drain=True, done=done)
+            return self._realise(step, ResizeCause.GROW_BACK, min(joined), deadline, drain=True, done=done)
 
     def _unusable(self) -> set[int]:
         """Node ranks growth must not use: lost (waiting, failed) or gone after a shrink."""
@@ -192,7 +177,7 @@ class Ranks:
     def _realise(
         self,
         step: Resize,
-        cause: str,
+        cause: ResizeCause,
         node_rank: int | None,
         deadline: float,
         *,
@@ -246,7 +231,7 @@ class Ranks:
             self._rendezvous.joined()
             self._commit(step, groups, started)
             seconds = self._cluster.now() - begun
-            events = [_event(c, cause, node_rank, seconds) for c in changes]
+            events = [self._event(c, cause, node_rank, seconds) for c in changes]
             events[0] = dataclasses.replace(events[0], also=tuple(events[1:]))
             told = self._tell(groups, {e.component: e for e in events})  # before any later call
         state.apply(Change(resizes=tuple(events)))
@@ -295,7 +280,7 @@ class Ranks:
             try:
                 self._cluster.get(ref)
             except Exception as e:  # the constructor raised, or the worker died starting
-                raise PlacementError(f"new worker {refs[ref]} did not start: {_first_line(e)}") from e
+                raise PlacementError(f"new worker {refs[ref]} did not start: {first_line(e)}") from e
 
     def _tell(self, groups: dict[str, WorkerGroup], events: dict[str, ResizeEvent]) -> dict[Any, str]:
         """Send every worker of a changed component its new rank and rendezvous (the new ones too: where Ray
@@ -346,7 +331,7 @@ class Ranks:
             try:
                 self._cluster.get(ref)
             except Exception as e:  # on_resized raised, or the worker died
-                failures.append(f"{refs[ref]}: {_first_line(e)}")
+                failures.append(f"{refs[ref]}: {first_line(e)}")
         return failures
 
     def _first_call(self, handle: Any, event: NodeEvent | None) -> Any:
@@ -357,26 +342,21 @@ class Ranks:
             return self._cluster.call(handle, "on_replaced", event)
         return self._cluster.run_on(handle, answer)
 
-
-def _event(change: SizeChange, cause: str, node_rank: int | None, seconds: float) -> ResizeEvent:
-    return ResizeEvent(
-        change.component,
-        change.old_size,
-        change.new_size,
-        tuple(_rank(w) for w in change.added),
-        tuple(_rank(w) for w in change.removed),
-        dict(change.renumbered),
-        cause,
-        time.time(),
-        seconds,
-        node_rank,
-    )
+    def _event(self, change: SizeChange, cause: ResizeCause, node_rank: int | None, seconds: float) -> ResizeEvent:
+        """The event of one component's change, at the cluster's wall clock (the simulation's is virtual)."""
+        return ResizeEvent(
+            change.component,
+            change.old_size,
+            change.new_size,
+            tuple(_rank(w) for w in change.added),
+            tuple(_rank(w) for w in change.removed),
+            dict(change.renumbered),
+            cause,
+            self._cluster.wall(),
+            seconds,
+            node_rank,
+        )
 
 
 def _rank(w: Worker) -> ResizedRank:
     return ResizedRank(w.rank, w.name, w.node_rank, w.gpus)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__

@@ -1,14 +1,15 @@
 """`SimCluster`: the port (`rlplace.ray.port.Cluster`) answered in memory, on a virtual clock (docs/ray.md,
 "The simulation").
 
-The control plane's real services (reservation, launch, rendezvous, the node watcher, ranks and failover) run
-on it unchanged, in one thread, deterministically: time passes only when a service waits (`get`, `wait`,
-`sleep`, `wait_on`), and what is due meanwhile runs in time order (node deaths, the watcher's ticks, calls
-finishing). Nodes have GPUs, CPUs and labels; placement groups become ready, stay pending or are infeasible;
-actors are the user's objects, built by the placed class as on Ray, whose calls take virtual time, fail, or hang
-until their node dies; a node dies at once for its processes and is reported dead by `nodes()` a health-check
-delay later; nodes join; drains carry deadlines. Unlike `rlplace.ray.simulated` (real raylets on one machine),
-nothing here is Ray: it exists so that thousands of fault schedules run per second (`rlplace.sim.explore`).
+The control plane's real services (reservation, launch, rendezvous, failover's watcher and mover, and weight
+sync's object-store path) run on it unchanged, in one thread, deterministically: time passes only when a service
+waits (`get`, `wait`, `sleep`, `wait_on`), and what is due meanwhile runs in time order (node deaths, the
+watcher's ticks, calls finishing). Nodes have GPUs, CPUs and labels; placement groups become ready, stay pending
+or are infeasible; actors are the user's objects, built by the placed class as on Ray, whose calls take virtual
+time (after the results passed to them, which they receive as values), fail, or hang until their node dies; a
+node dies at once for its processes and is reported dead by `nodes()` a health-check delay later; nodes join;
+drains carry deadlines. Unlike `rlplace.ray.local_raylets` (real raylets on one machine), nothing here is Ray: it
+exists so that thousands of fault schedules run per second (`rlplace.sim.explore`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from rlplace.lifecycle import GroupState, WorkerState
 from rlplace.planner.capacity import add
 from rlplace.ray.port import CallTimedOut, WorkerDied
 
@@ -58,8 +60,8 @@ class SimGroup:
     removed: bool = False
 
     @property
-    def state(self) -> str:
-        return "REMOVED" if self.removed else "CREATED" if self.node_id else "PENDING"
+    def state(self) -> GroupState:
+        return GroupState.REMOVED if self.removed else GroupState.CREATED if self.node_id else GroupState.PENDING
 
     @property
     def demand(self) -> dict[str, float]:
@@ -335,8 +337,8 @@ class SimCluster:
         return group
 
     def group_state(self, group: SimGroup) -> tuple[str, str]:
-        if group.state == "PENDING" and not any(self._could_hold(n, group) for n in self._schedulable()):
-            return "PENDING", "INFEASIBLE"
+        if group.state == GroupState.PENDING and not any(self._could_hold(n, group) for n in self._schedulable()):
+            return GroupState.PENDING, GroupState.INFEASIBLE
         return group.state, ""
 
     def group_table(self) -> dict[str, dict[str, Any]]:
@@ -403,7 +405,7 @@ class SimCluster:
         return {
             a.actor_id: {
                 "ActorID": a.actor_id,
-                "State": "DEAD" if a.died_at is not None else "ALIVE",
+                "State": WorkerState.DEAD if a.died_at is not None else WorkerState.ALIVE,
                 "Name": a.name,
                 "JobID": self.job,
                 "Address": {"NodeID": a.node_id},
@@ -426,10 +428,10 @@ class SimCluster:
             handle.died_at = self._now
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> SimRef:
-        return self._run_in(handle, lambda: getattr(handle.instance, method)(*args, **kwargs), method)
+        return self._run_in(handle, lambda *a, **k: getattr(handle.instance, method)(*a, **k), method, args, kwargs)
 
     def run_on(self, handle: Any, function: Callable[..., Any], *args: Any, **kwargs: Any) -> SimRef:
-        return self._run_in(handle, lambda: function(handle.instance, *args, **kwargs), "")
+        return self._run_in(handle, lambda *a, **k: function(handle.instance, *a, **k), "", args, kwargs)
 
     def run_task(self, function: Callable[..., Any], *args: Any, node_id: str | None = None) -> SimRef:
         node = self.nodes_by_id.get(node_id) if node_id else None
@@ -550,24 +552,35 @@ class SimCluster:
     def _finished(self, value: Any, error: BaseException | None, at: float, actor: SimActor | None = None) -> SimRef:
         return SimRef(next(self._ids), at, value, error, actor)
 
-    def _run_in(self, actor: SimActor, body: Callable[[], Any], method: str) -> SimRef:
+    def _run_in(
+        self, actor: SimActor, body: Callable[..., Any], method: str, args: tuple, kwargs: Mapping[str, Any]
+    ) -> SimRef:
         """Run a call inside `actor` now; its result is ready after the call's virtual duration (in order behind
-        the actor's earlier calls), or never where the schedule makes the method hang."""
+        the actor's earlier calls and after the results it was passed), or never where the schedule makes the
+        method hang. A result passed as an argument is its value in the call, as on Ray; if it failed, so does the
+        call, with its error."""
         self._spend()
         if actor.died_at is not None:
             return self._finished(None, WorkerDied(f"the actor {actor.name} is dead"), self._now)
         node = self.nodes_by_id[actor.node_id]
-        start = max(self._now, actor.busy_until)
+        passed = [v for v in (*args, *kwargs.values()) if isinstance(v, SimRef)]
+        start = max(self._now, actor.busy_until, *(r.done_at() for r in passed))
         hangs = method and method == self.behaviour.hang_method
         at = float("inf") if hangs else start + self.behaviour.call_s * node.slow
         actor.busy_until = at
         value, error = None, None
         try:
+            resolved = [self._value_of(a) for a in args]
+            named = {k: self._value_of(v) for k, v in kwargs.items()}
             with self._inside(actor):
-                value = body()
-        except Exception as e:  # the user's method raised: the caller gets it, as from Ray
+                value = body(*resolved, **named)
+        except Exception as e:  # the user's method raised (or a result it was passed failed): as from Ray
             error = e
         return self._finished(value, error, at, actor)
+
+    @staticmethod
+    def _value_of(value: Any) -> Any:
+        return value.outcome() if isinstance(value, SimRef) else value
 
     @contextmanager
     def _inside(self, actor: SimActor) -> Iterator[None]:

@@ -1,6 +1,6 @@
 """The node-loss rules, on plain data: which node may take a lost rank over, and what to say when none did.
 
-No Ray call in here: the node watcher (`rlplace.ray.watcher`) reads the GCS node table and hands the
+No Ray call in here: the node watcher (`rlplace.ray.failover.watcher`) reads the GCS node table and hands the
 records to these functions. A candidate passes through filters that each return why it is refused (None: it
 may take over): a replacement must carry the lost rank's label and serve no other rank; a rank holding
 attached hardware (robots) takes no spare; a spare must match the lost node's GPU count and model, have the
@@ -18,6 +18,7 @@ from typing import Any
 
 from rlplace.errors import NodeLostError
 from rlplace.inventory import Inventory, Node
+from rlplace.lifecycle import EventKind, NodeMark, Takeover
 from rlplace.model import DEFAULT_TOPOLOGY, TopologyLevel
 from rlplace.planner.topology import spare_order
 from rlplace.ray import diagnose
@@ -61,18 +62,18 @@ def candidates(
     free: Mapping[str, Mapping[str, float]],
     levels: Sequence[TopologyLevel] = DEFAULT_TOPOLOGY,
     refusals: dict[str, str] | None = None,
-) -> list[tuple[str, Node]]:
-    """The nodes that may take `rank` (served by `lost` until now) over, as ("replacement" | "spare", node),
+) -> list[tuple[Takeover, Node]]:
+    """The nodes that may take `rank` (served by `lost` until now) over, as (REPLACEMENT or SPARE, node),
     replacements first, spares nearest the lost node first (its NVLink domain, rack, zone: `spare_order`, by the
     job's topology `levels`). `alive` are the live `ray.nodes()` records, `serving` the ids of nodes serving one
     of the job's ranks now, `free` the free resources per node id. Every refused spare's reason goes into
     `refusals` (node id -> why), the caller's dict: the watcher keeps them in the rank's `Trouble`, a drain's
     probe says them in its event."""
     alive = list(alive)
-    out: list[tuple[str, Node]] = []
+    out: list[tuple[Takeover, Node]] = []
     for n in alive:
         if (n.get("Labels") or {}).get(NODE_RANK_LABEL) == str(rank) and n["NodeID"] not in serving:
-            out.append(("replacement", node_of(n, rank)))
+            out.append((Takeover.REPLACEMENT, node_of(n, rank)))
     if hardware_of(demand, lost):
         return out  # a robot cannot move: only its own node, started again, can take the rank back
     for spare in spare_order(lost, spare_nodes(alive), levels):
@@ -83,7 +84,7 @@ def candidates(
             if refusals is not None:
                 refusals[str(spare.node_id)] = why
         else:
-            out.append(("spare", dataclasses.replace(spare, rank=rank)))
+            out.append((Takeover.SPARE, dataclasses.replace(spare, rank=rank)))
     return out
 
 
@@ -94,15 +95,15 @@ def joiners(
     *,
     serving: set[str],
     levels: Sequence[TopologyLevel] = DEFAULT_TOPOLOGY,
-) -> dict[int, tuple[str, Node]]:
-    """Nodes that may serve the job after an elastic shrink: rank -> ("replacement" | "spare" | "new node", node).
+) -> dict[int, tuple[Takeover, Node]]:
+    """Nodes that may serve the job after an elastic shrink: rank -> (REPLACEMENT, SPARE or NEW_NODE, node).
     For each rank in `down` (gone, its components shrank), a node started again with its rank label, else a spare
     with the lost node's GPU count and model; then nodes labelled with the next ranks (`len(live)`, ...), which
     join the job's inventory as new capacity. `alive` are live `ray.nodes()` records, `serving` the ids of nodes
     serving one of the job's ranks."""
     free = [n for n in alive if n["NodeID"] not in serving]
     taken: set[str] = set()
-    out: dict[int, tuple[str, Node]] = {}
+    out: dict[int, tuple[Takeover, Node]] = {}
 
     def labelled(rank: int) -> Mapping[str, Any] | None:
         want = str(rank)
@@ -111,18 +112,18 @@ def joiners(
     for rank in sorted(down):
         replacement = labelled(rank)
         if replacement is not None:
-            out[rank] = ("replacement", node_of(replacement, rank))
+            out[rank] = (Takeover.REPLACEMENT, node_of(replacement, rank))
             taken.add(replacement["NodeID"])
             continue
         lost = live.node(rank)
         for spare in spare_order(lost, spare_nodes(free), levels):
             if str(spare.node_id) not in taken and spare_refusal(lost, {}, spare, None) is None:
-                out[rank] = ("spare", dataclasses.replace(spare, rank=rank))
+                out[rank] = (Takeover.SPARE, dataclasses.replace(spare, rank=rank))
                 taken.add(str(spare.node_id))
                 break
     rank = len(live)
     while (more := labelled(rank)) is not None:
-        out[rank] = ("new node", node_of(more, rank))
+        out[rank] = (Takeover.NEW_NODE, node_of(more, rank))
         rank += 1
     return out
 
@@ -167,23 +168,23 @@ def _waited_for(rank: int, trouble: Trouble, demand: Mapping[str, float], replac
     return what
 
 
-def health_notes(events: Iterable[NodeEvent]) -> dict[int, tuple[str, str]]:
-    """rank -> (state, note) for ranks that are not plainly healthy: `lost`, `failed`, `spare`, `replaced`
-    (the topology picture shows them)."""
-    out: dict[int, tuple[str, str]] = {}
+def health_notes(events: Iterable[NodeEvent]) -> dict[int, tuple[NodeMark, str]]:
+    """rank -> (mark, note) for ranks that are not plainly healthy: LOST, FAILED, SPARE, REPLACED (the topology
+    picture shows them), by each rank's latest event (a draining notice changes nothing yet)."""
+    out: dict[int, tuple[NodeMark, str]] = {}
     for e in events:
-        if e.kind == "lost":
-            out[e.node_rank] = ("lost", f"lost {time.strftime('%H:%M:%S', time.localtime(e.at))}")
-        elif e.kind == "failed":
-            out[e.node_rank] = ("failed", "lost; no spare or replacement in time")
-        elif e.kind == "spare":
-            out[e.node_rank] = ("spare", f"on spare {e.address}")
-        elif e.kind == "replacement":
-            out[e.node_rank] = ("replaced", f"replaced: {e.address}")
-        elif e.kind == "shrunk":
-            out[e.node_rank] = ("lost", "lost; elastic components shrank")
-        elif e.kind == "grown":
-            out[e.node_rank] = ("replaced", f"joined: {e.address}; components grew back")
+        if e.kind == EventKind.LOST:
+            out[e.node_rank] = (NodeMark.LOST, f"lost {time.strftime('%H:%M:%S', time.localtime(e.at))}")
+        elif e.kind == EventKind.FAILED:
+            out[e.node_rank] = (NodeMark.FAILED, "lost; no spare or replacement in time")
+        elif e.kind == EventKind.SPARE:
+            out[e.node_rank] = (NodeMark.SPARE, f"on spare {e.address}")
+        elif e.kind == EventKind.REPLACEMENT:
+            out[e.node_rank] = (NodeMark.REPLACED, f"replaced: {e.address}")
+        elif e.kind == EventKind.SHRUNK:
+            out[e.node_rank] = (NodeMark.LOST, "lost; elastic components shrank")
+        elif e.kind == EventKind.GROWN:
+            out[e.node_rank] = (NodeMark.REPLACED, f"joined: {e.address}; components grew back")
     return out
 
 

@@ -1,0 +1,7 @@
+# rlplace's own stand-in for a verl entry module, in verl's shape: only its @hydra.main is read (never run).
+import hydra
+
+
+@hydra.main(config_path="config", config_name="fully_async_ppo_trainer", version_base=None)
+def main(config):
+    raise SystemExit("test data: not a trainer")
