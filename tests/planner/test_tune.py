@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import pytest
+from tests.conftest import ROOT
 
 from rlplace.cli import main
 
@@ -257,3 +258,10 @@ def test_plan_with_a_profile_predicts_from_it(capsys, tmp_path):
     assert code == 0
     assert "predicted iteration: 13.14 s (disaggregated: eval (2) | train (2))" in out  # 14 GB assumed: 0.14 s sync
     assert "sequential: each waits for the one before (cluster.disaggregated_stages: sequential)" in out
+
+
+def test_a_verl_config_is_not_tuned_and_says_so(capsys, tmp_path):
+    verl = str(ROOT / "tests/data/frameworks/verl/verl/trainer/config/ppo_trainer.yaml")
+    profile = config(tmp_path, "measured: {gpus: 8}\ncomponents: {actor_rollout: {seconds: 3}}\n", "p.yaml")
+    code, _, err = run(capsys, "tune", verl, "--nodes", "1x8", "--profile", profile)
+    assert code == 2 and "a verl config is not tuned (plan it with rlplace plan --time" in err

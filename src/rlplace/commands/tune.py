@@ -38,10 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlplace.planner import capacity, estimate, plan
-    from rlplace.planner.tune import tune
+    from rlplace.planner.tune import check_tunable, tune
 
     spec, whole = load_config(args, whole=True)
     assert whole is not None
+    check_tunable(spec)
     inventory = inventory_of(args)
     written = capacity.checked(plan(spec, inventory), inventory)
     workload = workload_of(spec, whole, written, inventory, args)

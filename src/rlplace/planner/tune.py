@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rlplace.config.loader import load
-from rlplace.errors import ConfigError, PlanError, RlplaceError
+from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
@@ -102,6 +102,7 @@ def tune_line(
 ) -> tuple[Line, list[tuple[int, int]]]:
     """The GPUs tune distributes, and (node, GPUs tuned on it) in order: the group the timed components are
     placed through (node groups; `cluster`: every GPU), or every GPU node (pools)."""
+    check_tunable(spec)
     if spec.dialect == "node_groups":
         label = tuned_group(spec, workload)
         if not label:
@@ -140,9 +141,20 @@ def tune_line(
     return line, list(per_node.items())
 
 
-def _problem(spec: JobSpec, message: str):
-    from rlplace.errors import Problem
+def check_tunable(spec: JobSpec) -> None:
+    """tune writes its answer in RLinf's or RLightning's dialect; any other config is a ConfigError saying so."""
+    if spec.dialect not in ("node_groups", "pools"):
+        raise ConfigError(
+            Problem(
+                "",
+                f"rlplace tune writes placements in RLinf's component_placement or RLightning's resource_pool; a "
+                f"{spec.dialect} config is not tuned (plan it with rlplace plan --time to see its prediction)",
+                file=spec.source,
+            )
+        )
 
+
+def _problem(spec: JobSpec, message: str) -> Problem:
     return Problem("cluster.component_placement", message, file=spec.source)
 
 
