@@ -148,6 +148,8 @@ def main() -> None:
             flush=True,
         )
     largest = max(n for n in SIZES if n <= args.max_nodes)
+    if largest < 2:
+        return  # a mixed cluster needs two nodes
     result, wall, cpu = timed_tune(largest, args.repeat, mixed=True)
     assert result.best is not None
     print(
