@@ -20,7 +20,7 @@ from rlplace.commands.driver import EXIT_NOT_STARTED  # `run ... -- COMMAND` tha
 from rlplace.errors import CommandError, ConfigError, PlacementError, PlanError, Problem, RlplaceError
 from rlplace.printable import printable
 
-COMMANDS = ("validate", "schema", "plan", "start", "stop", "run", "demo", "status", "drain")
+COMMANDS = ("validate", "schema", "plan", "tune", "start", "stop", "run", "demo", "status", "drain")
 
 EXIT_OK, EXIT_CONFIG, EXIT_PLAN, EXIT_PLACEMENT = 0, 2, 3, 4
 

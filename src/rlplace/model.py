@@ -275,6 +275,9 @@ class JobSpec:
     elastic: tuple[ElasticRange, ...] = ()
     #: The model's size in bytes where the config says it (`cluster.model_bytes`), for the estimate of weight sync.
     model_bytes: int | None = None
+    #: `cluster.disaggregated_stages` as written (streamed | sequential), for the time model; None: unsaid (the
+    #: dialect's default, planner/workload.py).
+    disaggregated_stages: str | None = None
     #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3",
     #: "component_placement.actor": "job.yaml:5"}`), by key path relative to the cluster section; empty for a dict.
     locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

@@ -20,7 +20,8 @@ import dataclasses
 import os
 import pathlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from rlplace.config import elastic, names, node_groups, pools, topology, training, verl
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
@@ -58,24 +59,44 @@ def load(
     hydra-core (the optional extra `rlplace[hydra]`). Values read from the environment are written as in the
     config (`${oc.env:VAR}`) in problems and warnings unless `show_env`.
     """
+    return load_with(source, None, filename=filename, overrides=overrides, show_env=show_env)[0]
+
+
+T = TypeVar("T")
+
+
+def load_with(
+    source: object,
+    reader: Callable[[JobSpec, Values], T] | None,
+    *,
+    filename: str | None = None,
+    overrides: Sequence[str] = (),
+    show_env: bool = False,
+) -> tuple[JobSpec, T | None]:
+    """`load`, and what `reader` reads from the same composed document (the whole training config, beside the
+    cluster section: RLinf's `profile_data` for `rlplace tune`); its problems (`values.rep.add`) join the one
+    ConfigError. Only commands that need more than placement read more, so a key placement ignores never blocks
+    `validate` or `plan`."""
     rep, composed = _read(source, filename, tuple(overrides), show_env)
     data = composed.data
     if data is None and not rep.problems:
         data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
     values = Values(data, rep, composed.root, composed.gaps, composed.stamps)
     spec = _interpret(data, rep, values) if data is not None else None
+    extra = reader(spec, values) if reader is not None and spec is not None and not rep.problems else None
     from_env = tuple(dict.fromkeys(rep.from_env))  # a value read twice is recorded twice
     shown = () if show_env else from_env
     if rep.problems or spec is None:
         raise ConfigError([_hidden(p, shown) for p in rep.sorted_problems()])
     warnings = tuple(hide(w, shown) for w in rep.warning_texts())
-    return dataclasses.replace(
+    spec = dataclasses.replace(
         spec,
         source=rep.file,
         warnings=warnings,
         locations={**_locations(rep, data), **spec.locations},
         from_env=from_env,
     )
+    return spec, extra
 
 
 def _hidden(problem: Problem, values: tuple[EnvValue, ...]) -> Problem:
@@ -256,9 +277,12 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
 
 
 def _both_dialects(spec: JobSpec, checked: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
-    """`spec` with the keys either dialect may write: `topology`, `elastic`, and rlplace's `model_bytes`."""
+    """`spec` with the keys either dialect may write: `topology`, `elastic`, and rlplace's `model_bytes` and
+    `disaggregated_stages`."""
     size = written(checked, "model_bytes")
     spec = dataclasses.replace(spec, model_bytes=size) if isinstance(size, int) else spec
+    stages = written(checked, "disaggregated_stages")
+    spec = dataclasses.replace(spec, disaggregated_stages=stages) if isinstance(stages, str) else spec
     spec = topology.apply(spec, checked, base, rep)
     return elastic.apply(spec, checked, base, rep)
 

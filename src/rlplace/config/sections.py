@@ -185,7 +185,7 @@ ELASTIC_RANGE = Section(
     },
 )
 #: Keys of both dialects: they do not tell the dialect.
-BOTH_DIALECTS = ("elastic", "topology", "model_bytes")
+BOTH_DIALECTS = ("elastic", "topology", "model_bytes", "disaggregated_stages")
 #: `cluster.elastic`: component -> {min, max}; the rules relating it to the components are in `elastic.py`.
 ELASTIC = Field(
     Maybe(MapOf(Maybe(ELASTIC_RANGE), "component names to elastic ranges {min: N, max: M}")),
@@ -289,6 +289,15 @@ MODEL_BYTES = Field(
     "rlplace: the model's size for the estimate of weight sync across nodes, e.g. 14G, 512M, 2.2MiB (unsaid: 14 "
     "GB, a 7B model in bf16, shown as assumed)",
 )
+#: rlplace's own key, in both dialects: how components on GPUs of their own run within an iteration, for the time
+#: model (docs/guide.md, "Choosing a placement"; planner/phase_order.py).
+STREAMED, SEQUENTIAL = "streamed", "sequential"
+DISAGGREGATED_STAGES = Field(
+    Choice((STREAMED, SEQUENTIAL)),
+    "rlplace: how components on GPUs of their own run in an iteration, for the time model: streamed (each batch "
+    "moves on as soon as it is done, RLinf's pipelined group batches: the default in the node-groups dialect) or "
+    "sequential (a synchronous algorithm: each waits for the one before; the default in the pools dialect)",
+)
 #: Keys RLinf reads from its cluster section besides the placement: kept on JobSpec.extras for the app.
 RLINF_SWITCHES = (
     "auto_scheduler",
@@ -330,6 +339,7 @@ NODE_GROUPS_SECTION = Section(
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
         "model_bytes": MODEL_BYTES,
+        "disaggregated_stages": DISAGGREGATED_STAGES,
     },
     doc="Heterogeneous cluster: node groups and component placement (RLinf's dialect; docs/config.md).",
     lenient=True,
@@ -429,6 +439,7 @@ POOLS_SECTION = Section(
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
         "model_bytes": MODEL_BYTES,
+        "disaggregated_stages": DISAGGREGATED_STAGES,
     },
     doc="Placement strategy: worker counts, placement mode/strategy, resource pools (RLightning's; docs/config.md).",
     lenient=True,
