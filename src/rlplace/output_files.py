@@ -32,15 +32,7 @@ def write_file(path: str | os.PathLike[str], content: str | bytes, *, mode: int 
     A new file gets `mode` less the umask (0o600: readable by its owner only). RlplaceError when `path` is a link
     or not a regular file; OSError (naming `path`) when the folder is missing or not writable."""
     target = pathlib.Path(path)
-    try:
-        existing = os.lstat(target)
-    except FileNotFoundError:
-        existing = None
-    if existing is not None and stat.S_ISLNK(existing.st_mode):
-        raise RlplaceError(
-            f"{target} is a symbolic link (to {os.readlink(target)}); rlplace does not write through links, so "
-            "nothing was written: remove the link or name another file"
-        )
+    existing = _no_link(target, "remove the link or name another file")
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         raise RlplaceError(f"{target} exists and is not a regular file; nothing was written: name another file")
     kept = existing is not None and existing.st_uid == os.geteuid()
@@ -69,15 +61,7 @@ def output_folder(path: str | os.PathLike[str]) -> pathlib.Path:
     """The folder `path`, made (with its parents) when missing; RlplaceError when it is a symbolic link or no
     folder, OSError (naming it) when it cannot be made."""
     folder = pathlib.Path(path)
-    try:
-        existing = os.lstat(folder)
-    except FileNotFoundError:
-        existing = None
-    if existing is not None and stat.S_ISLNK(existing.st_mode):
-        raise RlplaceError(
-            f"{folder} is a symbolic link (to {os.readlink(folder)}); rlplace does not write through links, so "
-            "nothing was written: name the folder itself"
-        )
+    existing = _no_link(folder, "name the folder itself")
     if existing is not None and not stat.S_ISDIR(existing.st_mode):
         raise RlplaceError(f"{folder} exists and is not a folder; nothing was written: name another one")
     try:
@@ -85,3 +69,18 @@ def output_folder(path: str | os.PathLike[str]) -> pathlib.Path:
     except OSError as e:
         raise OSError(e.errno, e.strerror, str(folder)) from None
     return folder
+
+
+def _no_link(path: pathlib.Path, fix: str) -> os.stat_result | None:
+    """What is at `path` itself (None: nothing); RlplaceError saying `fix` when it is a symbolic link, which a
+    stranger may have planted where rlplace writes (/tmp) to make it overwrite the link's target."""
+    try:
+        existing = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(existing.st_mode):
+        raise RlplaceError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); rlplace does not write through links, so nothing "
+            f"was written: {fix}"
+        )
+    return existing
