@@ -11,7 +11,9 @@ overlap. An iteration:
 1. weight sync, by rlplace's own runtime (`sync_weights(source="nearest", transport="object_store")`): each actor
    rank that feeds a rollout node returns a numpy array of --weights-mb MB (a put into its node's object store), and
    every rollout worker receives it: across nodes the object store really moves it. (Not one put on rank 0's node:
-   the model counts what rlplace's runtime does, each rollout node pulling from the nearest trainer node.)
+   the model counts what rlplace's runtime does, each rollout node pulling from the nearest trainer node.) Keep
+   --weights-mb under about 70: a simulated node's object store holds 150 MiB (ray.cluster_utils' default), and
+   two copies of larger weights spill to disk, which no link figure describes.
 2. B = 4 group batches streamed through the stages, as RLinf pipelines them: batch b of rollout, on each rollout
    worker, holds its GPU for rollout(n) / B seconds, after its own batch b - 1 (engines do not wait for each
    other); batch b of the

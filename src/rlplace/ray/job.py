@@ -180,7 +180,10 @@ class Job:
         if self.state.closed:
             return
         if self.phase_times.path is not None and self.phase_times.seconds and self.cluster.connected():
-            self.record_memory()
+            try:  # under `rlplace run --profile-out`: the workers' memory, while they live; never at tear-down's cost
+                self.record_memory()
+            except Exception as e:
+                log.info("job %s: no memory figures for the profile: %s", self.name, e)
         # The one mark of a job that is over (the state's): from now on the mover starts nothing, the watcher acts
         # on nothing, waiting calls wake and raise, and the record is no longer rewritten.
         self.state.close()
