@@ -32,7 +32,7 @@ def write_file(path: str | os.PathLike[str], content: str | bytes, *, mode: int 
     A new file gets `mode` less the umask (0o600: readable by its owner only). RlplaceError when `path` is a link
     or not a regular file; OSError (naming `path`) when the folder is missing or not writable."""
     target = pathlib.Path(path)
-    existing = _refused(target)
+    existing = _regular_file(target)
     kept = existing is not None and existing.st_uid == os.geteuid()
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.rlplace-tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -59,7 +59,7 @@ def check_output_file(path: str | os.PathLike[str]) -> None:
     """Refuse now what `write_file(path)` would refuse after a long run: a link or no regular file there
     (RlplaceError), a folder that is missing or not writable (OSError naming it). Writes nothing."""
     target = pathlib.Path(path)
-    _refused(target)
+    _regular_file(target)
     folder = target.parent
     if not folder.is_dir():
         raise OSError(2, "no such folder", str(folder))
@@ -67,18 +67,10 @@ def check_output_file(path: str | os.PathLike[str]) -> None:
         raise OSError(13, "folder not writable", str(folder))
 
 
-def _refused(target: pathlib.Path) -> os.stat_result | None:
+def _regular_file(target: pathlib.Path) -> os.stat_result | None:
     """What is at `target` (None: nothing), or RlplaceError when it is a link or no regular file."""
-    try:
-        existing = os.lstat(target)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(existing.st_mode):
-        raise RlplaceError(
-            f"{target} is a symbolic link (to {os.readlink(target)}); rlplace does not write through links, so "
-            "nothing was written: remove the link or name another file"
-        )
-    if not stat.S_ISREG(existing.st_mode):
+    existing = _no_link(target, "remove the link or name another file")
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
         raise RlplaceError(f"{target} exists and is not a regular file; nothing was written: name another file")
     return existing
 
@@ -87,15 +79,7 @@ def output_folder(path: str | os.PathLike[str]) -> pathlib.Path:
     """The folder `path`, made (with its parents) when missing; RlplaceError when it is a symbolic link or no
     folder, OSError (naming it) when it cannot be made."""
     folder = pathlib.Path(path)
-    try:
-        existing = os.lstat(folder)
-    except FileNotFoundError:
-        existing = None
-    if existing is not None and stat.S_ISLNK(existing.st_mode):
-        raise RlplaceError(
-            f"{folder} is a symbolic link (to {os.readlink(folder)}); rlplace does not write through links, so "
-            "nothing was written: name the folder itself"
-        )
+    existing = _no_link(folder, "name the folder itself")
     if existing is not None and not stat.S_ISDIR(existing.st_mode):
         raise RlplaceError(f"{folder} exists and is not a folder; nothing was written: name another one")
     try:
@@ -103,3 +87,18 @@ def output_folder(path: str | os.PathLike[str]) -> pathlib.Path:
     except OSError as e:
         raise OSError(e.errno, e.strerror, str(folder)) from None
     return folder
+
+
+def _no_link(path: pathlib.Path, fix: str) -> os.stat_result | None:
+    """What is at `path` itself (None: nothing); RlplaceError saying `fix` when it is a symbolic link, which a
+    stranger may have planted where rlplace writes (/tmp) to make it overwrite the link's target."""
+    try:
+        existing = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(existing.st_mode):
+        raise RlplaceError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); rlplace does not write through links, so nothing "
+            f"was written: {fix}"
+        )
+    return existing

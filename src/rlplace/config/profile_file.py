@@ -25,11 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rlplace.config.fields import INVALID, Field, Integer, JsonSchema, Kind, MapOf, Section
-from rlplace.config.files import Unreadable, read_text
+from rlplace.config.files import read_yaml_file
 from rlplace.config.hardware import TEXT
 from rlplace.config.problems import Path, Reporter, format_path, show
 from rlplace.config.sections import MODEL_BYTES
-from rlplace.config.yaml_source import Budget, read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import MAX_DEVICES_PER_NODE, MAX_NODES
 
@@ -182,14 +181,7 @@ class Profile:
 def load_profile(path: str | os.PathLike[str]) -> Profile:
     """The profile file at `path`, checked; ConfigError with every problem (file, line, key, value)."""
     name = os.fspath(path)
-    try:
-        text = read_text(path, kind="profile")
-    except Unreadable as e:
-        raise ConfigError(Problem("", str(e), file=name)) from None
-    rep = Reporter(name)
-    data = read_yaml(text, rep, Budget())
-    if rep.problems:
-        raise ConfigError(rep.sorted_problems())
+    rep, data, _ = read_yaml_file(path, kind="profile")
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(
             Problem(

@@ -12,7 +12,7 @@ group, its ranks, the domains and a placement that would not split it (docs/plan
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from rlplace.inventory import Inventory
 from rlplace.model import ComponentSpec
@@ -60,7 +60,8 @@ def _fewest_domains(runs: list[list[int]], size: int, need: int) -> list[int]:
     kept: list[int] = []
     j, offset = 0, 0
     while j < len(runs):
-        group, spans, k, o = [], 0, j, offset
+        group: list[int] = []
+        spans, k, o = 0, j, offset
         while len(group) < size and k < len(runs):
             take = runs[k][o : o + size - len(group)]
             group += take
@@ -110,20 +111,9 @@ def check(
     domains than it must; record it in `split`. The placement is kept as written; the warning suggests resource
     ranks for as many whole groups, the written ones first, then the others of `available()` ((resource rank,
     node) of every GPU the component's node groups have; asked only for a warning)."""
-    assert c.model_parallel is not None
     largest = max(capacity.values(), default=0)
     of_rank = domains(topology, nodes)
-    for kind, size, origin in c.model_parallel.groups:
-        need = max(1, math.ceil(size / largest)) if largest else 1
-        bad = []
-        for start in range(0, len(of_rank) - len(of_rank) % size, size):
-            spanned = list(dict.fromkeys(of_rank[start : start + size]))
-            if len(spanned) > 1:
-                split.append(
-                    MixedGroup(c.name, kind, tuple(range(start, start + size)), tuple(map(domain_name, spanned)))
-                )
-                if len(spanned) > need:
-                    bad.append((start, spanned))
+    for (kind, size, origin), need, bad in spanning(c, of_rank, largest, split):
         if size > largest and of_rank:
             warnings.append(
                 f"{c.name}: its {kind} groups of {size} ranks ({origin}) are larger than every NVLink domain (the "
@@ -135,6 +125,28 @@ def check(
                     c, (kind, size, origin), bad, len(of_rank) // size, nodes, of_rank, picks, topology, available
                 )
             )
+
+
+def spanning(
+    c: ComponentSpec, of_rank: Sequence[str | int], largest: int, split: list[MixedGroup]
+) -> Iterator[tuple[tuple[str, int, str], int, list[tuple[int, list]]]]:
+    """For each kind of model-parallel group of `c` (rank r in the NVLink domain `of_rank[r]`, the largest domain
+    holding `largest` GPUs): (kind, size, origin), the fewest domains a group of that size needs, and the groups
+    (first rank, their domains) that span more than that. Every group that spans domains at all is recorded in
+    `split`, for the pictures."""
+    assert c.model_parallel is not None
+    for kind, size, origin in c.model_parallel.groups:
+        need = max(1, math.ceil(size / largest)) if largest else 1
+        bad = []
+        for start in range(0, len(of_rank) - len(of_rank) % size, size):
+            spanned = list(dict.fromkeys(of_rank[start : start + size]))
+            if len(spanned) > 1:
+                split.append(
+                    MixedGroup(c.name, kind, tuple(range(start, start + size)), tuple(map(domain_name, spanned)))
+                )
+                if len(spanned) > need:
+                    bad.append((start, spanned))
+        yield (kind, size, origin), need, bad
 
 
 def _split_warning(
