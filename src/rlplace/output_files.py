@@ -32,9 +32,7 @@ def write_file(path: str | os.PathLike[str], content: str | bytes, *, mode: int 
     A new file gets `mode` less the umask (0o600: readable by its owner only). RlplaceError when `path` is a link
     or not a regular file; OSError (naming `path`) when the folder is missing or not writable."""
     target = pathlib.Path(path)
-    existing = _no_link(target, "remove the link or name another file")
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        raise RlplaceError(f"{target} exists and is not a regular file; nothing was written: name another file")
+    existing = _regular_file(target)
     # an existing file of ours keeps its mode
     kept = stat.S_IMODE(existing.st_mode) & 0o777 if existing is not None and existing.st_uid == os.geteuid() else None
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.rlplace-tmp")
@@ -56,6 +54,26 @@ def write_file(path: str | os.PathLike[str], content: str | bytes, *, mode: int 
             raise OSError(e.errno, e.strerror, str(target)) from None
         raise
     return target
+
+
+def check_output_file(path: str | os.PathLike[str]) -> None:
+    """Refuse now what `write_file(path)` would refuse after a long run: a link or no regular file there
+    (RlplaceError), a folder that is missing or not writable (OSError naming it). Writes nothing."""
+    target = pathlib.Path(path)
+    _regular_file(target)
+    folder = target.parent
+    if not folder.is_dir():
+        raise OSError(2, "no such folder", str(folder))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OSError(13, "folder not writable", str(folder))
+
+
+def _regular_file(target: pathlib.Path) -> os.stat_result | None:
+    """What is at `target` (None: nothing), or RlplaceError when it is a link or no regular file."""
+    existing = _no_link(target, "remove the link or name another file")
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise RlplaceError(f"{target} exists and is not a regular file; nothing was written: name another file")
+    return existing
 
 
 def output_folder(path: str | os.PathLike[str]) -> pathlib.Path:

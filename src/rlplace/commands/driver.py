@@ -51,8 +51,10 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
     Ctrl-C (or SIGTERM) before the command starts stops `run` at once: a simulated cluster being started is
     killed, its processes checked gone, and `run` exits 130."""
     from rlplace.config.driver_env import driver_environment
+    from rlplace.examples.cartpole_ppo.command import check_profile_out
 
     _check_configured_address(spec, args)
+    check_profile_out(args, spec)
     driver_env = driver_environment(args.config, args.overrides)
     say = _say()
     stopper = _Stopper()
@@ -60,8 +62,9 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
         try:
             if args.simulate:
                 return _run_simulated(args, spec, command, {**driver_env}, private, stopper, say)
-            address, token_env, handed = _join_live(spec, args, command, private, say)
-            return _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env, **handed}, stopper, say)
+            address, token_env, handed, planned, inventory = _join_live(spec, args, command, private, say)
+            code = _drive(command, {"RAY_ADDRESS": address, **token_env, **driver_env, **handed}, stopper, say)
+            return _write_profile(args, spec, planned, inventory, handed, code, say)
         except KeyboardInterrupt as e:  # only before the command started: the stopper raises it then
             from rlplace.ray.local_raylets import StartInterrupted
 
@@ -84,24 +87,72 @@ def _run_simulated(
     say: Any,
 ) -> int:
     """Plan on the simulated nodes and show it, start them, run the command on that plan, stop them."""
-    from rlplace.ray.handoff import write_handoff
     from rlplace.ray.local_raylets import check_machine_holds, simulated_cluster, simulated_inventory
 
     nodes = simulated_inventory(args.simulate)
     check_machine_holds(len(nodes), args.simulate, "--simulate")  # at once: before anything is planned or started
     planned = _show(spec, nodes, say, args)
     _check_runnable(command)
-    handed = write_handoff(planned, nodes, private)
+    handed = _handoff(planned, nodes, private, args)
     say.print(f"rlplace: starting a simulated cluster of {args.simulate} (logical GPUs) ...")
     cluster = None
     try:
         with simulated_cluster(nodes, connect=False, on_interrupt=_exit_interrupted(say, private)) as cluster:
             env = {"RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "disabled", **driver_env, **handed}
-            return _drive(command, env, stopper, say)
+            code = _drive(command, env, stopper, say)
     finally:
         if cluster is not None:
             left = f"; had to kill: {', '.join(cluster.killed)}" if cluster.killed else ", none of its processes left"
             say.print(f"rlplace: simulated cluster stopped{left}")
+    return _write_profile(args, spec, planned, nodes, handed, code, say)
+
+
+def _handoff(planned: Plan, inventory: Any, private: str, args: argparse.Namespace) -> dict[str, str]:
+    """The variables that hand the command the plan, and with --profile-out where its Job writes its phase times."""
+    from rlplace.ray.handoff import phase_times_handoff, write_handoff
+
+    handed = write_handoff(planned, inventory, private)
+    return {**handed, **phase_times_handoff(private)} if args.profile_out else handed
+
+
+def _write_profile(
+    args: argparse.Namespace,
+    spec: JobSpec,
+    planned: Plan,
+    inventory: Any,
+    handed: Mapping[str, str],
+    code: int,
+    say: Any,
+) -> int:
+    """With --profile-out, the profile of the phases the command's Job finished (planner/profile_record.py); when
+    none did, no file but a line saying why, and exit 1 where the command itself succeeded. Else the command's
+    status."""
+    if not args.profile_out:
+        return code
+    from rlplace.commands.arguments import invoked
+    from rlplace.errors import RlplaceError
+    from rlplace.phases import PhaseTimes
+    from rlplace.planner.profile_record import recorded_profile, write_profile
+    from rlplace.ray.handoff import phase_times_path
+
+    path = phase_times_path(handed)
+    times = PhaseTimes.read(path) if path else None
+    try:
+        recorded = recorded_profile(
+            planned,
+            inventory,
+            times.seconds if times else {},
+            times.memory_gb if times else {},
+            mapping=dict(args.profile_phase),
+            model_bytes=spec.model_bytes,
+            written_by=invoked(args),
+        )
+    except RlplaceError as e:
+        say.print(f"rlplace: {args.profile_out} not written: {e}", highlight=False, soft_wrap=True)
+        return code or 1
+    written = write_profile(args.profile_out, recorded)
+    say.print(f"rlplace: {recorded.describe(written, args.config)}", highlight=False, soft_wrap=True)
+    return code
 
 
 def _exit_interrupted(say: Any, private: str) -> Callable[[Any], None]:
@@ -145,11 +196,11 @@ PICTURE_STEM = "topology"
 
 def _join_live(
     spec: JobSpec, args: argparse.Namespace, command: Sequence[str], private: str, say: Any
-) -> tuple[str, dict[str, str], dict[str, str]]:
+) -> tuple[str, dict[str, str], dict[str, str], Plan, Any]:
     """Join the live cluster the user named (within seconds, or an error naming the address), plan on its nodes,
-    leave it again; the GCS address, the token variables the command joins with, and the handed plan's."""
+    leave it again; the GCS address, the token variables the command joins with, the handed plan's, the plan and
+    the nodes it was made for."""
     from rlplace.ray import auth
-    from rlplace.ray.handoff import write_handoff
     from rlplace.ray.join import join, named_address
     from rlplace.ray.nodes import live_inventory
     from rlplace.ray.ray_port import RAY
@@ -163,8 +214,8 @@ def _join_live(
         RAY.disconnect()
     _check_runnable(command)  # after the plan is shown, as with --simulate
     token = auth.ray_start_environment(access.token)  # the cluster's mode, and the token run checked
-    handed = write_handoff(planned, inventory, private)
-    return access.address, {k: v for k, v in token.items() if v is not None}, handed
+    handed = _handoff(planned, inventory, private, args)
+    return access.address, {k: v for k, v in token.items() if v is not None}, handed, planned, inventory
 
 
 def _check_configured_address(spec: JobSpec, args: argparse.Namespace) -> None:

@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 import shlex
 
-from rlplace.commands.arguments import nodes_argument
+from rlplace.commands.arguments import add_profile_out_arguments, nodes_argument
 from rlplace.errors import ConfigError
 
 
@@ -54,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "without either, or --simulate, run joins no cluster)",
     )
     add_pipeline_arguments(p, "the bundled CartPole pipeline (without -- COMMAND)")
+    add_profile_out_arguments(p)
     p.set_defaults(func=run)
 
 

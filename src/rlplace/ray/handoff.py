@@ -7,6 +7,10 @@ command ends, and names it in $RLPLACE_PLAN. `connect()` with no argument reads 
 comparing those nodes with the live cluster's: a node gone, or one whose GPUs, accelerator, labels (its rack, its
 NVLink domain) or robots are not what the plan was made for, stops it with a PlacementError naming each change,
 rather than running a plan made for another cluster (docs/guide.md, section 6).
+
+With `--profile-out`, `run` also names a file in that folder in $RLPLACE_PHASE_TIMES: the command's Job writes the
+seconds of its phases there (`rlplace.phases.PhaseTimes`), and `run` makes the profile from them when the command
+ends (docs/guide.md, "Measuring a profile").
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from rlplace.plan import Plan
 
 #: The file holding the plan `run` showed and the nodes it was made for (JSON).
 PLAN_ENV = "RLPLACE_PLAN"
+#: The file the command's Job writes its phase times to (`--profile-out` only).
+PHASE_TIMES_ENV = "RLPLACE_PHASE_TIMES"
 #: Labels Ray sets itself, which name a node's instance (`ray.io/node-id`) rather than its place; the topology
 #: levels Ray's labels carry (a zone) are checked with the plan's topology (`rlplace.ray.topology.check_live`).
 RAY_LABELS = "ray.io/"
@@ -35,6 +41,17 @@ def write_handoff(plan: Plan, inventory: Inventory, folder: str | os.PathLike[st
     doc = {"plan": plan.to_dict(), "nodes": [dataclasses.asdict(n) for n in inventory.nodes]}
     path = write_file(pathlib.Path(folder) / "plan.json", json.dumps(doc), mode=0o600)
     return {PLAN_ENV: str(path)}
+
+
+def phase_times_handoff(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """The variable that tells the command's Job where to write its phase times: a file in `folder`, not yet
+    written (none is written when the command finishes no phase)."""
+    return {PHASE_TIMES_ENV: str(pathlib.Path(folder) / "phases.json")}
+
+
+def phase_times_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where `run` asked this process's Job to write its phase times; None when it did not."""
+    return (os.environ if environ is None else environ).get(PHASE_TIMES_ENV) or None
 
 
 def read_handoff(environ: Mapping[str, str] | None = None) -> tuple[Plan, Inventory] | None:

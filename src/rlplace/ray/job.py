@@ -29,7 +29,7 @@ from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
 from rlplace.lifecycle import NodeMark
 from rlplace.model import JobSpec
-from rlplace.phases import Phases
+from rlplace.phases import Phases, PhaseTimes, cuda_peak_gb
 from rlplace.plan import Plan, Worker
 from rlplace.ray import auth, handoff
 from rlplace.ray.failover.mover import DEATH_WAIT_S, RankMover
@@ -92,6 +92,9 @@ class Job:
             cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups, self._starters
         )
         self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._mover)
+        #: The seconds of every phase the job ran (`job.phase`, `Phases.for_job`); under `rlplace run --profile-out`
+        #: written where run said ($RLPLACE_PHASE_TIMES), for the profile it makes.
+        self.phase_times = PhaseTimes(handoff.phase_times_path())
 
     # -- what the job is ---------------------------------------------------------------------------
 
@@ -176,6 +179,11 @@ class Job:
         """Kill every actor and remove every placement group of this job; wait until Ray agrees."""
         if self.state.closed:
             return
+        if self.phase_times.path is not None and self.phase_times.seconds and self.cluster.connected():
+            try:  # under `rlplace run --profile-out`: the workers' memory, while they live; never at tear-down's cost
+                self.record_memory()
+            except Exception as e:
+                log.info("job %s: no memory figures for the profile: %s", self.name, e)
         # The one mark of a job that is over (the state's): from now on the mover starts nothing, the watcher acts
         # on nothing, waiting calls wake and raise, and the record is no longer rewritten.
         self.state.close()
@@ -299,6 +307,23 @@ class Job:
     def phase(self, name: str) -> AbstractContextManager[None]:
         """`with job.phase("rollout"): ...` runs RLightning's offload hooks around the block."""
         return self.phases.phase(name)
+
+    def record_memory(self, timeout_s: float = 10.0) -> dict[str, float]:
+        """Each launched component's peak GPU memory per GPU, GB (the largest of its workers'; torch's
+        max_memory_allocated, where torch has used CUDA in them), into `phase_times`; components none of whose workers
+        reports one are left out. A worker that does not answer within `timeout_s` is left out too (logged)."""
+        pending = [(name, g, g.call_async("__ray_call__", cuda_peak_gb)) for name, g in self.groups.items()]
+        peaks: dict[str, float] = {}
+        for name, group, refs in pending:
+            try:
+                found = [gb for gb in group.get(refs, "cuda_peak_gb", timeout_s) if gb is not None]
+            except RlplaceError as e:
+                log.info("job %s: no memory figure for %s: %s", self.name, name, e)
+                continue
+            if found:
+                peaks[name] = max(found)
+        self.phase_times.set_memory(peaks)
+        return peaks
 
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Ask every launched worker where it runs; raise PlacementError if any is off its plan."""

@@ -87,6 +87,7 @@ def execute(
 
         spec = elastic_spec(spec)
     output_folder(args.out)  # an unwritable --out (or a link there) fails before any cluster starts, too
+    check_profile_out(args, spec)
     console = terminal()
     if simulate:
         from rlplace.planner import plan
@@ -146,6 +147,8 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
                 on_start=kill.start,
                 may_stop=lambda: kill.settled(job.events),
             )
+        if getattr(args, "profile_out", None):
+            _write_profile(job, spec, args, console)
         if job.events:  # the picture as it ends: lost nodes, ranks served by spares
             svg, _ = write_pictures(job.plan, job.live, args.out / picture_stem, shown, job.node_health())
             console.print(f"Topology picture after the node loss: {svg}")
@@ -156,6 +159,45 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
     if wrong:
         raise PlacementError("workers ran off their plan:\n  " + "\n  ".join(wrong))
     return 0
+
+
+def check_profile_out(args: argparse.Namespace, spec: Any) -> None:
+    """`--profile-out FILE` (`rlplace run`, `rlplace demo`): a link or a missing folder there, or a
+    `--profile-phase` naming a component the config lacks, is refused before any cluster starts."""
+    if not getattr(args, "profile_out", None):
+        return
+    from rlplace.output_files import check_output_file
+    from rlplace.planner.profile_record import check_phase_map
+
+    check_output_file(args.profile_out)
+    check_phase_map(dict(args.profile_phase), [c.name for c in spec.components], spec.source)
+
+
+def _write_profile(job: Any, spec: Any, args: argparse.Namespace, console: Any) -> None:
+    """The run's phases as a profile (planner/profile_record.py): the model it syncs is the CartPole networks,
+    unless the config says another size."""
+    from rlplace.examples.cartpole_ppo.ppo import parameter_bytes
+    from rlplace.planner.profile_record import recorded_profile, write_profile
+
+    job.record_memory()
+    recorded = recorded_profile(
+        job.plan,
+        job.live,
+        job.phase_times.seconds,
+        job.phase_times.memory_gb,
+        mapping=dict(args.profile_phase),
+        model_bytes=spec.model_bytes or parameter_bytes(),
+        written_by=_command_line(args),
+    )
+    path = write_profile(args.profile_out, recorded)
+    console.print(recorded.describe(path, spec.source or "CONFIG"), highlight=False, soft_wrap=True)
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command line as typed, for the profile's header."""
+    import shlex
+
+    return shlex.join(["rlplace", *getattr(args, "argv", ())])
 
 
 def _show_plan(job: Any, console: Any, stem: pathlib.Path) -> Any:
