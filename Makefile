@@ -34,6 +34,7 @@ demo: $(STAMP)
 test: $(VENV)/.torch
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
+	$(BIN)/mypy src
 	@RLPLACE_TEST_HALF=1 $(BIN)/python -m pytest -q -rfE -m "not ray" --durations=10 > $(VENV)/not-ray.log 2>&1 & \
 	others=$$!; \
 	echo "pytest: the tests marked ray here; the others run beside them (report below)"; \
@@ -52,4 +53,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache

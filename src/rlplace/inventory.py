@@ -281,7 +281,7 @@ def _too_many_devices_in_all(devices: int) -> str:
     )
 
 
-_NODE_KEYS = {
+_NODE_KEYS: dict[str, type | tuple[type, ...]] = {
     "count": int,
     "gpus": int,
     "model": str,
@@ -464,7 +464,10 @@ def check_entries(nodes: list, where: _Where) -> None:
             devices += count * gpus
             if devices > MAX_DEVICES:
                 raise where.error(("nodes", i, "gpus"), gpus, _too_many_devices_in_all(devices))
-        amounts = {("cpus",): entry.get("cpus", 0), **{("resources", k): v for k, v in _items(entry.get("resources"))}}
+        amounts: dict[tuple[object, ...], object] = {
+            ("cpus",): entry.get("cpus", 0),
+            **{("resources", k): v for k, v in _items(entry.get("resources"))},
+        }
         for key, value in amounts.items():
             if not _amount(value):
                 raise where.error(("nodes", i, *key), value, "must be a number of 0 or more")

@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 #: `verl`: a verl trainer config, its resource pools as node groups of declared GPUs per node (config/verl).
 Dialect = Literal["pools", "node_groups", "verl"]
 Mode = Literal["auto", "manual"]
 Strategy = Literal["default", "disaggregate", "colocate"]
 EnvStrategy = Literal["default", "device-colocate", "node-affinity"]
+#: Their values, in order (the config's choices: config/sections.py).
+MODES: tuple[Mode, ...] = get_args(Mode)
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+ENV_STRATEGIES: tuple[EnvStrategy, ...] = get_args(EnvStrategy)
 
 #: Node-group labels the scheduler owns; users cannot define them.
 CLUSTER_GROUP = "cluster"  # every node, its detected accelerators are the resources

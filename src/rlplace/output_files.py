@@ -33,7 +33,8 @@ def write_file(path: str | os.PathLike[str], content: str | bytes, *, mode: int 
     or not a regular file; OSError (naming `path`) when the folder is missing or not writable."""
     target = pathlib.Path(path)
     existing = _regular_file(target)
-    kept = existing is not None and existing.st_uid == os.geteuid()
+    # an existing file of ours keeps its mode
+    kept = stat.S_IMODE(existing.st_mode) & 0o777 if existing is not None and existing.st_uid == os.geteuid() else None
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.rlplace-tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -42,8 +43,8 @@ def write_file(path: str | os.PathLike[str], content: str | bytes, *, mode: int 
         raise OSError(e.errno, e.strerror, str(target)) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            if kept:
-                os.fchmod(f.fileno(), stat.S_IMODE(existing.st_mode) & 0o777)  # type: ignore[union-attr]
+            if kept is not None:
+                os.fchmod(f.fileno(), kept)
             f.write(content.encode("utf-8") if isinstance(content, str) else content)
         os.replace(temporary, target)
     except BaseException as e:

@@ -179,6 +179,15 @@ def test_whole_config_rules_from_rlightning():
     assert "buffer_worker_num: 3 ignored: buffer.storage.type unified holds one buffer worker" in warning
 
 
+@pytest.mark.parametrize("env", ["5", "true", "[{num_workers: 1}, 3]"])
+def test_env_neither_a_group_nor_a_list_of_groups_is_one_problem_naming_it(env):
+    """`env: 5` was a TypeError traceback (found by mypy): it is one problem at env, as any other shape."""
+    start = WHOLE.index("env:\n")
+    end = WHOLE.index("buffer:\n")
+    (problem,) = problems_of(f"{WHOLE[:start]}env: {env}\n{WHOLE[end:]}")
+    assert problem.path == "env" and "env must be one env group (a mapping) or a list of them" in problem.message
+
+
 def test_policy_gpus_per_worker_are_used_when_the_cluster_does_not_say():
     spec = spec_of(WHOLE.replace("type: VLAPPOPolicy", "type: VLAPPOPolicy\n  train_num_gpus: 0.5"))
     assert spec.component("train").gpus_per_worker == 0.5 and spec.component("train").path == "policy.train_num_gpus"

@@ -218,6 +218,15 @@ def test_a_missing_profile_and_a_config_without_costs_are_exit_2(capsys, tmp_pat
     )
 
 
+def test_a_bad_model_parallel_size_of_rlinfs_profile_is_exit_2_said_once(capsys, tmp_path):
+    # was a TypeError traceback (found by mypy); the actor's size is read again for inference: one problem
+    text = REASONING.format(nodes=1, actor=90, rollout=60, inference=30)
+    path = config(tmp_path, text.replace("tensor_model_parallel_size: 2", "pipeline_model_parallel_size: 0"))
+    code, _, err = run(capsys, "tune", path, "--nodes", "1x8")
+    assert code == 2 and "Traceback" not in err
+    assert err.count("actor.model.pipeline_model_parallel_size: must be an integer >= 1, got 0") == 1
+
+
 def test_nothing_that_fits_is_exit_3(capsys, tmp_path):
     path = config(tmp_path, "cluster:\n  num_nodes: 1\n  component_placement:\n    actor,rollout: all\n")
     profile = config(tmp_path, "measured: {gpus: 4}\ncomponents: {actor: {seconds: 9, memory_gb: 30}}\n", "p.yaml")

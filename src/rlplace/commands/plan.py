@@ -21,12 +21,12 @@ from rlplace.commands.costs import add_time_arguments, load_config, predicted, p
 from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, with_node_env
-from rlplace.model import JobSpec
+from rlplace.model import JobSpec, Strategy
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.printable import printable
 
-COMPARED = ("default", "disaggregate", "colocate")
+COMPARED: tuple[Strategy, ...] = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
 
 

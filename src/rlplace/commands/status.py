@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -52,8 +53,11 @@ def run(args: argparse.Namespace) -> int:
             if args.watch and args.format == "table" and sys.stdout.isatty():
                 print("\033[H\033[2J", end="")  # clear the terminal between refreshes
             if args.format == "json":
-                tables = {"nodes": nodes, "workers": rows, "elastic": elastic}
-                shown_tables = {k: [asdict(x) for x in v] for k, v in tables.items()}
+                shown_tables = {
+                    "nodes": [asdict(x) for x in nodes],
+                    "workers": [asdict(x) for x in rows],
+                    "elastic": [asdict(x) for x in elastic],
+                }
                 cluster = {
                     "address": access.address,
                     "requires_token": access.requires_token,
@@ -97,7 +101,7 @@ def _describe(access: Any) -> str:
     return str(access.describe())
 
 
-def render(rows: list[WorkerRow], nodes: list[NodeRow] = (), elastic: list[SizeRow] = ()) -> str:
+def render(rows: list[WorkerRow], nodes: Sequence[NodeRow] = (), elastic: Sequence[SizeRow] = ()) -> str:
     if not rows and not nodes:
         return "no rlplace workers on this cluster (no live job has launched any)"
     parts = []
@@ -121,7 +125,7 @@ def render(rows: list[WorkerRow], nodes: list[NodeRow] = (), elastic: list[SizeR
     return "\n\n".join(parts)
 
 
-def _table(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
     table = [header, *body]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table)

@@ -28,7 +28,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from rlplace.config.defaults import SELF, Default, GrammarError, parse_entry
 from rlplace.config.files import Unreadable, read_text
@@ -39,12 +39,14 @@ from rlplace.config.yaml_source import MAX_DEPTH, Budget, read_yaml
 from rlplace.errors import Problem
 from rlplace.model import EnvValue
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 #: The file a value set by a command-line override comes from, in messages: `command line 'a.b=1'`.
 OVERRIDE_ORIGIN = "command line {!r}"
 _HEADER_LINE = re.compile(r"^\s*#\s*@")
 _MISSING = "???"
 _CLOSEST = 5
-_DEFERRED = object()  # where an interpolated entry goes once the other choices are known
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Composition:
     data: object
     gaps: tuple[Gap, ...] = ()
     stamps: dict[Path, int] = dataclasses.field(default_factory=dict)
-    root: object = None
+    root: DictConfig | None = None
 
 
 def has_defaults(data: object) -> bool:
@@ -113,8 +115,10 @@ def compose_file(
     try:
         result = composer.compose(path, data, text)
     except _Stopped:
-        if composer.budget.refusal not in rep.problems:
-            rep.problems.append(composer.budget.refusal)  # type: ignore[arg-type]
+        refusal = composer.budget.refusal
+        assert refusal is not None, "_Stopped is raised once the budget holds its refusal"
+        if refusal not in rep.problems:
+            rep.problems.append(refusal)
         return Composition(None)
     warn_skipped(rep, composer.search, composer.gaps)
     return Composition(result, tuple(composer.gaps), composer.stamps)
@@ -171,7 +175,7 @@ class _Config:
 
 @dataclasses.dataclass
 class _Override:
-    value: object
+    value: str | list[str] | None
     file: str
     line: int | None
     used: bool = False
@@ -237,7 +241,7 @@ class _Composer:
             return
         base, package = config.default.group_path(), config.default.final_package()
         self._register_overrides(config, entries, base, package)
-        children: list[_Config | Gap | str] = []
+        children: list[_Config | Gap | str | None] = []  # None: where an interpolated entry goes (below)
         deferred: list[tuple[int, Default]] = []
         for d in reversed(entries):
             if d.is_self:
@@ -256,14 +260,14 @@ class _Composer:
                     self._add(children, each, config)
             elif d.interpolation() is not None:
                 deferred.append((len(children), d))
-                children.append(_DEFERRED)
+                children.append(None)  # once the other choices are known
             else:
                 self._add(children, d, config)
         for at, d in reversed(deferred):  # from the end, so that earlier indices stay valid
             resolved = self._resolve_interpolation(d, config)
             children[at : at + 1] = [] if resolved is None else self._added(resolved, config)
         if children:
-            config.children = list(reversed(children))
+            config.children = [child for child in reversed(children) if child is not None]  # each None replaced
 
     def _entries(self, config: _Config, data: object) -> list[Default] | None:
         if not isinstance(data, Mapping) or "defaults" not in data:
@@ -474,13 +478,13 @@ class _Composer:
         if config.children is None:
             return self._merge(config, result)
         for child in config.children:
-            if child is SELF:
+            if isinstance(child, str):  # SELF, the only text a config's children hold
                 result = self._merge(config, result)
             elif isinstance(child, Gap):
                 self.gaps.append(dataclasses.replace(child, position=self.position))
                 self.position += 1
             else:
-                result = self._emit(child, result)  # type: ignore[arg-type]
+                result = self._emit(child, result)
         return result
 
     def _merge(self, config: _Config, result: object) -> object:

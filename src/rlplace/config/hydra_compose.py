@@ -28,6 +28,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rlplace.config import from_env, hydra_guard
 from rlplace.config import overrides as parsed_overrides
@@ -47,6 +48,9 @@ from rlplace.config.search_path import SearchPath, package_folder, search_path
 from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, PLACEMENT_BLOCK, POOLS_SECTION
 from rlplace.config.yaml_source import Budget
 from rlplace.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig, ListConfig
 
 VERSION_BASE = "1.1"
 #: Stand-ins for configs of skipped search paths; more than this many missing configs is not a search path gap.
@@ -163,7 +167,7 @@ def _compose(
     budget: Budget,
     typed: Sequence[str],
     env: from_env.EnvReads,
-) -> tuple[object, list, hydra_guard.Reading]:
+) -> tuple[DictConfig, list, hydra_guard.Reading]:
     """(DictConfig with the hydra node, Hydra's final defaults list, what was read); a config missing only because
     of a skipped search path gets an empty stand-in and the composition is retried. Errors name the overrides as
     `typed`."""
@@ -239,14 +243,16 @@ def _write_stand_in(standins: str, config_path: str) -> bool:
     return True
 
 
-def _sources(config_sources: object, path: pathlib.Path) -> SearchPath:
+def _sources(config_sources: ListConfig, path: pathlib.Path) -> SearchPath:
     """Hydra's search path (after overrides) as folders, in its order; Hydra's own package left out, and the
     primary's folder written as the user wrote it (messages then name the files as typed)."""
     from omegaconf import OmegaConf
 
     folders = []
     main = str(path.parent.resolve())
-    for source in OmegaConf.to_container(config_sources, resolve=False):  # type: ignore[union-attr]
+    listed = OmegaConf.to_container(config_sources, resolve=False)
+    assert isinstance(listed, list), listed  # a ListConfig's container is a list (of dicts: one per source)
+    for source in listed:
         if source["provider"] == "hydra" or source["schema"] == "structured" or "${" in source["path"]:
             continue
         folder = source["path"] if source["schema"] == "file" else package_folder(source["path"])

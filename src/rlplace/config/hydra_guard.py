@@ -43,7 +43,7 @@ class Read:
     """A file hydra-core loaded through rlplace: its text, and where each of its keys was written."""
 
     text: str
-    data: object
+    data: dict[object, object] | list[object] | None
     rep: Reporter
 
 
@@ -108,7 +108,7 @@ def reading(budget: Budget, env: from_env.EnvReads | None = None) -> Iterator[Re
 
     found_without_importing.__name__ = ImportlibResourcesConfigSource.__name__  # as above
     registry.types["file"] = ReadByRlplace
-    registry.types["pkg"] = found_without_importing  # type: ignore[assignment]
+    registry.types["pkg"] = found_without_importing  # type: ignore[assignment]  # hydra-core only calls it: a factory stands in for the class
     try:
         work = interpolation.Work()
         with from_env.watching(omegaconf, env) as reads, interpolation.counting(work):
@@ -150,4 +150,5 @@ def _read(file: str, budget: Budget) -> Read:
         rep.add((), shape)
     if rep.problems:
         raise ConfigError(rep.sorted_problems())
+    assert data is None or isinstance(data, dict | list), data  # read_yaml's mappings are dicts; not_a_config
     return Read(text, data, rep)

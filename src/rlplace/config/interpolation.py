@@ -28,7 +28,10 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omegaconf.base import Container, DictKeyType
 
 MAX_RESOLUTIONS = 500
 MAX_RESOLVED = 2**20
@@ -118,7 +121,7 @@ def _install() -> None:
                     raise
                 return value
 
-            Container.resolve_parse_tree = resolve_parse_tree  # type: ignore[method-assign]
+            Container.resolve_parse_tree = resolve_parse_tree  # type: ignore[method-assign]  # OmegaConf has no hook
         _blocks += 1
 
 
@@ -129,13 +132,13 @@ def _uninstall() -> None:
     with _lock:
         _blocks -= 1
         if _blocks == 0:
-            Container.resolve_parse_tree = _original  # type: ignore[method-assign]
+            Container.resolve_parse_tree = _original  # type: ignore[method-assign]  # put back what _install wrapped
 
 
-def _full_key(container: object, key: object) -> str | None:
+def _full_key(container: Container, key: DictKeyType | None) -> str | None:
     """The dotted key of the value OmegaConf is resolving (`key` of `container`), for the message (None where it
     has no name)."""
     try:
-        return str(container._get_full_key(key)) or None  # type: ignore[attr-defined]
+        return str(container._get_full_key(key)) or None
     except Exception:  # a private method of OmegaConf's: a message does without the key rather than fail
         return None

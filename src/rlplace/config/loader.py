@@ -21,7 +21,7 @@ import os
 import pathlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from rlplace.config import elastic, names, node_groups, pools, topology, training, verl
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
@@ -41,6 +41,9 @@ from rlplace.config.values import Values
 from rlplace.config.yaml_source import MAX_DEPTH, Budget, check_tree, read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import EnvValue, JobSpec
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
 _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
@@ -123,7 +126,7 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
             continue
         file = rep.files.get(path, rep.file)
         out[format_path(rest)] = f"{file}:{line}" if line is not None else str(file)
-    section = data.get("cluster") if base else data  # type: ignore[union-attr]
+    section = data.get("cluster") if base and isinstance(data, Mapping) else data
     groups = section.get("node_groups") if isinstance(section, Mapping) else None
     hardware = [(*base, "node_groups", i, "hardware") for i in range(len(groups) if isinstance(groups, list) else 0)]
     for path in hardware:  # named with the section's key, as the robots' refusals name them
@@ -167,12 +170,13 @@ def _read(
         rep = Reporter(filename or "<string>")
         return rep, Composition(read_yaml(source, rep))
     rep = Reporter(filename)
-    container = _from_omegaconf(source, rep)
-    if container is not None or isinstance(source, Mapping):
-        check_tree(source if container is None else container, rep)  # Python data: a YAML file's limits
+    root = source if _is_dictconfig(source) else None
+    container = source if root is None else _from_omegaconf(root, rep)
+    if root is not None or isinstance(source, Mapping):
+        check_tree(container, rep)  # Python data: a YAML file's limits
         if rep.problems:
             raise ConfigError(rep.sorted_problems())
-        return rep, Composition(source, root=None) if container is None else Composition(container, root=source)
+        return rep, Composition(container, root=root)
     raise ConfigError(
         Problem(
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
@@ -202,14 +206,20 @@ def _looks_like_path(text: str) -> bool:
     return "\n" not in text and (text.strip().lower().endswith(_YAML_SUFFIXES) or os.path.exists(text))
 
 
-def _from_omegaconf(source: object, rep: Reporter) -> object | None:
-    """A DictConfig's plain containers, interpolations left in place (`Values` resolves what is read)."""
+def _is_dictconfig(source: object) -> TypeGuard[DictConfig]:
+    """Whether `source` is a DictConfig (omegaconf is only imported to tell when it is loaded: else it is not)."""
     omegaconf = sys.modules.get("omegaconf")
-    if omegaconf is None or not isinstance(source, omegaconf.DictConfig):
-        return None
+    return omegaconf is not None and isinstance(source, omegaconf.DictConfig)
+
+
+def _from_omegaconf(source: DictConfig, rep: Reporter) -> object:
+    """A DictConfig's plain containers, interpolations left in place (`Values` resolves what is read)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
-        return omegaconf.OmegaConf.to_container(source, resolve=False)
-    except omegaconf.errors.OmegaConfBaseException as e:
+        return OmegaConf.to_container(source, resolve=False)
+    except OmegaConfBaseException as e:
         raise ConfigError(Problem("", f"cannot read the OmegaConf config: {e}", file=rep.file)) from None
     except RecursionError:
         raise ConfigError(
@@ -258,22 +268,22 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         )
         return None
     if group_keys:
-        checked = NODE_GROUPS_SECTION.check(section, base, rep)
-        spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
-        spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+        checked = NODE_GROUPS_SECTION.check_mapping(section, base, rep)
+        spec = node_groups.build(checked, base, rep)
+        spec = training.apply(spec, data, checked, base, values, rep)
         names.warn_near_misses(spec, data, base, rep)
-        return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
-    checked = POOLS_SECTION.check(section, base, rep)
+        return _both_dialects(spec, checked, base, rep)
+    checked = POOLS_SECTION.check_mapping(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
-    pool_list = checked.get("resource_pool")  # type: ignore[union-attr]
+    pool_list = checked.get("resource_pool")
     if top_pools is not _ABSENT:
         pools_path = ("resource_pool",)
         if "resource_pool" in section:
             rep.add(pools_path, "resource_pool is written twice, under cluster: and beside it; keep one")
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
-    spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
-    spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
-    return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
+    spec = pools.build(checked, base, pool_list, pools_path, rep)
+    spec = training.apply(spec, data, checked, base, values, rep)
+    return _both_dialects(spec, checked, base, rep)
 
 
 def _both_dialects(spec: JobSpec, checked: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:

@@ -94,14 +94,23 @@ def group_choices(parsed: Sequence[Parsed]) -> list[Choice]:
     the option(s) hydra-core reads; whether the group exists is the composer's to find."""
     choices = []
     for o in parsed:
-        value = o.value
-        options_list = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        if o.deletes or not (isinstance(value, str) or options_list) or not o.key:
+        options = _options(o.value)
+        if o.deletes or options is None or not o.key:
             continue
         if "." in o.key and "/" not in o.key:
             continue  # a value: cluster.train_worker_num=8
-        choices.append(Choice(o.group_key, value, o.adds, o.typed))  # type: ignore[arg-type]
+        choices.append(Choice(o.group_key, options, o.adds, o.typed))
     return choices
+
+
+def _options(value: object) -> str | list[str] | None:
+    """A group's option, or its options (`db=[a,b]`); None when `value` is neither (a number, a mapping)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        return None
+    texts = [v for v in value if isinstance(v, str)]
+    return texts if len(texts) == len(value) else None
 
 
 def _strings(value: object) -> list[str]:

@@ -24,7 +24,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rlplace.config.fields import INVALID, Field, Integer, JsonSchema, Kind, MapOf, Section
+from rlplace.config.fields import (
+    INVALID,
+    Field,
+    Integer,
+    Invalid,
+    JsonSchema,
+    Kind,
+    MapOf,
+    Section,
+    is_number,
+    section_of,
+    written_as,
+    written_map,
+    written_section,
+)
 from rlplace.config.files import read_yaml_file
 from rlplace.config.hardware import TEXT
 from rlplace.config.problems import Path, Reporter, format_path, show
@@ -34,14 +48,15 @@ from rlplace.model import MAX_DEVICES_PER_NODE, MAX_NODES
 
 
 @dataclass(frozen=True)
-class Positive(Kind):
+class Positive(Kind[float]):
     """A finite number > 0 (seconds, GB, GB/s, a speed ratio)."""
 
     what: str = "a number > 0"
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        return float(value) if ok else self._wrong(value, path, rep)  # type: ignore[arg-type]
+    def check(self, value: object, path: Path, rep: Reporter) -> float | Invalid:
+        if is_number(value) and math.isfinite(value) and value > 0:
+            return float(value)
+        return self._wrong(value, path, rep)
 
     def schema(self) -> JsonSchema:
         return {"type": "number", "exclusiveMinimum": 0}
@@ -51,11 +66,11 @@ class Positive(Kind):
 
 
 @dataclass(frozen=True)
-class SecondsByGpus(Kind):
+class SecondsByGpus(Kind[float | dict[int, float]]):
     """`seconds`: one number (measured on `measured.gpus` GPUs), or {GPU count: seconds} (YAML reads `8:` as an
     integer key, JSON as the text "8": both are counts)."""
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> float | dict[int, float] | Invalid:
         if not isinstance(value, Mapping):
             return _SECONDS.check(value, path, rep)
         if not value:
@@ -70,7 +85,7 @@ class SecondsByGpus(Kind):
                 continue
             checked_s = _SECONDS.check(seconds, where, rep)
             if checked_s is not INVALID:
-                out[count] = checked_s  # type: ignore[assignment]
+                out[count] = checked_s
         return out if len(out) == len(value) else INVALID
 
     def schema(self) -> JsonSchema:
@@ -188,45 +203,52 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
                 "", f"a profile is a mapping with components: (and measured:, gpus:, ...), got {show(data)}", file=name
             )
         )
-    checked = PROFILE.check(data, (), rep)
-    profile = _profile(name, checked, rep) if not rep.problems else None  # type: ignore[arg-type]
+    checked = PROFILE.check_mapping(data, (), rep)
+    profile = _profile(name, checked, rep) if not rep.problems else None
     if rep.problems or profile is None:
         raise ConfigError(rep.sorted_problems())
     return profile
 
 
 def _profile(name: str, checked: Mapping[str, object], rep: Reporter) -> Profile | None:
-    measured: Mapping[str, object] = checked.get("measured") or {}  # type: ignore[assignment]
-    gpus_measured = measured.get("gpus")
+    measured = written_section(checked, "measured")
+    gpus_measured = written_as(measured, "gpus", int)
     components: dict[str, ComponentCost] = {}
-    for comp, cost in (checked.get("components") or {}).items():  # type: ignore[attr-defined]
+    for comp, written_cost in written_map(checked, "components").items():
+        cost = section_of(written_cost)
         seconds = cost["seconds"]
         if not isinstance(seconds, dict):
+            assert isinstance(seconds, float), seconds  # SecondsByGpus: one number or {GPUs: seconds}
             if gpus_measured is None:
                 rep.add(
-                    ("components", comp, "seconds"),
+                    ("components", comp if isinstance(comp, str | int) else str(comp), "seconds"),
                     f"seconds: {seconds:g} is one number, which means seconds on measured.gpus GPUs, and measured.gpus "
                     "is not written: write measured: {gpus: N} or seconds: {GPUS: seconds}",
                     seconds,
                 )
                 continue
             seconds = {gpus_measured: seconds}
-        components[str(comp)] = ComponentCost(seconds, cost.get("memory_gb"))
+        components[str(comp)] = ComponentCost(seconds, written_as(cost, "memory_gb", float))
     if not components:
         rep.add(("components",), "a profile needs components: {NAME: {seconds: ...}} with at least one component")
         return None
-    links: Mapping[str, object] = checked.get("links") or {}  # type: ignore[assignment]
+    links = written_section(checked, "links")
     where = {format_path(p): (rep.files.get(p, name), rep.lines[p]) for p in rep.lines if p}
     return Profile(
         file=name,
         components=components,
-        measured_gpus=gpus_measured,  # type: ignore[arg-type]
-        measured_gpu=measured.get("gpu"),  # type: ignore[arg-type]
-        gpus={str(k): GpuFigures(**v) for k, v in (checked.get("gpus") or {}).items()},  # type: ignore[attr-defined]
-        model_bytes=checked.get("model_bytes"),  # type: ignore[arg-type]
-        batches=checked.get("batches"),  # type: ignore[arg-type]
-        infiniband_gb_s=links.get("infiniband_gb_s"),  # type: ignore[arg-type]
-        nics_per_node=links.get("nics_per_node"),  # type: ignore[arg-type]
-        cross_zone_gb_s=links.get("cross_zone_gb_s"),  # type: ignore[arg-type]
+        measured_gpus=gpus_measured,
+        measured_gpu=written_as(measured, "gpu", str),
+        gpus={str(k): _gpu_figures(section_of(v)) for k, v in written_map(checked, "gpus").items()},
+        model_bytes=written_as(checked, "model_bytes", int),
+        batches=written_as(checked, "batches", int),
+        infiniband_gb_s=written_as(links, "infiniband_gb_s", float),
+        nics_per_node=written_as(links, "nics_per_node", int),
+        cross_zone_gb_s=written_as(links, "cross_zone_gb_s", float),
         where=where,
     )
+
+
+def _gpu_figures(figures: Mapping[str, object]) -> GpuFigures:
+    """A GPU model's figures as `GPU_FIGURES` checked them."""
+    return GpuFigures(**{key: written_as(figures, key, float) for key in GPU_FIGURES.fields})

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from rlplace.config.fields import INVALID, Flag, Integer, checked
+from rlplace.config.fields import INVALID, Flag, Integer, Kind, checked
 from rlplace.config.problems import Path, show
 from rlplace.config.profile_file import Positive
 from rlplace.config.values import Values
@@ -27,6 +28,7 @@ from rlplace.model import JobSpec
 
 REASONING, EMBODIED = "reasoning", "embodied"
 _SECONDS = Positive("seconds, a number > 0")
+N = TypeVar("N")
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,12 @@ class _Reader:
     def __init__(self, values: Values):
         self.values = values
         self.origins: dict[str, str] = {}
+        self.sizes: dict[Path, int] = {}
         self.bad = False
 
-    def number(self, path: Path, kind=_SECONDS, *, default: object = None, need: str = "") -> object:
+    def number(self, path: Path, kind: Kind[N], *, default: N | None = None, need: str = "") -> N | None:
+        """The value at `path`, checked by `kind`; `default` when not written (None: it is needed, a problem). A
+        problem sets `bad` and gives None."""
         raw = self.values.at(path)
         if raw is None:
             if default is None:
@@ -102,11 +107,16 @@ class _Reader:
         value = checked(kind, raw, path, self.values.rep)
         self.bad |= value is INVALID
         self.origins[".".join(map(str, path))] = f"{'.'.join(map(str, path))}: {raw}"
-        return value
+        return None if value is INVALID else value
 
     def size(self, *path: str) -> int:
-        """A model-parallel size; 1 when not written."""
-        return self.number(path, Integer(1), default=1)  # type: ignore[return-value]
+        """A model-parallel size; 1 when not written, and 1 in the place of one written wrong (its problem is
+        reported and `bad` set: no profile is made of sizes read so). Each is read once: inference reads the
+        actor's when it has no section of its own."""
+        if path not in self.sizes:
+            size = self.number(path, Integer(1), default=1)
+            self.sizes[path] = 1 if size is None else size
+        return self.sizes[path]
 
     def table(self, path: Path) -> dict[int, float]:
         """{envs per instance: seconds}."""
@@ -125,17 +135,25 @@ class _Reader:
                 self.bad = True
                 continue
             value = checked(_SECONDS, seconds, where, rep)
-            self.bad |= value is INVALID
-            out[count] = value  # type: ignore[assignment]
+            if value is INVALID:
+                self.bad = True
+                continue
+            out[count] = value
         self.origins[".".join(map(str, path))] = f"{'.'.join(map(str, path))}: {raw}"
         return out
+
+
+def _read(value: N | None) -> N:
+    """A value `_Reader.number` gave while no problem was found (`bad` false): written, or its default."""
+    assert value is not None, "read after a problem"
+    return value
 
 
 def _reasoning(r: _Reader) -> RlinfProfile | None:
     recompute = r.values.at(("algorithm", "recompute_logprobs"), False)
     recompute = checked(Flag(), recompute, ("algorithm", "recompute_logprobs"), r.values.rep)
     names = ["actor", "rollout", *(["inference"] if recompute is True else [])]
-    costs = {n: r.number(("profile_data", f"{n}_cost")) for n in names}
+    costs = {n: r.number(("profile_data", f"{n}_cost"), _SECONDS) for n in names}
     group = r.number(("algorithm", "group_size"), Integer(1))
     minibatches = r.number(("algorithm", "n_minibatches"), Integer(1))
     batch = r.number(("data", "rollout_batch_size"), Integer(1))
@@ -149,21 +167,22 @@ def _reasoning(r: _Reader) -> RlinfProfile | None:
     )
     if r.bad:
         return None
-    if (batch * group) % minibatches:  # type: ignore[operator]
+    batch, group, minibatches, requests = _read(batch), _read(group), _read(minibatches), _read(requests)
+    if (batch * group) % minibatches:
         r.values.rep.add(
             ("algorithm", "n_minibatches"),
-            f"data.rollout_batch_size x algorithm.group_size = {batch * group} must divide by "  # type: ignore[operator]
+            f"data.rollout_batch_size x algorithm.group_size = {batch * group} must divide by "
             f"algorithm.n_minibatches {minibatches} (RLinf's tool asserts it)",
             minibatches,
         )
         return None
     return RlinfProfile(
         task=REASONING,
-        costs=costs,  # type: ignore[arg-type]
-        batches=batch,  # type: ignore[arg-type]
-        group_size=group,  # type: ignore[arg-type]
-        minibatches=minibatches,  # type: ignore[arg-type]
-        max_running_requests=requests,  # type: ignore[arg-type]
+        costs={n: _read(c) for n, c in costs.items()},
+        batches=batch,
+        group_size=group,
+        minibatches=minibatches,
+        max_running_requests=requests,
         recompute_logprobs=recompute is True,
         units={"actor": actor, "rollout": rollout, "inference": inference},
         origins=r.origins,
@@ -171,7 +190,7 @@ def _reasoning(r: _Reader) -> RlinfProfile | None:
 
 
 def _embodied(r: _Reader) -> RlinfProfile | None:
-    costs = {"actor": r.number(("profile_data", "actor_cost"))}
+    costs = {"actor": r.number(("profile_data", "actor_cost"), _SECONDS)}
     env_num = r.number(("data", "env_num"), Integer(1))
     tables = {
         "env": r.table(("profile_data", "env_profile_data")),
@@ -179,11 +198,12 @@ def _embodied(r: _Reader) -> RlinfProfile | None:
     }
     if r.bad:
         return None
+    env_num = _read(env_num)
     return RlinfProfile(
         task=EMBODIED,
-        costs=costs,  # type: ignore[arg-type]
-        batches=env_num,  # type: ignore[arg-type]
-        env_num=env_num,  # type: ignore[arg-type]
+        costs={n: _read(c) for n, c in costs.items()},
+        batches=env_num,
+        env_num=env_num,
         embodied=tables,
         units={"actor": 1, "rollout": 1, "env": 1},
         origins=r.origins,

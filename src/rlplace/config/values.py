@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from rlplace.config import from_env, interpolation
 from rlplace.config.compose import Gap
@@ -30,6 +32,9 @@ from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter, format_path, show
 from rlplace.errors import Problem, first_line
 from rlplace.model import EnvValue
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 _MARK = "${"
 _ABSENT = object()
@@ -60,7 +65,7 @@ class Values:
         self,
         data: object,
         rep: Reporter,
-        root: object = None,
+        root: DictConfig | None = None,
         gaps: tuple[Gap, ...] = (),
         stamps: Mapping[Path, int] | None = None,
     ):
@@ -129,9 +134,9 @@ class Values:
     def _find(self, path: Path) -> object:
         node = self.data
         for part in path:
-            if not _has(node, part):
+            node = _child(node, part)
+            if node is _ABSENT:
                 return _ABSENT
-            node = node[part]  # type: ignore[index]
         return node
 
     def _tree(self, value: object, path: Path) -> object:
@@ -231,9 +236,10 @@ class Values:
             self.rep.from_env.extend(_env_values(path, text, value, tuple(reads.read)))
         return value
 
-    def _omega_root(self, omegaconf: object) -> object:
+    def _omega_root(self, omegaconf: ModuleType) -> DictConfig:
+        """The document as a DictConfig (it is a mapping: the loader reads no value of any other document)."""
         if self._root is None:
-            self._root = omegaconf.OmegaConf.create(self.data)  # type: ignore[attr-defined]
+            self._root = omegaconf.OmegaConf.create(self.data)
         return self._root
 
 
@@ -249,13 +255,16 @@ def _env_values(path: Path, written: str, value: object, variables: tuple[str, .
     return [EnvValue(format_path(path), written, str(value), variables)]
 
 
-def _has(node: object, part: str | int) -> bool:
+def _child(node: object, part: str | int) -> object:
+    """`node[part]`, or _ABSENT when `node` has no such key or index."""
     if isinstance(node, Mapping):
-        return part in node
-    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        return node.get(part, _ABSENT)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return node[part]
+    return _ABSENT
 
 
-def _omegaconf() -> object | None:
+def _omegaconf() -> ModuleType | None:
     if "omegaconf" in sys.modules:
         return sys.modules["omegaconf"]
     try:

@@ -29,7 +29,7 @@ from rlplace.config.problems import Path, Reporter
 from rlplace.errors import Problem
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml's loader where built: a base chosen at run time
     """Scalars typed as OmegaConf's loader (so Hydra) types them: `1e-5` is a float, `2024-01-01` stays text."""
 
 

@@ -160,6 +160,7 @@ def _split_warning(
     topology: PlanTopology,
     available: Callable[[], Sequence[tuple[int, int]]],
 ) -> str:
+    assert c.model_parallel is not None  # as in spanning: only components with groups are checked
     kind, size, origin = group
     named = []
     for start, spanned in bad[:_SHOWN]:
@@ -175,11 +176,11 @@ def _split_warning(
         f"domains: {'; '.join(named)}{more}. Kept as written"
     )
     fix = _holding(c, picks, nodes, available(), topology)
-    if len(fix) >= total * c.model_parallel.size:  # type: ignore[union-attr]
+    if len(fix) >= total * c.model_parallel.size:
         return f"{head}; resource ranks that keep every group in one domain: {ranks_brief(fix)}"
     if not fix:
         return f"{head}; no NVLink domain of its node groups holds a whole group"
-    held = len(fix) // c.model_parallel.size  # type: ignore[union-attr]
+    held = len(fix) // c.model_parallel.size
     return (
         f"{head}; no choice of its node groups' GPUs keeps all {total} groups each in one domain: their NVLink "
         f"domains hold {held} whole group(s), on resource ranks {ranks_brief(fix)}"

@@ -37,7 +37,7 @@ class Pool:
     num_gpus: list[int]  # the pool's GPUs on each node
     ranges: dict[str, list[int]] = field(default_factory=dict)  # component -> pool-global GPU indices
     paths: dict[str, str] = field(default_factory=dict)  # component -> key path, for messages
-    _flat: tuple[list[int], list[tuple[int]]] | None = None
+    _flat: tuple[list[int], list[tuple[int, ...]]] | None = None
     _slot: list[int] | None = None  # pool-global index -> slot id (-1: no worker yet)
     _multi: dict[int, int] = field(default_factory=dict)  # index -> slot of a multi-GPU worker owning it
 
@@ -45,7 +45,7 @@ class Pool:
     def size(self) -> int:
         return len(self.flat()[0])
 
-    def flat(self) -> tuple[list[int], list[tuple[int]]]:
+    def flat(self) -> tuple[list[int], list[tuple[int, ...]]]:
         """(node rank, (local GPU,)) of every pool-global index, built once."""
         if self._flat is None:
             self._flat = gpu_columns(self.nodes, self.num_gpus)

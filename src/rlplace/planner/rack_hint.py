@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from rlplace.errors import ConfigError, PlanError
 from rlplace.inventory import Inventory
-from rlplace.model import RACK, JobSpec
+from rlplace.model import RACK, EnvStrategy, JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.estimate import estimate
 from rlplace.planner.export import export_resource_pool
@@ -31,7 +31,7 @@ def cross_rack_hint(
     ours = _rack_crossings(placed, inventory)
     if not ours:
         return None
-    env_strategy = "device-colocate" if eval_env_share(placed) else None
+    env_strategy: EnvStrategy | None = "device-colocate" if eval_env_share(placed) else None
     try:
         theirs = plan(with_strategy(spec, placed, "disaggregate", env_strategy), inventory)
     except (ConfigError, PlanError):

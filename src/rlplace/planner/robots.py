@@ -115,7 +115,9 @@ class Robots:
                 if unit.get(k) is None:
                     unit[k] = _value(field_kind, chunk, node, var, kind)
                     of = f", value {i + 1} of {len(units)}" if len(units) > 1 else ""
-                    unit.setdefault("from", {})[k] = f"{var} of node {node.rank}{of}"  # type: ignore[index]
+                    sources = unit.setdefault("from", {})
+                    assert isinstance(sources, dict)  # written here only: {key: the variable it came from}
+                    sources[k] = f"{var} of node {node.rank}{of}"
         return units
 
     def _count(self, node: Node, kind: type[HardwareType]) -> int:
@@ -182,3 +184,10 @@ def _at(spec: JobSpec, path: str) -> str:
 def indexed(units: Iterable[Unit]) -> list[Unit]:
     """The units of a group numbered 0, 1, ... in node-rank order (their ranks and resource names)."""
     return [{"type": u["type"], "index": i, **u} for i, u in enumerate(units)]
+
+
+def unit_int(unit: Unit, key: str) -> int:
+    """A unit's `index` or `node_rank`: the ints `indexed` and `Robots` write there."""
+    value = unit[key]
+    assert isinstance(value, int), (key, value)
+    return value

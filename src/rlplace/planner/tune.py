@@ -193,13 +193,13 @@ class _Search:
                     self._score(fine, items, [shape.roots], windows)
         items.sort(key=lambda q: (q[0], q[1]))
         best: Candidate | None = None
+        bound = math.inf  # the best's seconds
         for lb, _, shape, ranges in items:
-            bound = math.inf if best is None else best.seconds
-            if lb >= bound - EPSILON:  # type: ignore[operator]
+            if lb >= bound - EPSILON:
                 break
-            found = self._exact(shape, ranges, lb, bound)  # type: ignore[arg-type]
-            if found is not None and found.seconds is not None and found.seconds < bound - EPSILON:  # type: ignore[operator]
-                best = found
+            found = self._exact(shape, ranges, lb, bound)
+            if found is not None and found.seconds is not None and found.seconds < bound - EPSILON:
+                best, bound = found, found.seconds
         for lb, _, shape, ranges in self._best_of_modes(items):  # the table's best of each mode
             self._exact(shape, ranges, lb, math.inf)
         return best

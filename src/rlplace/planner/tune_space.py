@@ -273,7 +273,7 @@ class Space:
             found, best, best_t = [0], 0, float("inf")
             for c in range(1, len(self.line) + 1):
                 if c in valid:
-                    t = sum(self.seconds[m][c] for m in members)  # type: ignore[misc]
+                    t = sum(s for m in members if (s := self.seconds[m][c]) is not None)  # each is, c being valid
                     if t <= best_t:
                         best, best_t = c, t
                 found.append(best)
@@ -296,7 +296,8 @@ class Space:
         for name, stage in self.stages.items():
             memory = stage.memory_gb if name in swapping else None
             swap = 2 * memory / model.pcie_gb_s if memory else 0.0
-            own[name] = [None if t is None else t * factor + swap for t in self.seconds[name]]
+            # inf: a count the stage does not take, which no shape scored has (they take valid counts)
+            own[name] = [math.inf if t is None else t * factor + swap for t in self.seconds[name]]
         arrays = [[own[m] for m in b.members] for b in blocks]
         kids = [[j for j in range(len(blocks)) if parent[j] == i] for i in range(len(blocks))]
         roots_at = [i for i in range(len(blocks)) if parent[i] is None]
@@ -318,7 +319,7 @@ class Space:
             t = [0.0] * len(counts)
             for i in order:
                 c = counts[i]
-                t[i] = sum(a[c] for a in arrays[i]) + side([t[j] for j in kids[i]])  # type: ignore[misc]
+                t[i] = sum(a[c] for a in arrays[i]) + side([t[j] for j in kids[i]])
             moved = 0.0
             if sync is not None:
                 moved = sync.seconds(
@@ -344,7 +345,9 @@ class Space:
         own = {}
         for name, c in gpus.items():
             lo, hi = starts[name], starts[name] + c
-            t = self.seconds[name][c] * self.workload.reference_speed / speed(lo, hi)  # type: ignore[operator]
+            seconds = self.seconds[name][c]
+            assert seconds is not None, (name, c)  # a shape's counts are ones its stages take
+            t = seconds * self.workload.reference_speed / speed(lo, hi)
             stage = self.stages[name]
             if name in swapping and stage.memory_gb:
                 t += 2 * stage.memory_gb / pcie(lo, hi)
@@ -457,8 +460,8 @@ def _parents(blocks: list[Block]) -> list[int | None]:
 
 def _ancestors(parent: list[int | None], i: int) -> list[int]:
     out = [i]
-    while parent[out[-1]] is not None:
-        out.append(parent[out[-1]])  # type: ignore[arg-type]
+    while (p := parent[out[-1]]) is not None:
+        out.append(p)
     return out
 
 

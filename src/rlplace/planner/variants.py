@@ -9,18 +9,18 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from rlplace.model import JobSpec
+from rlplace.model import EnvStrategy, JobSpec, Strategy
 from rlplace.plan import Plan
 
 
-def with_strategy(spec: JobSpec, planned: Plan, strategy: str, env_strategy: str | None) -> JobSpec:
+def with_strategy(spec: JobSpec, planned: Plan, strategy: Strategy, env_strategy: EnvStrategy | None) -> JobSpec:
     """`spec` in auto mode under `strategy` / `env_strategy`, each component with the workers it has in `planned`."""
     counts = Counter(w.component for w in planned.workers)
     settings = dataclasses.replace(
         spec.settings,
         mode="auto",
-        strategy=strategy,  # type: ignore[arg-type]
-        env_strategy=env_strategy,  # type: ignore[arg-type]
+        strategy=strategy,
+        env_strategy=env_strategy,
         is_colocated=None,
     )
     components = tuple(dataclasses.replace(c, placement=None, num_workers=counts[c.name]) for c in spec.components)

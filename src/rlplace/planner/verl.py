@@ -51,11 +51,12 @@ def plan_verl(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) -> bool
     seen: set[int] = set()
     ranks: dict[str, dict[str, list[int]]] = {label: {} for label in bound}  # pool -> role -> its ranks there
     for c in spec.components:
-        labels = c.placement.groups if c.placement else ()
+        assert c.placement is not None, c.name  # every verl role is placed on its pools (config/verl)
+        labels = c.placement.groups
         nodes = [n for label in labels for n in bound[label].nodes]
         gpus = [g for label in labels for g in bound[label].gpus]
         pools = [label for label in labels for _ in bound[label].nodes]
-        picks = range(len(nodes)) if c.placement.segments[0].resources is None else c.placement.segments[0].resources  # type: ignore[union-attr]
+        picks = range(len(nodes)) if c.placement.segments[0].resources is None else c.placement.segments[0].resources
         nodes, gpus, pools = [nodes[i] for i in picks], [gpus[i] for i in picks], [pools[i] for i in picks]
         slots = [builder.slot((n, g), n, g, p) for n, g, p in zip(nodes, gpus, pools, strict=True)]
         shared = shared or bool(seen & set(slots))

@@ -261,7 +261,9 @@ def _reference_speed(profile: Profile | None, inventory: Inventory, assumed: lis
 def _profile_gpus(profile: Profile | None) -> dict[str, GpuModel]:
     """The profile's GPU figures, each completed from the published ones."""
     out: dict[str, GpuModel] = {}
-    for name, f in (profile.gpus if profile else {}).items():
+    if profile is None:
+        return out
+    for name, f in profile.gpus.items():
         base = gpu_model(name)
         out[name] = GpuModel(
             name,
@@ -269,6 +271,6 @@ def _profile_gpus(profile: Profile | None) -> dict[str, GpuModel]:
             f.speed or base.speed,
             f.nvlink_gb_s or base.nvlink_gb_s,
             f.pcie_gb_s or base.pcie_gb_s,
-            source=f"profile {profile.file}",  # type: ignore[union-attr]
+            source=f"profile {profile.file}",
         )
     return out

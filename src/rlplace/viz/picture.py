@@ -294,7 +294,7 @@ class _Drawing:
     def _legend_row(self, y: float, heading: str, items: list[tuple[str, str, str]]) -> float:
         x0 = MARGIN + 150
         self.out.text(MARGIN, y + 12, heading, class_="legend bold")
-        x = x0
+        x: float = x0
         for key, label, kind in items:
             w = 22 + text_width(label, LEGEND) + 18
             if x + w > self.width - MARGIN and x > x0:
@@ -454,8 +454,8 @@ class _Drawing:
                 self.out.text(cx + 5, cy + 10, name, class_="small", fill="#fff")
                 cx += w + 4
             cy += CHIPS_H
-        for row in node.rows:
-            cy = self._run_row(node, row, x + NODE_PAD, cy)
+        for run_row in node.rows:
+            cy = self._run_row(node, run_row, x + NODE_PAD, cy)
         ch = cell_h(node)
         for i, dev in enumerate(node.devices):
             col, row = i % GPU_COLS, i // GPU_COLS

@@ -36,7 +36,7 @@ class Reader:
         """An integer >= `minimum` at `path` (`default` when the key is missing); None when invalid (reported)."""
         raw = self._read(path, default)
         value = raw if raw is INVALID else checked(Integer(minimum), raw, key(path), self.rep)
-        return None if value is INVALID else value  # type: ignore[return-value]
+        return None if value is INVALID else value
 
     def flag(self, path: str, default: bool) -> bool | None:
         """A boolean at `path` (`default` when missing or null, as verl's truthiness reads null)."""
@@ -44,7 +44,7 @@ class Reader:
         if raw is None:
             return default
         value = raw if raw is INVALID else checked(Flag(), raw, key(path), self.rep)
-        return None if value is INVALID else value  # type: ignore[return-value]
+        return None if value is INVALID else value
 
     def text(self, path: str, default: str | None = None) -> str | None:
         raw = self._read(path, default)
