@@ -1,7 +1,11 @@
 """The demo pipeline under every shipped strategy config, on the session's simulated cluster (short budget).
 
 Each config runs as shipped (the session cluster has the demo's shape), and every worker must report
-from inside Ray that it ran on the node and GPUs its plan gave it.
+from inside Ray that it ran on the node and GPUs its plan gave it. Placement does not depend on how gradients and
+weights travel, so the configs run the numpy path (driver average, object store: half the CPU, no worker imports
+torch), except colocate-offload, where offload moves the very tensors the collective sync reads: it runs the default
+path (torch.distributed where torch is installed). The torch path against the numpy path, result for result, is
+test_cartpole_ppo_distributed.py's.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def test_demo_cluster_has_the_session_cluster_shape(ray_cluster):
 def test_pipeline_runs_where_the_plan_says(ray_cluster, name):
     with rlplace.connect(CONFIGS / f"{name}.yaml", export_path=None) as job:
         plan = job.plan
-        result = run_pipeline(job, Budget(iterations=ITERATIONS, stop_when_solved=False))
+        distributed = None if plan.settings.enable_offload else False  # None: torch.distributed where installed
+        result = run_pipeline(job, Budget(iterations=ITERATIONS, stop_when_solved=False), distributed=distributed)
 
     assert result.iterations == ITERATIONS
     assert result.curve.returns, "no episode finished: the env workers did not step"
