@@ -5,7 +5,10 @@ when `--add-node-after` starts the node again). Bad node-loss options fail befor
 A demo that trains on through the loss runs two ways: in `make test` with `--stop-when-handled`, the node going 1 s
 into training (the run ends at the first iteration finished after the job dealt with it: the same report, picture
 and clean stop, in a third of the iterations), and marked `long` (`make test-long`) as the guide shows it, until
-CartPole is solved, which says the redone iteration put training back on its track."""
+CartPole is solved, which says the redone iteration put training back on its track. `make test` runs the spare
+(the pipeline's takeover) and the elastic demo (its shrink and growth); the drain (a takeover again, before the
+deadline) and the stop without a spare only in `make test-long`, since tests/ray/test_ray_drain.py and
+test_ray_nodeloss.py check the job doing both on the session's cluster, at a tenth of the CPU."""
 
 from __future__ import annotations
 
@@ -77,6 +80,7 @@ def test_demo_survives_losing_a_node_to_a_hot_spare(tmp_path, until):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_demo_without_a_spare_stops_with_the_node_lost_error(tmp_path):
     """About 25 s: no spare and replace_within 0: the run ends with the NodeLostError message, no traceback."""
     proc = demo(tmp_path, "--kill-node", "1", "--kill-after", "3", "--spare", "0", "--replace-within", "0")
@@ -145,19 +149,19 @@ def test_the_node_loss_options_are_the_demos_not_runs(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@UNTIL
-def test_demo_trains_on_through_a_preemption_notice_moving_the_node_before_its_deadline(tmp_path, until):
-    """About 20 s (`handled`) or 45 s (`solved`): node 1 (train rank 1, buffer shard 1) is drained during training
-    with a 20 s deadline; the spare takes its workers over while it still runs, the report says how long before the
-    deadline, and training goes on. Wherever the move lands (in the iteration the node drained in, or the next one),
-    the interrupted iteration is replayed: before the replay, a move landing in the next iteration sent training
-    down a trajectory that ended the 60 iterations unsolved (average return 119), which the `solved` run catches."""
-    proc = demo(tmp_path, *fault_args(until, "--drain-node", "1", "--deadline", "20", "--drain-after"))
+@pytest.mark.long
+def test_demo_trains_on_through_a_preemption_notice_moving_the_node_before_its_deadline(tmp_path):
+    """About 45 s: node 1 (train rank 1, buffer shard 1) is drained 3 s into training with a 20 s deadline; the spare
+    takes its workers over while it still runs, the report says how long before the deadline, and the run solves
+    CartPole. Wherever the move lands (in the iteration the node drained in, or the next one), the interrupted
+    iteration is replayed: before the replay, a move landing in the next iteration sent training down a trajectory
+    that ended the 60 iterations unsolved (average return 119)."""
+    proc = demo(tmp_path, "--drain-node", "1", "--drain-after", "3", "--deadline", "20")
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = " ".join(out[out.index("Node loss:") :].split())
     found = re.search(
-        r"node 1 drained [13] s into training, during iteration \d+, with a 20 s deadline; the job was done "
+        r"node 1 drained 3 s into training, during iteration \d+, with a 20 s deadline; the job was done "
         r"(\d+\.\d) s after the notice \(spare\), (\d+\.\d) s before the deadline",
         report,
     )
@@ -166,5 +170,5 @@ def test_demo_trains_on_through_a_preemption_notice_moving_the_node_before_its_d
     assert re.search(r"node 1 spare after \d+\.\d s: hot spare \S+ \(id \w+\) took over node 1", report)
     assert "node 1 lost" not in report, "a drain is no loss: the workers moved while the node was up"
     assert re.search(r"iteration \d+ redone from the last checkpoint", report)
-    assert_trained_on(out, until)
+    assert "Solved CartPole-v1" in out
     assert_stopped_clean(out)

@@ -143,9 +143,11 @@ def test_a_client_holding_the_token_gets_in(secured_head, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_rlplace_run_with_the_token_trains_as_before(secured_head, tmp_path):
     """`rlplace run CONFIG --address HEAD` on the secured head, the token from $RAY_AUTH_TOKEN_PATH: 7 s on a quiet
-    machine, 11-19 s under load."""
+    machine, 11-19 s under load. `make test-long` only: the pipeline's workers import torch; `run --address` with the
+    token is the next test's, with a script of one's own."""
     argv = [*clients(secured_head.address)["run"], "--out", str(tmp_path)]
     done, _ = real_heads.run(argv, tmp_path, timeout=600, RAY_AUTH_TOKEN_PATH=str(secured_head.token_file))
     assert done.returncode == 0, done.stderr[-2000:]
