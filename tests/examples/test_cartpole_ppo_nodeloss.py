@@ -4,7 +4,7 @@ when `--add-node-after` starts the node again). Bad node-loss options fail befor
 
 A demo that trains on through the loss runs two ways: in `make test` with `--stop-when-handled`, the node going 1 s
 into training (the run ends at the first iteration finished after the job dealt with it: the same report, picture
-and clean stop, in a third of the iterations), and marked `long` (`make test-long`) as the guide shows it, until
+and clean stop, in a fraction of the iterations), and marked `long` (`make test-long`) as the guide shows it, until
 CartPole is solved, which says the redone iteration put training back on its track. `make test` runs the spare
 (the pipeline's takeover) and the elastic demo (its shrink and growth); the drain (a takeover again, before the
 deadline) and the stop without a spare only in `make test-long`, since tests/ray/test_ray_drain.py and
