@@ -432,3 +432,24 @@ def test_hardware_type_without_hardware_block_is_a_robot_group_whose_units_come_
         "  node_groups:\n    - {label: g, node_ranks: 0, hardware_type: Franka}\n"
     )
     assert spec.warnings == () and spec.group("g").hardware_type == "Franka" and spec.group("g").hardware == ()
+
+
+def test_a_role_model_with_keys_from_an_unset_variable_still_loads(monkeypatch):
+    """RLinf's SFT and lingbot configs name checkpoints in `actor.model` from variables set only where the job runs
+    (`${oc.env:PI05_BASE_CKPT}`); reading the model-parallel sizes there must not resolve them (four configs of
+    RLinf's tree were refused when every node-groups config began reading `<role>.model`)."""
+    monkeypatch.delenv("RLPLACE_TEST_UNSET_CKPT", raising=False)
+    spec = spec_of(
+        """\
+        cluster:
+          num_nodes: 1
+          component_placement: {actor: 0-3}
+        actor:
+          model:
+            model_path: ${oc.env:RLPLACE_TEST_UNSET_CKPT}
+            tensor_model_parallel_size: 2
+        """
+    )
+    assert spec.component("actor").model_parallel.groups == (
+        ("tensor-parallel", 2, "actor.model.tensor_model_parallel_size: 2"),
+    )

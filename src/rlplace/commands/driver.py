@@ -51,10 +51,10 @@ def run_command(args: argparse.Namespace, spec: JobSpec, command: Sequence[str])
     Ctrl-C (or SIGTERM) before the command starts stops `run` at once: a simulated cluster being started is
     killed, its processes checked gone, and `run` exits 130."""
     from rlplace.config.driver_env import driver_environment
-    from rlplace.examples.cartpole_ppo.command import check_profile_out
+    from rlplace.planner.profile_record import check_profile_request
 
     _check_configured_address(spec, args)
-    check_profile_out(args, spec)
+    check_profile_request(args.profile_out, args.profile_phase, spec)
     driver_env = driver_environment(args.config, args.overrides)
     say = _say()
     stopper = _Stopper()

@@ -324,7 +324,9 @@ def _model_parallel(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
         if c.name not in _MEGATRON_ROLES:
             out.append(c)
             continue
-        own = isinstance(values.certain((c.name, "model")), Mapping)
+        # Whether the role has a model section of its own, as written: resolving it whole would read keys placement
+        # never needs (a checkpoint path from ${oc.env:...} the user sets only where the job runs).
+        own = isinstance(values.shape((c.name, "model"), certain=True), Mapping)
         groups = _megatron_groups(c.name if own else _MEGATRON_ROLES[c.name], values, rep)
         out.append(dataclasses.replace(c, model_parallel=ModelParallel(groups)) if groups else c)
     return dataclasses.replace(spec, components=tuple(out))

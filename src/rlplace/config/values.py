@@ -102,11 +102,16 @@ class Values:
             self._check(path, node)
         return node is not _ABSENT
 
-    def shape(self, path: Path) -> object:
+    def shape(self, path: Path, *, certain: bool = False) -> object:
         """The value at `path` as written, for its structure: a mapping or list is not resolved inside (its
-        keys are read one by one with `at`), an interpolation standing for the whole value is."""
+        keys are read one by one with `at`), an interpolation standing for the whole value is. `certain`: as
+        `certain` does, None (and no problem) where a config left out could have supplied it."""
         node = self._find(path)
-        self._check(path, node)
+        if certain:
+            if any(self._uncertain(gap, path, node) for gap in self._gaps):
+                return None
+        else:
+            self._check(path, node)
         if node is _ABSENT:
             return None
         return self._resolved(node, path) if isinstance(node, str) else node

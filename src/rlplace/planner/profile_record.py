@@ -31,7 +31,8 @@ import yaml
 
 from rlplace.errors import ConfigError, Problem, RlplaceError
 from rlplace.inventory import Inventory
-from rlplace.output_files import write_file
+from rlplace.model import JobSpec
+from rlplace.output_files import check_output_file, write_file
 from rlplace.phases import HOOKS
 from rlplace.plan import Plan
 from rlplace.planner.estimate import EVAL_ROLES, TRAIN_ROLES
@@ -66,6 +67,18 @@ class Recorded:
             f"profile written to {path}: {costs} an iteration; tune with it: rlplace tune {config} --nodes ... "
             f"--profile {path}"
         )
+
+
+def check_profile_request(
+    profile_out: str | os.PathLike[str] | None, phase_map: Sequence[tuple[str, str]], spec: JobSpec
+) -> None:
+    """`--profile-out FILE` with its `--profile-phase PHASE=COMPONENT`s (`rlplace run`, `rlplace demo`): a link or a
+    missing folder at FILE, or a phase mapped to a component the config lacks, is refused before any cluster
+    starts. Nothing to check without FILE."""
+    if not profile_out:
+        return
+    check_output_file(profile_out)
+    check_phase_map(dict(phase_map), [c.name for c in spec.components], spec.source)
 
 
 def check_phase_map(mapping: Mapping[str, str], components: Sequence[str], source: str | None = None) -> None:

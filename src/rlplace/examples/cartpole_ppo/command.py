@@ -19,6 +19,7 @@ from rlplace.cli_types import non_negative_seconds, positive_int, positive_secon
 from rlplace.errors import PlacementError, RlplaceError
 from rlplace.examples.cartpole_ppo.node_loss import node_fault, simulated_spares_of
 from rlplace.output_files import output_folder
+from rlplace.planner.profile_record import check_profile_request
 
 
 def add_pipeline_arguments(p: argparse.ArgumentParser, title: str) -> None:
@@ -87,7 +88,7 @@ def execute(
 
         spec = elastic_spec(spec)
     output_folder(args.out)  # an unwritable --out (or a link there) fails before any cluster starts, too
-    check_profile_out(args, spec)
+    check_profile_request(args.profile_out, args.profile_phase, spec)
     console = terminal()
     if simulate:
         from rlplace.planner import plan
@@ -160,18 +161,6 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
     if wrong:
         raise PlacementError("workers ran off their plan:\n  " + "\n  ".join(wrong))
     return 0
-
-
-def check_profile_out(args: argparse.Namespace, spec: Any) -> None:
-    """`--profile-out FILE` (`rlplace run`, `rlplace demo`): a link or a missing folder there, or a
-    `--profile-phase` naming a component the config lacks, is refused before any cluster starts."""
-    if not getattr(args, "profile_out", None):
-        return
-    from rlplace.output_files import check_output_file
-    from rlplace.planner.profile_record import check_phase_map
-
-    check_output_file(args.profile_out)
-    check_phase_map(dict(args.profile_phase), [c.name for c in spec.components], spec.source)
 
 
 def _write_profile(job: Any, spec: Any, args: argparse.Namespace, console: Any) -> None:
