@@ -69,4 +69,4 @@ def test_run_does_not_join_a_cluster_it_happens_to_find(ray_cluster, monkeypatch
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("rlplace run: error: argument --address: not given, and a Ray cluster runs on this machine")
-    assert "--address auto: the cluster running here" in err and "--simulate NODES" in err
+    assert "--address auto: the latest cluster started here" in err and "--simulate NODES" in err

@@ -12,6 +12,7 @@ Imports of Ray's private modules happen inside the functions: a worker process i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,10 +109,18 @@ def drain_node(address: str, node_id: str, deadline_ms: int, reason: str = "pree
 
 def bootstrap_address(address: str) -> str | None:
     """What `ray.init(address=...)` would connect to ("auto" -> $RAY_ADDRESS or this machine's cluster);
-    None for "local" (start a new one). ConnectionError when "auto" finds nothing, ValueError when malformed."""
-    from ray._private.services import canonicalize_bootstrap_address
+    None for "local" (start a new one). ConnectionError when "auto" finds nothing, ValueError when malformed.
+    Ray's warning that it found several heads here and picked the latest is held back: the caller says which
+    cluster it joins, or refuses to guess (`gcs_addresses_on_this_machine` lists them)."""
+    from ray._private import services
 
-    return canonicalize_bootstrap_address(address)
+    logger = logging.getLogger(services.__name__)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return services.canonicalize_bootstrap_address(address)
+    finally:
+        logger.setLevel(level)
 
 
 def node_ip_address() -> str:

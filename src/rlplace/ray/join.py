@@ -144,9 +144,11 @@ def named_address(given: str | None, spec: JobSpec | None = None) -> str:
     if found is None:
         message = f"no cluster named: pass {ways} (or set $RAY_ADDRESS)"
     else:
+        heads = sorted(set(_compat.gcs_addresses_on_this_machine()) - {found})
+        others = f"; others at {', '.join(heads)}" if heads else ""
         message = (
-            f"not given, and a Ray cluster runs on this machine (head at {found}); rlplace run joins only a cluster "
-            f"you name: --address {found} (or --address auto: the cluster running here) to run there, or --simulate "
-            "NODES for an embedded cluster of its own (e.g. --simulate 2x8)"
+            f"not given, and a Ray cluster runs on this machine (head at {found}{others}); rlplace run joins only a "
+            f"cluster you name: --address {found} (or --address auto: the latest cluster started here) to run there, "
+            "or --simulate NODES for an embedded cluster of its own (e.g. --simulate 2x8)"
         )
     raise ConfigError(Problem(path="--address", value=None, message=message))
