@@ -12,7 +12,7 @@ import pytest
 from rlplace.errors import NodeLostError, PlacementError, RanksRemovedError
 from rlplace.ray.job import Job
 from rlplace.ray.nodes import inventory_from_nodes
-from rlplace.sim.explore import SimWorker, case_of, node_labels, node_resources, simulated_job
+from rlplace.sim.explore import case_of, node_labels, node_resources, simulated_job
 from rlplace.sim.memory_port import HEALTH_DELAY_S, SimCluster
 
 # train 0 on node 1 (the node lost), train 1 on node 0; eval on node 0.
@@ -26,6 +26,13 @@ cluster:
     - {label: a800, node_ranks: "0,1"}
 """
 NODES = "2x4:A800"
+
+
+class Echo:
+    """A worker whose `step(x)` answers x."""
+
+    def step(self, x: int) -> int:
+        return x
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +60,7 @@ def lose(sim: SimCluster, job: Job, rank: int) -> None:
 def test_a_spare_takes_a_lost_node_over_and_the_call_in_flight_is_re_run_there():
     sim, job = started()
     spare = add(sim, job, rank=None)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     names = [w.name for w in train.workers]
     refs = train.call_async("step", 7)
     lose(sim, job, 1)
@@ -67,7 +74,7 @@ def test_a_spare_takes_a_lost_node_over_and_the_call_in_flight_is_re_run_there()
 
 def test_a_replacement_with_the_lost_rank_takes_over_when_it_joins():
     sim, job = started(replace_within_s=20)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     sim.advance(HEALTH_DELAY_S + 1)
     assert job.state.health(1) == "lost"
@@ -79,7 +86,7 @@ def test_a_replacement_with_the_lost_rank_takes_over_when_it_joins():
 
 def test_without_spare_a_component_that_is_not_elastic_fails_within_the_window():
     sim, job = started(replace_within_s=3)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     with pytest.raises(NodeLostError, match="node 1"):
         train.call("step", 1)
@@ -89,7 +96,8 @@ def test_without_spare_a_component_that_is_not_elastic_fails_within_the_window()
 
 def test_without_spare_an_elastic_component_shrinks_and_grows_back_on_a_new_node():
     sim, job = started(PINNED + "  elastic: {train: {min: 1}}\n", replace_within_s=0)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
+    sim.advance(0.1)  # the workers start
     before = train.actors[1].payload["env"]
     refs = train.call_async("step", 5)
     lose(sim, job, 1)
@@ -110,7 +118,7 @@ def test_without_spare_an_elastic_component_shrinks_and_grows_back_on_a_new_node
 
 def test_a_resize_shrinks_and_grows_and_every_worker_learns_its_new_rank():
     _, job = started(PINNED + "  elastic: {train: {min: 1, max: 3}}\n")
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     job.resize("train", 1)
     assert len(train) == 1 and train.actors[0].payload["placement"]["world_size"] == 1
     job.resize("train", 2)
@@ -133,7 +141,7 @@ def test_a_placement_group_that_never_fits_is_an_error_within_the_timeout():
 def test_replace_within_zero_fails_as_soon_as_the_loss_is_known_though_a_spare_is_there():
     sim, job = started(replace_within_s=0)
     add(sim, job, rank=None)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     with pytest.raises(NodeLostError, match=r"node 1 .*waited for .*for no time \(replace_within_s=0\)"):
         train.call("step", 1, rank=0)
@@ -146,7 +154,7 @@ def test_replace_within_zero_fails_as_soon_as_the_loss_is_known_though_a_spare_i
 def test_a_spare_too_small_is_refused_naming_what_it_lacks():
     sim, job = started(replace_within_s=1)
     small = sim.add_node({"CPU": 16.0}, node_labels(job.live.node(0), None))  # no GPU
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     with pytest.raises(NodeLostError) as err:
         train.call("step", 1, rank=0)
@@ -157,7 +165,7 @@ def test_a_spare_too_small_is_refused_naming_what_it_lacks():
 def test_two_losses_in_a_row_are_each_taken_over_by_a_spare():
     sim, job = started()
     first, second = add(sim, job, rank=None), add(sim, job, rank=None)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     assert train.call("step", 1, rank=0) == 1
     taker = str(job.live.node(1).node_id)
@@ -173,7 +181,7 @@ def test_two_losses_in_a_row_are_each_taken_over_by_a_spare():
 def test_a_lost_node_with_a_component_that_is_not_elastic_still_raises_node_lost_error():
     text = PINNED.replace('eval: {node_group: a800, placement: "2"}', 'eval: {node_group: a800, placement: "5"}')
     sim, job = started(text + "  elastic: {train: {min: 1}}\n", replace_within_s=1)
-    evals = job.launch("eval", SimWorker)
+    evals = job.launch("eval", Echo)
     lose(sim, job, 1)
     with pytest.raises(NodeLostError) as err:
         evals.call("step", 1, timeout_s=10)
@@ -188,7 +196,7 @@ def test_a_lost_node_with_a_component_that_is_not_elastic_still_raises_node_lost
 def test_a_drained_node_with_a_spare_moves_before_the_deadline_with_the_call_in_flight_finished():
     sim, job = started()
     spare = add(sim, job, rank=None)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     refs = train.call_async("step", 4)
     sim.drain_node(str(job.live.node(1).node_id), 10.0)
     deadline = sim.wall() + 10.0
@@ -206,7 +214,7 @@ def test_growth_back_waits_while_a_drain_needs_the_spare():
     text = text.replace('eval: {node_group: a800, placement: "2"}', 'eval: {node_group: a800, placement: "2,9"}')
     sim, job = simulated_job(case_of(text + "  elastic: {eval: {min: 1}}\n", "3x4:A800"), replace_within_s=0)
     job.start()
-    evals = job.launch("eval", SimWorker)
+    evals = job.launch("eval", Echo)
     lose(sim, job, 2)  # eval 1 was there: eval shrinks to 1
     sim.advance(HEALTH_DELAY_S + 1)
     assert len(evals) == 1
@@ -232,7 +240,7 @@ def test_a_lost_node_takes_the_spare_of_its_own_rack_though_another_comes_first_
     first = sim.add_node(node_resources(shape), {**node_labels(shape, None), "rack": "rA"})
     same_rack = sim.add_node(node_resources(shape), {**node_labels(shape, None), "rack": "rB"})
     assert first.address < same_rack.address
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     assert train.call("step", 1) == [1, 1]
     assert str(job.live.node(1).node_id) == same_rack.node_id
@@ -241,7 +249,7 @@ def test_a_lost_node_takes_the_spare_of_its_own_rack_though_another_comes_first_
 
 def test_a_spare_that_joins_after_the_window_still_takes_the_failed_rank_over():
     sim, job = started(replace_within_s=1)
-    train = job.launch("train", SimWorker)
+    train = job.launch("train", Echo)
     lose(sim, job, 1)
     with pytest.raises(NodeLostError):
         train.call("step", 1, rank=0)

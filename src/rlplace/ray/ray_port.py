@@ -109,6 +109,11 @@ class RayCluster:
     def visible_devices_var(self, resource: str) -> str:
         return _compat.visible_devices_var(resource)
 
+    def raylet_refuses(self, host: str, port: int) -> bool | None:
+        from rlplace.ray.nodes import raylet_refuses
+
+        return raylet_refuses(host, port)
+
     # -- placement groups -----------------------------------------------------------------------------
 
     def create_group(self, bundles: list[dict[str, float]], name: str, selectors: list[dict[str, str]]) -> Any:

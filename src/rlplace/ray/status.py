@@ -98,7 +98,7 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
     # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
     hosting = {_node_id(a) for a in actors if a["State"] == WorkerState.ALIVE}
     hosting |= {n.node_id for r in records for n in r.nodes.values() if n.node_id}
-    down = _down_nodes(raw_nodes, hosting)
+    down = _down_nodes(cluster, raw_nodes, hosting)
     running_ids = {a["ActorID"] for a in actors if a["State"] == WorkerState.ALIVE and _node_id(a) not in down}
     gpus = _probe_gpus(cluster, running_ids) if probe_gpus else {}
     ranks = _current_ranks(records)
@@ -204,18 +204,16 @@ def _planned_nodes(records: list[JobRecord]) -> dict[tuple[str, str], int | None
     return out
 
 
-def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
+def _down_nodes(cluster: Cluster, raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     """Node id -> why, for nodes hosting running workers that are gone: Ray declared them dead, or their
     raylet refuses connections (Ray's health checks have not noticed yet)."""
-    from rlplace.ray.nodes import raylet_refuses
-
     by_id = {n["NodeID"]: n for n in raw_nodes}
     down = {}
     for node_id in hosting:
         n = by_id.get(node_id)
         if n is None or not n.get("Alive"):
             down[node_id] = "Ray declared it dead"
-        elif n.get("NodeManagerPort") and raylet_refuses(n["NodeManagerAddress"], int(n["NodeManagerPort"])):
+        elif n.get("NodeManagerPort") and cluster.raylet_refuses(n["NodeManagerAddress"], int(n["NodeManagerPort"])):
             down[node_id] = "its raylet refuses connections; Ray has not declared it dead yet"
     return down
 

@@ -55,7 +55,6 @@ from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
 from rlplace.lifecycle import EventKind, NodeHealth, Takeover
 from rlplace.ray.failover.rules import candidates, death_reason, joiners, lost_error, size_changes
-from rlplace.ray.nodes import raylet_refuses
 from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
@@ -153,7 +152,7 @@ class NodeWatcher:
         deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
         while not self._state.closed:
             raylet = self._raylets.get(str(node.node_id))
-            refused = raylet_refuses(*raylet) if raylet else None
+            refused = self._cluster.raylet_refuses(*raylet) if raylet else None
             if refused:
                 self._declare(rank, f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)")
                 return True
