@@ -259,3 +259,63 @@ def test_a_spare_that_joins_after_the_window_still_takes_the_failed_rank_over():
     assert str(job.live.node(1).node_id) == spare and train.call("step", 2, rank=0) == 2
     job.shutdown()
     assert not sim.live_groups() and not sim.live_actors()
+
+
+def rendezvous(group) -> list[tuple[str, str]]:
+    """(MASTER_ADDR, MASTER_PORT) each worker of `group` installed."""
+    return [(a.payload["env"]["MASTER_ADDR"], a.payload["env"]["MASTER_PORT"]) for a in group.actors]
+
+
+def test_a_takeover_that_moves_rank_0_gives_every_survivor_the_new_master():
+    """Found by the explorer's rendezvous invariant (run 1, seed 1000084, shrunk to launch, lose, join): train rank
+    0's node was taken over by a replacement, which got a new MASTER_ADDR and MASTER_PORT, while rank 1 kept the
+    lost node's: a survivor forming torch.distributed again would wait for a master that is gone."""
+    sim, job = started()
+    train = job.launch("train", Echo)
+    lose(sim, job, 1)  # train rank 0 was there
+    replacement = add(sim, job, rank=1)
+    assert train.call("step", 1, timeout_s=30) == [1, 1]
+    master = job.master("train")
+    assert master is not None and master.node_id == replacement
+    assert rendezvous(train) == [(master.address, str(master.port))] * 2
+    job.shutdown()
+
+
+def test_a_takeover_undone_leaves_the_master_where_rank_0_is():
+    """A takeover whose relaunched worker fails to start is undone (the rank mapped back to the lost node): its
+    master, chosen on the spare meanwhile, goes back too, so no worker or record names the spare's port."""
+    sim, job = started()
+    train = job.launch("train", Echo)
+    sim.advance(0.1)
+    before = job.master("train")
+    add(sim, job, rank=None)
+    sim.weather.bad_starts = 1  # the relaunch on the spare fails; the next try works
+    lose(sim, job, 1)
+    while not (job.state.trouble(1) and job.state.trouble(1).refusals):
+        sim.advance(0.01)
+    assert job.master("train") == before and str(job.live.node(1).node_id) == before.node_id
+    assert train.call("step", 2, timeout_s=30) == [2, 2]  # the next try moves it
+    master = job.master("train")
+    assert (
+        master.node_id == str(job.live.node(1).node_id)
+        and rendezvous(train) == [(master.address, str(master.port))] * 2
+    )
+    job.shutdown()
+
+
+def test_a_worker_ray_restarts_after_a_resize_comes_back_with_its_rank_now():
+    """Found by the explorer's rank invariant (run 1, seed 1000025, shrunk to launch, resize, restart): Ray restarts
+    an actor with the constructor arguments it was first given, so a worker restarted after a resize came back
+    believing it was rank 0 of 2 in a component of 1. A restarted worker reads its rank and rendezvous now from the
+    job's record."""
+    sim, job = started(PINNED + "  elastic: {train: {min: 1}}\n")
+    train = job.launch("train", Echo, max_restarts=1)
+    job.resize("train", 1)
+    master = job.master("train")
+    train.kill(0, restart=True)
+    sim.advance(0.5)
+    assert train.call("step", 3, timeout_s=30) == [3] and train.actors[0].restarts == 1
+    placement, env = train.actors[0].payload["placement"], train.actors[0].payload["env"]
+    assert (placement["rank"], placement["world_size"]) == (0, 1)
+    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_PORT"]) == ("0", "1", str(master.port))
+    job.shutdown()

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.plan import Worker
 from rlplace.ray import exchange, records
+from rlplace.ray.layout import Layout
 from rlplace.ray.master_ports import free_ports, port_range
 from rlplace.ray.port import Cluster
 from rlplace.ray.state import Change, JobState, Master
@@ -68,15 +68,6 @@ class Written(Protocol):
     last: records.JobRecord | None
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """A pinned component's shape: per rank its local index; per node its count and its index among the
-    component's nodes (node-rank order)."""
-
-    local_rank: dict[int, int]
-    per_node: dict[int, tuple[int, int]]  # node rank -> (workers there, group rank)
-
-
 class Rendezvous:
     """The rendezvous of one job: each worker's constructor payload, from the state; chooses the masters."""
 
@@ -86,7 +77,7 @@ class Rendezvous:
         self._record = record
         #: component -> (the workers it was computed for, its layout; None: unpinned). Recomputed when the state
         #: gives the component other workers.
-        self._layouts: dict[str, tuple[tuple[Worker, ...], _Layout | None]] = {}
+        self._layouts: dict[str, tuple[tuple[Worker, ...], Layout | None]] = {}
         self._warned: set[tuple[str | None, str]] = set()
         #: component -> how many times it changed size: the workers of each size meet apart (`renew`).
         self._generation: dict[str, int] = {}
@@ -109,6 +100,7 @@ class Rendezvous:
             "node_gpus": node.num_gpus if node else 0,
             "accelerator_resource": node.accelerator_resource if node else "GPU",
             "component": worker.component,
+            "name": worker.name,
             "rank": worker.rank,
             "world_size": worker.world_size,
             "node_rank": worker.node_rank,
@@ -135,20 +127,9 @@ class Rendezvous:
         layout = self._layout(worker.component)
         if layout is None or worker.node_rank is None:
             return None
-        count, group_rank = layout.per_node[worker.node_rank]
         master = self._state.master(worker.component)
         assert master is not None  # _ensure_masters chose one for every pinned component
-        return {
-            "RANK": str(worker.rank),
-            "WORLD_SIZE": str(worker.world_size),
-            "LOCAL_RANK": str(layout.local_rank[worker.rank]),
-            "LOCAL_WORLD_SIZE": str(count),
-            "NODE_RANK": str(worker.node_rank),
-            "GROUP_RANK": str(group_rank),
-            "GROUP_WORLD_SIZE": str(len(layout.per_node)),
-            "MASTER_ADDR": master.address,
-            "MASTER_PORT": str(master.port),
-        }
+        return layout.variables(worker.rank, worker.world_size, worker.node_rank, master.address, master.port)
 
     def master(self, component: str) -> Master | None:
         self._ensure_masters()
@@ -187,19 +168,12 @@ class Rendezvous:
 
     # -- internals --------------------------------------------------------------------------------------
 
-    def _layout(self, component: str) -> _Layout | None:
+    def _layout(self, component: str) -> Layout | None:
         workers = self._state.workers(component)
         cached = self._layouts.get(component)
         if cached is not None and cached[0] is workers:
             return cached[1]
-        layout = None
-        if not any(w.node_rank is None for w in workers):
-            by_node: dict[int, list[int]] = {}
-            for w in workers:
-                by_node.setdefault(w.node_rank, []).append(w.rank)  # type: ignore[arg-type]
-            local = {rank: i for ranks in by_node.values() for i, rank in enumerate(sorted(ranks))}
-            per_node = {n: (len(by_node[n]), g) for g, n in enumerate(sorted(by_node))}
-            layout = _Layout(local, per_node)
+        layout = Layout.of([w.node_rank for w in workers])  # the workers are in rank order
         self._layouts[component] = (workers, layout)
         return layout
 

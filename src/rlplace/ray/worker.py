@@ -30,6 +30,7 @@ from rlplace.ray import _compat
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
 if TYPE_CHECKING:
+    from rlplace.ray.port import Cluster
     from rlplace.ray.records import JobRecord
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,25 @@ def job_record() -> JobRecord | None:
     if _installed is None:
         return None
     from rlplace.ray import records  # only error paths need it: keep the worker's start-up import small
+
+    return records.read(cluster(), _installed["namespace"], _installed["job"])
+
+
+def cluster() -> Cluster:
+    """The cluster as this worker reaches it: Ray's. (The simulation runs the actors' code in its own process and
+    answers for the actor whose code runs: `rlplace.sim.memory_port`.)"""
     from rlplace.ray.ray_port import RAY
 
-    return records.read(RAY, _installed["namespace"], _installed["job"])
+    return RAY
+
+
+def restarted() -> bool:
+    """Inside an actor: did Ray restart it (`max_restarts`)? Its constructor then runs again with the arguments it
+    was first given."""
+    if not ray.is_initialized():
+        return False
+    ctx = ray.get_runtime_context()
+    return ctx.get_actor_id() is not None and _was_restarted(ctx)
 
 
 @dataclass(frozen=True)

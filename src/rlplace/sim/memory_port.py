@@ -29,9 +29,11 @@ What it models of Ray 2.60, and how (each a measured or documented behaviour, do
 - Drains with a deadline: the node dies at the deadline, later (it outlives it), or never (the drain is
   cancelled: it leaves the draining list); a drain of a node that is not alive, or already draining, is
   rejected.
-- The weather (`Weather`): a GCS restart during which every request to the GCS (nodes, placement groups, actor
-  creation and the actor table, kills, the KV store) waits until it is back; requests that fail (SimRpcError, as
-  Ray's RpcError once its retries ran out) or are delayed, at a drawn rate; constructors that fail.
+- The weather (`Weather`): a GCS that does not answer for a while (restarting, overloaded) during which every
+  request to it (nodes, placement groups, the actor table and named actors, the KV store) waits until it answers:
+  measured on Ray 2.60 (docs/ray.md), such requests block and complete when the GCS answers again, also past
+  `gcs_rpc_server_reconnect_timeout_s`, while actor creation, calls and kills return at once; requests slowed at
+  a drawn rate; constructors slow to run or failing.
 - Several drivers (`driver()`): another job on the same cluster, with its own Ray job id; a driver that exits
   takes its actors and placement groups with it, as Ray's non-detached ones.
 
@@ -63,8 +65,6 @@ HEALTH_DELAY_S = 1.5
 CALL_S = 0.01
 #: The wall clock at virtual time 0 (drain deadlines are wall-clock times, as Ray gives them).
 EPOCH = 1_800_000_000.0
-#: A request waits through a GCS restart at most this long (Ray's gcs_rpc_server_reconnect_timeout_s), then fails.
-GCS_RECONNECT_S = 60.0
 #: Every node's raylet listens there (NodeManagerPort).
 RAYLET_PORT = 40_100
 #: A call passed results still running looks again this often.
@@ -78,28 +78,22 @@ class SimHang(Exception):
     """A service waited without a bound on something that never comes: on Ray it would hang forever."""
 
 
-class SimRpcError(Exception):
-    """A request to the GCS failed (what Ray raises once its client's retries ran out): the weather made it."""
-
-
 @dataclass
 class Weather:
-    """What the cluster's own operations do (the explorer sets it): a GCS restart, requests that fail or are
-    delayed (from `rng`, while `until` is not past), actors that take time to start or fail to, kills that take
-    time."""
+    """What the cluster's own operations do (the explorer sets it): a GCS that does not answer, requests delayed
+    (from `rng`, until `until`), actors that take time to start or fail to, kills that take time."""
 
     rng: random.Random = field(default_factory=lambda: random.Random(0))
-    gcs_down_until: float = -_INF  # a GCS restart: requests wait until then
-    fail_p: float = 0.0  # a request to the GCS fails with this probability
-    delay_p: float = 0.0  # ... or is delayed by up to `delay_s`
+    gcs_down_until: float = -_INF  # the GCS does not answer until then: requests wait
+    delay_p: float = 0.0  # a request to the GCS is delayed by up to `delay_s` with this probability
     delay_s: float = 0.0
-    until: float = _INF  # failures and delays stop then (virtual time)
+    until: float = -_INF  # delays stop then (virtual time)
     start_s: float = 0.0  # an actor's constructor runs up to this long after its creation (drawn)
     bad_starts: int = 0  # the next this many constructors raise
     kill_s: float = 0.0  # `kill` takes effect this long later
 
-    def flaky(self, now: float) -> bool:
-        return now < self.until and (self.fail_p > 0 or self.delay_p > 0)
+    def slow(self, now: float) -> bool:
+        return now < self.until and self.delay_p > 0
 
 
 @dataclass
@@ -166,6 +160,7 @@ class SimProcess:
     payload: dict[str, Any] | None = None  # what the placed class installed (its rank, its rendezvous)
     ended_at: float | None = None  # nothing runs in it from then (its process died)
     known_at: float = _INF  # the driver's calls on it fail from then (Ray told it of the death)
+    restarted: bool = False  # Ray restarted the actor: this process is not its first
     error: BaseException | None = None  # its constructor's
     doomed: bool = False  # its constructor will fail (the weather's bad start)
     queue: deque[tuple[SimRef, Callable[..., Any]]] = field(default_factory=deque)  # calls waiting to start
@@ -193,6 +188,7 @@ class SimActor:
     started_at: float = 0.0  # the virtual time it was created
     died_at: float | None = None  # DEAD (to the GCS) since
     kill_asked_at: float | None = None  # the driver asked to kill it (without restart)
+    kills: int = 0  # kills asked and not taken effect yet
     holds: bool = False  # it holds resources of its node outside a group
 
     @property
@@ -395,7 +391,7 @@ class SimCluster:
         self._advance_to(self._now + seconds)
 
     def gcs_restart(self, seconds: float) -> None:
-        """The GCS restarts: every request to it waits until it is back, `seconds` from now."""
+        """The GCS does not answer for `seconds` (it restarts): every request to it waits until then."""
         self.weather.gcs_down_until = max(self.weather.gcs_down_until, self._now + seconds)
 
     def driver(self, job_id: str) -> SimCluster:
@@ -480,7 +476,7 @@ class SimCluster:
     # -- nodes ----------------------------------------------------------------------------------------
 
     def nodes(self) -> list[dict[str, Any]]:
-        self._request("nodes")
+        self._request()
         return [
             {
                 "NodeID": n.node_id,
@@ -495,11 +491,11 @@ class SimCluster:
         ]
 
     def free_resources(self) -> dict[str, dict[str, float]]:
-        self._request("free_resources")
+        self._request()
         return {n.node_id: self._free(n) for n in self.nodes_by_id.values() if not n.reported_dead}
 
     def draining_nodes(self) -> dict[str, int]:
-        self._request("draining_nodes")
+        self._request()
         return {
             n.node_id: n.drain_deadline_ms
             for n in self.nodes_by_id.values()
@@ -522,7 +518,7 @@ class SimCluster:
         for b in bundles:
             if any(v < 0 for v in b.values()) or not b:
                 raise ValueError(f"invalid bundle {b}")
-        self._request("create_group")
+        self._request()
         group = SimGroup(f"{next(self._ids):036x}", name, [dict(b) for b in bundles], selectors, self.job)
         self.groups.append(group)
         self._pending[group.group_id] = group
@@ -530,22 +526,29 @@ class SimCluster:
         return group
 
     def group_state(self, group: SimGroup) -> tuple[str, str]:
-        self._request("group_state")
+        self._request()
         if group.node_id is None and not group.removed and not any(True for _ in self._could_hold(group)):
             return group.state, GroupState.INFEASIBLE
         return group.state, ""
 
     def group_table(self) -> dict[str, dict[str, Any]]:
-        self._request("group_table")
+        self._request()
         return {
-            g.group_id: {"name": g.name, "state": g.state, "bundles_to_node_id": {0: g.node_id}} for g in self.groups
+            g.group_id: {
+                "name": g.name,
+                "state": g.state,
+                "strategy": "PACK",
+                "bundles": dict(enumerate(g.bundles)),
+                "bundles_to_node_id": {i: g.node_id for i in range(len(g.bundles))},
+            }
+            for g in self.groups
         }
 
     def group_id(self, group: SimGroup) -> str:
         return group.group_id
 
     def remove_group(self, group: SimGroup) -> None:
-        self._request("remove_group")
+        self._request()
         if group.removed:
             return
         self._unplace(group, removed=True)
@@ -570,7 +573,7 @@ class SimCluster:
 
     def start_actor(self, actor_class: Any, options: Mapping[str, Any], *args: Any, **kwargs: Any) -> SimActor:
         name, namespace = options.get("name", ""), options.get("namespace", "")
-        self._request("start_actor")
+        self._request()
         if name and (namespace, name) in self._names:
             raise ValueError(f"The name {name} (namespace={namespace}) is already taken.")  # Ray's words
         strategy = options.get("scheduling_strategy")
@@ -621,7 +624,7 @@ class SimCluster:
         return handle.actor_id
 
     def actor_table(self) -> dict[str, dict[str, Any]]:
-        self._request("actor_table")
+        self._request()
         return {
             a.actor_id: {
                 "ActorID": a.actor_id,
@@ -636,22 +639,23 @@ class SimCluster:
         }
 
     def named_actors(self) -> list[dict[str, str]]:
-        self._request("named_actors")
+        self._request()
         return [{"name": name, "namespace": namespace} for namespace, name in self._names]
 
     def get_actor(self, name: str, namespace: str) -> SimActor:
-        self._request("get_actor")
+        self._request()
         actor = self._names.get((namespace, name))
         if actor is None:
             raise ValueError(f"no actor {name!r} in namespace {namespace!r}")
         return actor
 
     def kill(self, handle: SimActor, *, restart: bool = False) -> None:
-        self._request("kill")
+        self._request()
         if handle.state == WorkerState.DEAD:
             return
         if not restart:
             handle.kill_asked_at = self._now if handle.kill_asked_at is None else handle.kill_asked_at
+        handle.kills += 1
         self._schedule(self._now + self.weather.kill_s, lambda: self._killed(handle, restart))
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> SimRef:
@@ -719,24 +723,24 @@ class SimCluster:
     # -- the key-value store and the jobs ----------------------------------------------------------------
 
     def kv_put(self, key: str, value: bytes | str) -> None:
-        self._request("kv_put")
+        self._request()
         self.kv[key] = value.encode() if isinstance(value, str) else value
 
     def kv_get(self, key: str | bytes) -> bytes | None:
-        self._request("kv_get")
+        self._request()
         return self.kv.get(key.decode() if isinstance(key, bytes) else key)
 
     def kv_keys(self, prefix: str) -> list[bytes]:
-        self._request("kv_keys")
+        self._request()
         return [k.encode() for k in self.kv if k.startswith(prefix)]
 
     def kv_delete(self, key: str, *, by_prefix: bool = False) -> None:
-        self._request("kv_delete")
+        self._request()
         for k in [k for k in self.kv if (k.startswith(key) if by_prefix else k == key)]:
             del self.kv[k]
 
     def live_jobs(self) -> set[str]:
-        self._request("live_jobs")
+        self._request()
         return {job for job, alive in self._drivers.items() if alive}
 
     # -- internals: time and requests ---------------------------------------------------------------
@@ -756,23 +760,18 @@ class SimCluster:
             if self.budget < 0:
                 raise SimHang("spinning: the move made too many cluster operations without time passing")
 
-    def _request(self, kind: str) -> None:
-        """One request to the GCS: it waits through a restart (failing past Ray's reconnect timeout), and the
-        weather may delay it or make it fail."""
+    def _request(self) -> None:
+        """One request to the GCS: it waits until the GCS answers, and the weather may slow it. The waiting thread
+        may hold a lock of its service (the job record's writer does), so nothing else runs meanwhile: the clock
+        moves on, and what came due runs at the next wait, late."""
         self._spend()
         weather = self.weather
         if self._observing:
             return
         if self._now < weather.gcs_down_until:
-            if weather.gcs_down_until - self._now > GCS_RECONNECT_S:
-                self._advance_to(self._now + GCS_RECONNECT_S)
-                raise SimRpcError(f"{kind}: the GCS did not come back within {GCS_RECONNECT_S:g} s")
-            self._advance_to(weather.gcs_down_until)
-        if weather.flaky(self._now):
-            if weather.rng.random() < weather.delay_p:
-                self._advance_to(self._now + weather.rng.uniform(0.0, weather.delay_s))
-            if weather.rng.random() < weather.fail_p:
-                raise SimRpcError(f"{kind}: the request to the GCS failed (its retries ran out)")
+            self._now = weather.gcs_down_until
+        if weather.slow(self._now) and weather.rng.random() < weather.delay_p:
+            self._now += weather.rng.uniform(0.0, weather.delay_s)
 
     def _schedule(self, at: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (at, next(self._seq), fn))
@@ -897,7 +896,7 @@ class SimCluster:
         calls sent to it meanwhile."""
         weather = self.weather
         delay = weather.rng.uniform(0.0, weather.start_s) if weather.start_s else 0.0
-        p = SimProcess(next(self._ids), node.node_id, self._now + delay)
+        p = SimProcess(next(self._ids), node.node_id, self._now + delay, restarted=bool(actor.processes))
         old = self.nodes_by_id.get(actor.node_id)
         if old is not None and old is not node:
             old.actors.pop(actor.actor_id, None)
@@ -970,6 +969,7 @@ class SimCluster:
 
     def _killed(self, actor: SimActor, restart: bool) -> None:
         """`kill` takes effect: the process dies; with `restart` and restarts left, it starts again in place."""
+        actor.kills -= 1
         if actor.state == WorkerState.DEAD:
             return
         if actor.process is not None:
@@ -1099,12 +1099,14 @@ class SimCluster:
         is the process's, not this process's environment."""
         from rlplace.ray import worker
 
-        original = worker.install
+        saved = worker.install, worker.restarted, worker.cluster
         worker.install = lambda payload: setattr(p, "payload", payload)
+        worker.restarted = lambda: p.restarted
+        worker.cluster = lambda: self  # type: ignore[assignment,return-value]  # SimCluster answers the port
         try:
             yield
         finally:
-            worker.install = original
+            worker.install, worker.restarted, worker.cluster = saved
 
 
 class _DriverView:

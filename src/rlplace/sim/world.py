@@ -47,7 +47,7 @@ from rlplace.ray.job import Job
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, RAY_NODE_ID_LABEL, SPARE_LABEL
 from rlplace.ray.local_raylets import node_args
 from rlplace.ray.nodes import inventory_from_nodes
-from rlplace.sim.memory_port import SimActor, SimCluster, SimNode, SimProcess, SimRef, SimRpcError
+from rlplace.sim.memory_port import SimActor, SimCluster, SimNode, SimProcess, SimRef
 
 #: The job's bounds in the simulation (virtual seconds): a call's own timeout, the replacement window.
 CALL_TIMEOUT_S = 8.0
@@ -56,7 +56,7 @@ JOB_TIMEOUT_S = 5.0
 #: A move may take at most this long in virtual time: its own timeouts, the replacement window, the deaths.
 MOVE_BOUND_S = CALL_TIMEOUT_S + REPLACE_WITHIN_S + 2 * JOB_TIMEOUT_S + 15.0
 #: How long `settle` lets pass before it calls every component: past every window, deadline and delay.
-SETTLE_S = 40.0
+SETTLE_S = 25.0
 #: The Ray job id of the second job's driver.
 OTHER_DRIVER = "02000000"
 
@@ -153,8 +153,12 @@ class World:
         self.drains: list[_Drain] = []
         self.other: Job | None = None  # the second job on the cluster
         self._rng = random.Random(rng_seed)
-        self._ports: dict[str, list[int]] = {}  # component -> its master port at each size (a fresh one each)
-        self._sizes: dict[str, int] = {}  # component -> how many resizes it had when its port was last read
+        #: component -> its master (address, port) now; a resize must change it (read after every change).
+        self._masters: dict[str, tuple[str, int]] = {}
+        self._resizes_seen = 0
+        self._moved: set[str] = set()  # components whose master changed since their last resize
+        self._stale_port = ""  # a resize kept its component's master: said at the next check
+        job.state.subscribe(self._on_change)
         #: Before the move: rank -> (its node, the ready spares and how far each is from it): the nearest check.
         self._before: dict[int, tuple[Node, dict[str, int]]] = {}
         self._events_seen = 0
@@ -335,11 +339,11 @@ class World:
         self.sim.gcs_restart(seconds)
         self.sim.advance(0.1)
 
-    def _flaky(self, seed: int, fail_p: float, delay_p: float, seconds: float) -> None:
-        """For `seconds`, requests to the GCS fail or are delayed at the drawn rates."""
+    def _slow_gcs(self, seed: int, delay_p: float, seconds: float) -> None:
+        """For `seconds`, requests to the GCS are delayed (up to 0.2 s) at the drawn rate."""
         w = self.sim.weather
         w.rng = random.Random(seed)
-        w.fail_p, w.delay_p, w.delay_s, w.until = fail_p, delay_p, 0.2, self.sim.now() + seconds
+        w.delay_p, w.delay_s, w.until = delay_p, 0.2, self.sim.now() + seconds
 
     def _slow_starts(self, seconds: float) -> None:
         self.sim.weather.start_s = seconds
@@ -400,7 +404,7 @@ class World:
 
     def _weather(self) -> bool:
         w, now = self.sim.weather, self.sim.now()
-        return now < w.gcs_down_until or w.flaky(now) or w.bad_starts > 0
+        return now < w.gcs_down_until or w.slow(now) or w.bad_starts > 0
 
     def _disturbed(self) -> bool:
         """Anything in trouble on the cluster the job's changes would wait on, or weather."""
@@ -427,7 +431,7 @@ class World:
             p = actor.process
             if actor.state not in (WorkerState.ALIVE, WorkerState.PENDING_CREATION) or p is None:
                 return False
-            if actor.kill_asked_at is not None or p.ended_at is not None or p.error is not None or _stuck(actor):
+            if actor.kills or actor.kill_asked_at is not None or p.ended_at is not None or p.error or _stuck(actor):
                 return False
             if p.doomed:
                 return False  # its constructor will fail
@@ -454,7 +458,9 @@ class World:
         for n in self.sim.nodes_by_id.values():
             if SPARE_LABEL not in n.labels or n.node_id in serving or not _up(n) or n.drain_deadline_ms is not None:
                 continue
-            if n.resources.get("GPU", 0) != lost.num_gpus or (lost.num_gpus and n.labels.get(ACCELERATOR_LABEL) != lost.gpu_model):
+            if n.resources.get("GPU", 0) != lost.num_gpus or (
+                lost.num_gpus and n.labels.get(ACCELERATOR_LABEL) != lost.gpu_model
+            ):
                 continue
             free = self.sim._free(n)
             if all(free.get(k, 0.0) + 1e-9 >= v for k, v in demand.items()):
@@ -503,6 +509,23 @@ class World:
             n.labels.get(NODE_RANK_LABEL) == str(node_rank) and n.node_id not in serving and _up(n)
             for n in self.sim.nodes_by_id.values()
         )
+
+    def _on_change(self, state: Any) -> None:
+        """After every change of the state: a component that changed size has a master other than the one it had
+        before (the last rendezvous' store may still be open: docs/runtime.md): its master changed since its last
+        resize (or launch)."""
+        masters = {c: (m.address, m.port) for c, m in state.masters().items()}
+        for c, m in masters.items():
+            if self._masters.get(c) != m:
+                self._moved.add(c)
+        self._masters = masters
+        resizes = state.resizes
+        for c in sorted({r.component for r in resizes[self._resizes_seen :]}):  # a step's events, each once
+            if c in masters and c not in self._moved and not self._stale_port:
+                address, port = masters[c]
+                self._stale_port = f"a fresh port at every size: {c} kept {address}:{port} through a resize"
+            self._moved.discard(c)
+        self._resizes_seen = len(resizes)
 
     # -- invariants ------------------------------------------------------------------------------------------
 
@@ -554,6 +577,8 @@ class World:
     def _rendezvous(self) -> str | None:
         """Every settled worker's variables are its component's rendezvous; a fresh port at every size; no port
         on one address twice."""
+        if self._stale_port:
+            return self._stale_port
         state = self.job.state
         held: dict[tuple[str, int], str] = {}
         jobs = [(self.job, "")] + ([(self.other, "the other job's ")] if self.other is not None else [])
@@ -572,13 +597,6 @@ class World:
             master = state.master(c)
             if master is None:
                 continue
-            resized = sum(1 for r in state.resizes if r.component == c or any(a.component == c for a in r.also))
-            ports = self._ports.setdefault(c, [])
-            if not ports or self._sizes.get(c) != resized:
-                if ports and master.port == ports[-1] and resized != self._sizes.get(c):
-                    return f"a fresh port at every size: {c} kept MASTER_PORT {master.port} through a resize"
-                ports.append(master.port)
-                self._sizes[c] = resized
             rank0 = state.node(workers[0].node_rank)
             assert rank0 is not None
             if master.address != rank0.address:
@@ -763,7 +781,7 @@ def other_job(sim: SimCluster, case: Case, rng: random.Random) -> Job | None:
         job.start()
         group = job.launch("learner", SimWorker)
         group.call("step", 0, timeout_s=CALL_TIMEOUT_S)
-    except (RlplaceError, SimRpcError):
+    except RlplaceError:
         job.shutdown()
         return None
     return job

@@ -27,11 +27,11 @@ from rlplace.lifecycle import ResizeCause
 from rlplace.plan import Worker
 from rlplace.planner import Resize, SizeChange
 from rlplace.ray.group import WorkerGroup, wait_dead
-from rlplace.ray.launch import Launcher, answer, apply_resize
+from rlplace.ray.launch import Launcher, answer, apply_rendezvous, apply_resize
 from rlplace.ray.port import Cluster
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
-from rlplace.ray.state import Change, JobState, NodeEvent, ResizedRank, ResizeEvent
+from rlplace.ray.state import Change, JobState, Master, NodeEvent, ResizedRank, ResizeEvent
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class RankMover:
         with self._lock:
             self._check_open()
             self._reservation.reserve_on(rank, node)
-            previous = self._state.live.node(rank)
+            previous, masters = self._state.live.node(rank), self._state.masters()
             self._state.apply(Change(nodes={rank: node}))
             self._launcher.node_changed(rank)  # interpreters are probed on the new node
             relaunched: list[tuple[WorkerGroup, str, Any]] = []
@@ -114,12 +114,27 @@ class RankMover:
             except BaseException as e:
                 self._kill([handle for _, _, handle in relaunched])
                 self._reservation.release(rank)
-                self._state.apply(Change(nodes={rank: previous}))
+                # Undone: the rank is the lost node's again, and so are the masters chosen on `node` meanwhile.
+                self._state.apply(Change(nodes={rank: previous}, masters=masters))
                 if isinstance(e, PlacementError):
                     raise
                 raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
             for group, name, handle in relaunched:
                 group.replace(name, handle)
+            self._tell_survivors(rank, masters)
+
+    def _tell_survivors(self, rank: int, before: Mapping[str, Master]) -> None:
+        """A component whose rank 0 moved with the rank has a new master: its other workers get the new rendezvous
+        (an actor runs its calls in order: before any call made after the takeover), so that every worker of the
+        component names the same MASTER_ADDR and MASTER_PORT (docs/runtime.md, "Restarts and spares")."""
+        moved = {c for c, m in self._state.masters().items() if before.get(c) != m}
+        for c in moved:
+            group = self._groups.get(c)
+            if group is None or group.in_driver:
+                continue
+            for w, actor in group.pairs():
+                if w.node_rank != rank:
+                    self._cluster.run_on(actor, apply_rendezvous, self._rendezvous.payload(w))
 
     # -- resizing -----------------------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
 from rlplace.lifecycle import EventKind, NodeHealth, Takeover
 from rlplace.ray.failover.rules import candidates, death_reason, joiners, lost_error, size_changes
+from rlplace.ray.nodes import is_spare
 from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
@@ -337,7 +338,8 @@ class NodeWatcher:
         """The nodes that may take `rank` (served by `lost`) over now (`failover.candidates`; why a node is not
         taken goes into `refusals`)."""
         alive = [n for n in raw if n.get("Alive")]
-        free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if alive else {}
+        spares = any(is_spare(n) for n in alive)  # free resources matter to spares only (one request less)
+        free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if spares else {}
         serving = {str(n.node_id) for n in self._state.live.nodes}
         demand, levels = self._reserved.demand(rank), self._state.levels
         return candidates(
