@@ -107,7 +107,8 @@ def test_without_spare_an_elastic_component_shrinks_and_grows_back_on_a_new_node
     assert len(train) == 1 and train.call("step", 6) == [6]
     survivor = train.actors[0].payload  # the rendezvous re-formed: its new rank, world size and master
     assert (survivor["placement"]["rank"], survivor["placement"]["world_size"]) == (0, 1)
-    assert survivor["env"]["WORLD_SIZE"] == "1" and survivor["env"]["MASTER_PORT"] != before["MASTER_PORT"]
+    master = (survivor["env"]["MASTER_ADDR"], survivor["env"]["MASTER_PORT"])
+    assert survivor["env"]["WORLD_SIZE"] == "1" and master != (before["MASTER_ADDR"], before["MASTER_PORT"])
     add(sim, job, rank=1)
     sim.advance(2)
     assert len(train) == 2 and train.call("step", 8) == [8, 8]
@@ -318,4 +319,70 @@ def test_a_worker_ray_restarts_after_a_resize_comes_back_with_its_rank_now():
     placement, env = train.actors[0].payload["placement"], train.actors[0].payload["env"]
     assert (placement["rank"], placement["world_size"]) == (0, 1)
     assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_PORT"]) == ("0", "1", str(master.port))
+    job.shutdown()
+
+
+def test_a_takeover_waits_for_no_master_of_another_component():
+    """Found by the explorer's liveness invariant (run 3, seed 3000937): moving node 0's workers chose masters for
+    every component whose rank 0 had moved, among them one not launched whose rank 0's node (a spare that had taken
+    it over) was cut off: each spare's attempt waited 5 s for that node and failed, and node 0 failed. A takeover
+    chooses the masters of the components it relaunches only."""
+    sim, job = started()
+    evals = job.launch("eval", Echo)  # on node 0; train (not launched) has its rank 0 on node 1
+    first = add(sim, job, rank=None)
+    lose(sim, job, 1)
+    sim.advance(HEALTH_DELAY_S + 1)
+    assert str(job.live.node(1).node_id) == first  # node 1 (no worker launched there) is served by the spare
+    sim.partition(first, None)
+    add(sim, job, rank=None)
+    began = sim.now()
+    lose(sim, job, 0)
+    assert evals.call("step", 1, timeout_s=30) == [1] and sim.now() - began < 2
+    assert [e.kind for e in job.events][-2:] == ["lost", "spare"]
+    job.shutdown()
+
+
+def test_a_worker_ray_restarts_while_a_resize_is_undone_is_told_its_rank_again():
+    """Found by the explorer's rank invariant (run 3, seed 3001341): a worker Ray restarted while a resize was being
+    made read the job record of the size being tried, and kept it when the resize was undone. An undone resize
+    tells the component's workers their rendezvous again."""
+    sim, job = started(PINNED + "  elastic: {train: {min: 1, max: 3}}\n")
+    train = job.launch("train", Echo, max_restarts=1)
+    sim.advance(0.1)
+    sim.weather.bad_starts = 1  # the resize's new worker fails to start: the resize is undone
+    sim.weather.kill_s = 0.03  # the restart below happens while the resize waits for that worker,
+    sim.weather.start_s = 0.5  # whose constructor runs (and fails) a while later
+    train.kill(1, restart=True)
+    with pytest.raises(PlacementError, match="did not start"):
+        job.resize("train", 3)
+    sim.advance(0.5)
+    assert train.actors[1].restarts == 1 and len(train) == 2
+    assert [a.payload["placement"]["world_size"] for a in train.actors] == [2, 2]
+    job.shutdown()
+
+
+class Counter:
+    """Counts its steps: a call run twice shows."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step(self, x: int) -> int:
+        self.steps += 1
+        return x
+
+
+def test_an_answer_in_before_its_node_is_declared_lost_is_not_run_again():
+    """Found by the explorer's exactly-once invariant (run 3, seed 3001449): a call on a draining node answered just
+    before the drain moved the node's workers; the group, back from waiting after the move was declared, took the
+    node for lost and ran the call again on the spare: the step ran twice."""
+    sim, job = started()
+    train = job.launch("train", Counter)
+    sim.drain_node(str(job.live.node(1).node_id), 4.0)
+    add(sim, job, rank=None)
+    sim.partition(str(job.live.node(1).node_id), 0.5)  # the call's answer comes out when the cut heals
+    assert train.call("step", 5, timeout_s=30) == [5, 5]
+    sim.advance(1)
+    assert [e.kind for e in job.events] == ["draining", "spare"]
+    assert sum(p.instance.steps for a in sim.actors.values() if a.name == "rlplace:train:0" for p in a.processes) == 1
     job.shutdown()

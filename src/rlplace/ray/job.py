@@ -280,7 +280,13 @@ class Job:
                 options=options,
             )
 
-        actors = [start(w) for w in workers]
+        actors: list[Any] = []
+        try:
+            for w in workers:
+                actors.append(start(w))
+        except BaseException:  # refused part-way: the workers started before it do not stay, in no group
+            self._mover.stop(actors, f"workers of {component} started by a launch that failed")
+            raise
         self._starters[component] = start
         group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher, rows=self.state)
         self.groups[component] = group

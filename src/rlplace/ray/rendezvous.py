@@ -89,7 +89,7 @@ class Rendezvous:
     def payload(self, worker: Worker) -> dict[str, Any]:
         """The constructor argument of `worker`: its placement record and its rendezvous env (or, when
         Ray places the component, what its workers need to agree on one among themselves)."""
-        self._ensure_masters()
+        self._ensure_masters(worker.component)
         state = self._state
         node = state.node(worker.node_rank)
         placement = {
@@ -128,11 +128,11 @@ class Rendezvous:
         if layout is None or worker.node_rank is None:
             return None
         master = self._state.master(worker.component)
-        assert master is not None  # _ensure_masters chose one for every pinned component
+        assert master is not None  # payload() had _ensure_masters choose it
         return layout.variables(worker.rank, worker.world_size, worker.node_rank, master.address, master.port)
 
     def master(self, component: str) -> Master | None:
-        self._ensure_masters()
+        self._ensure_masters(component)
         return self._state.master(component)
 
     def renew(self, components: list[str], joining: Iterable[str] = ()) -> None:
@@ -177,25 +177,23 @@ class Rendezvous:
         self._layouts[component] = (workers, layout)
         return layout
 
-    def _ensure_masters(self) -> None:
-        """Allocate a port for every pinned component whose master is new or moved (all at once); the state
-        (and so the job record) gets them. Runs once per job, and again only after a rank 0 moved."""
-        todo: dict[str, Node] = {}
+    def _ensure_masters(self, component: str) -> None:
+        """Allocate a port for `component`'s master if it is new or moved (its rank 0 runs elsewhere now); the
+        state (and so the job record) gets it. Runs at the component's first payload, and again only after its rank
+        0 moved. One component at a time: a takeover of one node never waits for a master of another component,
+        whose rank 0 may be on a node that does not answer (found by the explorer, docs/ray.md)."""
         state = self._state
-        for name in state.components:
-            if self._layout(name) is None:
-                continue
-            rank0 = state.worker(name, 0)
-            node = state.node(rank0.node_rank)
-            if node is None or not node.address:
-                raise PlacementError(f"{rank0.name}: node {rank0.node_rank} has no address; is it alive?")
-            known = state.master(name)
-            if known is None or known.node_id != node.node_id:
-                todo[name] = node
-        if not todo:
+        if self._layout(component) is None:
+            return
+        rank0 = state.worker(component, 0)
+        node = state.node(rank0.node_rank)
+        if node is None or not node.address:
+            raise PlacementError(f"{rank0.name}: node {rank0.node_rank} has no address; is it alive?")
+        known = state.master(component)
+        if known is not None and known.node_id == node.node_id:
             return
         taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-        state.apply(Change(masters=self._allocate(todo, taken)))
+        state.apply(Change(masters=self._allocate({component: node}, taken)))
         for _ in range(3):  # two drivers that allocated at the same moment: the later one moves
             clash = self._clashes()
             if not clash:

@@ -94,6 +94,7 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
                 latest[key] = a
     actors = list(latest.values())
     names = _node_names(raw_nodes, records)
+    spares = _spares_by_job(raw_nodes, records)
     # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
     # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
     hosting = {_node_id(a) for a in actors if a["State"] == WorkerState.ALIVE}
@@ -109,7 +110,7 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
         running = a["State"] == WorkerState.ALIVE and _node_id(a) not in down
         planned = planned_nodes.get((a["JobID"], a["Name"]))
         if running or a["State"] == WorkerState.ALIVE:
-            node = names.get(_node_id(a), "-")
+            node = spares.get((a["JobID"], _node_id(a))) or names.get(_node_id(a), "-")
         else:  # not running: the actor table still holds the dead process's node and PID
             node = f"node {planned}" if planned is not None else "-"
         rows.append(
@@ -318,6 +319,18 @@ def _parse(name: str) -> tuple[str, int] | None:
     if len(parts) != 3 or not parts[2].split(".")[0].isdigit() or not parts[2].replace(".", "", 1).isdigit():
         return None
     return parts[1], int(parts[2].split(".")[0])
+
+
+def _spares_by_job(raw_nodes: list[dict], records: list[JobRecord]) -> dict[tuple[str, str], str]:
+    """(Ray job id, node id) -> "node <rank> (spare IP)" for each spare serving a rank of a job: two jobs may each
+    have moved a rank onto the same spare, under their own rank numbers (found by the simulation's explorer)."""
+    ips = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in raw_nodes}
+    return {
+        (r.ray_job_id, n.node_id): f"node {rank} (spare {ips.get(n.node_id, '?')})"
+        for r in records
+        for rank, n in r.nodes.items()
+        if n.spare and n.node_id
+    }
 
 
 def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, str]:

@@ -54,8 +54,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlplace.errors import PlacementError
 from rlplace.lifecycle import GroupState, WorkerState
 from rlplace.planner.capacity import add
+from rlplace.ray.master_ports import free_ports, port_order
 from rlplace.ray.port import CallTimedOut, WorkerDied
 
 #: How long after a node's last answer (its processes died, or it was cut off) `nodes()` reports it dead
@@ -665,10 +667,14 @@ class SimCluster:
         return self._run_in(handle, function, "", args, kwargs)
 
     def run_task(self, function: Callable[..., Any], *args: Any, node_id: str | None = None) -> SimRef:
+        """Run `function(*args)` now (its result after a call's duration); a task pinned to a node that is dead or
+        cut off does not run. A task that looks at the node's sockets (`free_ports`) runs as on a simulated node,
+        where nothing listens: binding sockets of this machine would make a schedule depend on its other work."""
         self._spend()
         node = self.nodes_by_id.get(node_id) if node_id else None
         if node_id and (node is None or not node.running or not node.reachable):
-            return SimRef(next(self._ids), _INF)  # a task pinned to a dead or unreachable node does not run
+            return SimRef(next(self._ids), _INF)
+        function = _ON_A_SIMULATED_NODE.get(function, function)
         return SimRef(next(self._ids), self._now + self.behaviour.call_s, function(*args))
 
     # -- results -----------------------------------------------------------------------------------------
@@ -1133,6 +1139,20 @@ class _DriverView:
 
             return as_driver
         return attr
+
+
+def _ports_on_a_simulated_node(count: int, avoid: Sequence[int], low: int, high: int) -> list[int]:
+    """`free_ports` on a simulated node, where nothing listens: the first `count` ports it would try that `avoid`
+    does not hold."""
+    skip = set(avoid)
+    found = list(itertools.islice((p for p in port_order(low, high) if p not in skip), count))
+    if len(found) < count:
+        raise PlacementError(f"no {count} free ports in {low}-{high} for MASTER_PORT")
+    return found
+
+
+#: Tasks that look at their node, and what they do on a simulated one.
+_ON_A_SIMULATED_NODE: dict[Callable[..., Any], Callable[..., Any]] = {free_ports: _ports_on_a_simulated_node}
 
 
 def _schedulable(node: SimNode) -> bool:

@@ -114,26 +114,35 @@ class RankMover:
             except BaseException as e:
                 self._kill([handle for _, _, handle in relaunched])
                 self._reservation.release(rank)
-                # Undone: the rank is the lost node's again, and so are the masters chosen on `node` meanwhile.
+                # Undone: the rank is the lost node's again, and so are the masters chosen on `node` meanwhile;
+                # a worker Ray restarted meanwhile read them from the job record: it is told them again.
+                moved = self._moved_masters(masters)
                 self._state.apply(Change(nodes={rank: previous}, masters=masters))
+                self._retell(moved)
                 if isinstance(e, PlacementError):
                     raise
                 raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
             for group, name, handle in relaunched:
                 group.replace(name, handle)
-            self._tell_survivors(rank, masters)
+            # A component whose rank 0 moved with the rank has a new master: its other workers are told (docs/
+            # runtime.md, "Restarts and spares"), so that every worker of it names the same MASTER_ADDR and PORT.
+            self._retell(self._moved_masters(masters), skip_rank=rank)
 
-    def _tell_survivors(self, rank: int, before: Mapping[str, Master]) -> None:
-        """A component whose rank 0 moved with the rank has a new master: its other workers get the new rendezvous
-        (an actor runs its calls in order: before any call made after the takeover), so that every worker of the
-        component names the same MASTER_ADDR and MASTER_PORT (docs/runtime.md, "Restarts and spares")."""
-        moved = {c for c, m in self._state.masters().items() if before.get(c) != m}
-        for c in moved:
+    def _moved_masters(self, before: Mapping[str, Master]) -> list[str]:
+        """The components whose master is not what it was `before`."""
+        return sorted(c for c, m in self._state.masters().items() if before.get(c) != m)
+
+    def _retell(self, components: Iterable[str], skip_rank: int | None = None) -> None:
+        """Send every worker of `components` (but those on `skip_rank`, relaunched with it) its rendezvous as the
+        state has it now. An actor runs its calls in order: it has it before any call made after this. For a
+        component whose master moved, and after a change undone: a worker Ray restarted meanwhile read the job
+        record of the change being tried (its constructor's arguments are the first ones, `launch.current`)."""
+        for c in components:
             group = self._groups.get(c)
             if group is None or group.in_driver:
                 continue
             for w, actor in group.pairs():
-                if w.node_rank != rank:
+                if w.node_rank != skip_rank or skip_rank is None:
                     self._cluster.run_on(actor, apply_rendezvous, self._rendezvous.payload(w))
 
     # -- resizing -----------------------------------------------------------------------------------------
@@ -240,6 +249,8 @@ class RankMover:
                 self._wait_dead(list(started.values()), "workers started by a failed resize")
                 self._reservation.release_bundles(step.reserve)
                 state.apply(Change(plan=before[0], masters=before[1]))
+                if not state.closed:
+                    self._retell(groups)  # a worker Ray restarted meanwhile read the size being tried
                 if isinstance(e, (PlacementError, PlanError)):
                     raise
                 raise PlacementError(f"resizing {changes[0].component} failed, nothing changed: {e}") from e
@@ -309,6 +320,11 @@ class RankMover:
         return refs
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def stop(self, handles: list[Any], what: str) -> None:
+        """Kill `handles` and wait until Ray reports them dead (their names are free then)."""
+        self._kill(handles)
+        self._wait_dead(handles, what)
 
     def _kill(self, handles: Iterable[Any]) -> None:
         for handle in handles:
