@@ -386,3 +386,30 @@ def test_an_answer_in_before_its_node_is_declared_lost_is_not_run_again():
     assert [e.kind for e in job.events] == ["draining", "spare"]
     assert sum(p.instance.steps for a in sim.actors.values() if a.name == "rlplace:train:0" for p in a.processes) == 1
     job.shutdown()
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_two_jobs_moving_onto_one_replacement_never_share_a_master_port(first):
+    """Found by the explorer's port invariant (run 3, seed 3000746): two jobs whose rank 0 ran on a drained node
+    moved it onto the same replacement at the same moment; each chose a port before the other's record showed its
+    own, and the clash check left it to the one whose record was written later, by wall clock and then by the
+    records' random instance ids: with the clocks equal, neither moved. Whoever sees its port held moves."""
+    case = case_of(PINNED, NODES)
+    sim = SimCluster()
+    for node in case.inventory.nodes:
+        sim.add_node(node_resources(node), node_labels(node, node.rank))
+    jobs = []
+    for name, port in (("a", sim), ("b", sim.driver("02000000"))):
+        job = Job(case.plan, inventory_from_nodes(sim.nodes()), name=name, spec=case.spec, cluster=port)
+        job.state.instance = ("0" if name == first else "f") * 32  # the tie-break of equal clocks
+        jobs.append(job.start())
+    groups = [job.launch("train", Echo) for job in jobs]  # train rank 0 on node 1, in both jobs
+    sim.drain_node(str(jobs[0].live.node(1).node_id), 10.0)
+    add(sim, jobs[0], rank=1)
+    sim.advance(3)
+    masters = [job.master("train") for job in jobs]
+    assert masters[0].node_id == masters[1].node_id == str(jobs[0].live.node(1).node_id)
+    assert masters[0].port != masters[1].port
+    assert [g.call("step", 1, timeout_s=30) for g in groups] == [[1, 1], [1, 1]]
+    for job in jobs:
+        job.shutdown()

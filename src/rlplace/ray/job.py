@@ -81,7 +81,7 @@ class Job:
         driver = (os.getpid(), cluster.driver_node_id())
         self._record = RecordWriter(cluster, self.state, cluster.job_id(), driver)
         self._reservation = Reservation(cluster, self.state)
-        self._rendezvous = Rendezvous(cluster, self.state, self._record)
+        self._rendezvous = Rendezvous(cluster, self.state)
         self.launcher = Launcher(cluster, self.state, self._reservation, self._rendezvous)
         #: How to start one more worker of each launched component (after a node loss, or when it grows).
         self._starters: dict[str, Callable[[Worker], Any]] = {}

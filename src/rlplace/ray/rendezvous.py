@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
@@ -62,19 +62,12 @@ ENV_KEYS = (
 )
 
 
-class Written(Protocol):
-    """What the rendezvous reads of the job's record writer: the record it wrote last."""
-
-    last: records.JobRecord | None
-
-
 class Rendezvous:
     """The rendezvous of one job: each worker's constructor payload, from the state; chooses the masters."""
 
-    def __init__(self, cluster: Cluster, state: JobState, record: Written):
+    def __init__(self, cluster: Cluster, state: JobState):
         self._cluster = cluster
         self._state = state
-        self._record = record
         #: component -> (the workers it was computed for, its layout; None: unpinned). Recomputed when the state
         #: gives the component other workers.
         self._layouts: dict[str, tuple[tuple[Worker, ...], Layout | None]] = {}
@@ -194,7 +187,7 @@ class Rendezvous:
             return
         taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
         state.apply(Change(masters=self._allocate({component: node}, taken)))
-        for _ in range(3):  # two drivers that allocated at the same moment: the later one moves
+        for _ in range(3):  # two drivers that allocated at the same moment: the one that sees it moves
             clash = self._clashes()
             if not clash:
                 return
@@ -240,17 +233,10 @@ class Rendezvous:
         return chosen
 
     def _clashes(self) -> list[str]:
-        """Our components whose port an earlier-written live record holds on the same address."""
-        mine = self._record.last
-        if mine is None:  # the record could not be written: nothing to compare with
-            return []
-        instance = self._state.instance
-        earlier = [
-            r
-            for r in records.read_all(self._cluster, live_only=True)
-            if r.instance != instance and (r.written_at, r.instance) < (mine.written_at, mine.instance)
-        ]
-        held = _ports_of(earlier, skip=instance)
+        """Our components whose port another live job's record holds on the same address. Whoever sees its port
+        held moves: which of two drivers allocated first, their clocks cannot say (equal, or skewed across
+        machines; found by the explorer: with equal clocks neither moved)."""
+        held = _ports_of(records.read_all(self._cluster, live_only=True), skip=self._state.instance)
         return [n for n, m in self._state.masters().items() if m.port in held.get(m.address, set())]
 
     def _warn_overrides(self, worker: Worker, env: dict[str, str]) -> None:
