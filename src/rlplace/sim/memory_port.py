@@ -327,6 +327,7 @@ class SimCluster:
         self._ticking = 0  # ticks under way (nested in a service's wait)
         self._held_outside_ticks = 0  # locks (`lock()`) held by the schedule's own moves
         self._observing = 0  # the explorer reads the cluster (`observing`)
+        self._pending_faults = 0  # `_fault`s scheduled and not run yet
         #: Every call that ran a body, in order (the explorer counts each worker's steps from it).
         self.ran: list[SimRef] = []
 
@@ -372,7 +373,7 @@ class SimCluster:
         node.reachable = False
         self._check_health_later(node)
         if seconds is not None:
-            self._schedule(self._now + seconds, lambda: self._heal(node))
+            self._fault(self._now + seconds, lambda: self._heal(node))
 
     def drain_node(self, node_id: str, deadline_s: float, *, dies_after_s: float | None = 0.0) -> bool:
         """Ray's drain: the node is reported draining now and dies `dies_after_s` after the deadline (more than
@@ -383,9 +384,9 @@ class SimCluster:
             return False
         node.drain_deadline_ms = int((self.wall() + deadline_s) * 1000)
         if dies_after_s is None:
-            self._schedule(self._now + deadline_s, lambda: self._undrain(node))
+            self._fault(self._now + deadline_s, lambda: self._undrain(node))
         else:
-            self._schedule(self._now + deadline_s + dies_after_s, lambda: self.kill_node(node_id))
+            self._fault(self._now + deadline_s + dies_after_s, lambda: self.kill_node(node_id))
         return True
 
     def advance(self, seconds: float) -> None:
@@ -658,7 +659,7 @@ class SimCluster:
         if not restart:
             handle.kill_asked_at = self._now if handle.kill_asked_at is None else handle.kill_asked_at
         handle.kills += 1
-        self._schedule(self._now + self.weather.kill_s, lambda: self._killed(handle, restart))
+        self._fault(self._now + self.weather.kill_s, lambda: self._killed(handle, restart))
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> SimRef:
         return self._run_in(handle, lambda i, *a, **k: getattr(i, method)(*a, **k), method, args, kwargs)
@@ -782,6 +783,22 @@ class SimCluster:
     def _schedule(self, at: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (at, next(self._seq), fn))
 
+    def _fault(self, at: float, fn: Callable[[], None]) -> None:
+        """Schedule what a fault does later (a death at a deadline, a heal, a health check, a kill taking effect):
+        `faults_pending` counts them."""
+        self._pending_faults += 1
+
+        def run() -> None:
+            self._pending_faults -= 1
+            fn()
+
+        self._schedule(at, run)
+
+    def faults_pending(self) -> bool:
+        """Does a fault still have something to do (a node to die or heal, a health check, a kill), or the GCS to
+        come back?"""
+        return self._pending_faults > 0 or self._now < self.weather.gcs_down_until
+
     def _advance_to(self, t: float) -> None:
         while self._timers and self._timers[0][0] <= t:
             at, _, fn = heapq.heappop(self._timers)
@@ -799,11 +816,11 @@ class SimCluster:
             if node.reported_dead or (node.running and node.reachable):
                 return
             if self._now < self.weather.gcs_down_until:
-                self._schedule(self.weather.gcs_down_until + HEALTH_DELAY_S, check)
+                self._fault(self.weather.gcs_down_until + HEALTH_DELAY_S, check)
                 return
             self._declare_dead(node)
 
-        self._schedule(self._now + HEALTH_DELAY_S, check)
+        self._fault(self._now + HEALTH_DELAY_S, check)
 
     def _declare_dead(self, node: SimNode) -> None:
         """The GCS marks the node dead: the driver learns that the calls on it failed, its groups are rescheduled

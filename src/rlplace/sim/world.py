@@ -173,7 +173,7 @@ class World:
     def do(self, move: Move, index: int) -> None:
         """Make `move` (the `index`-th of the schedule: calls use it as their token)."""
         with self.sim.observing():
-            self._before = self._nearest_ready()
+            self._before = {} if self._weather() else self._nearest_ready()  # weather: a spare may fail to start
         self.promised = ""
         self.token = index + 1
         getattr(self, f"_{move.kind}")(*move.args)
@@ -378,8 +378,11 @@ class World:
         called; each must answer, except where a rank failed with no node to take it over or a worker is stuck
         for good (liveness)."""
         w = self.sim.weather
-        w.gcs_down_until, w.until, w.bad_starts = -1.0, self.sim.now(), 0
-        self.sim.advance(SETTLE_S)
+        w.until, w.bad_starts = self.sim.now(), 0
+        deadline = self.sim.now() + SETTLE_S
+        while self.sim.now() < deadline and (self.sim.faults_pending() or self._moving()):
+            self.sim.advance(0.5)
+        self.sim.advance(1.0)  # the watcher looks twice more (a rank failed may be taken over yet)
         for component, group in list(self.job.groups.items()):
             if group.in_driver:
                 continue
@@ -394,6 +397,18 @@ class World:
                     raise Violation(f"liveness: after the last fault {component} still fails: {first(e)}") from e
                 if isinstance(e, NodeLostError) != (excuse[0] == "failed"):
                     raise Violation(f"liveness: {component} raised {type(e).__name__}, but {excuse[1]}") from e
+
+    def _moving(self) -> bool:
+        """A rank of a job on the cluster is draining or lost (its window not passed yet), or its node is down and
+        the job has not noticed yet."""
+        for job in [self.job] + ([self.other] if self.other is not None else []):
+            state = job.state
+            for rank in state.pinned_ranks():
+                health = state.health(rank)
+                node = self.sim.nodes_by_id[str(state.live.node(rank).node_id)]
+                if health in (NodeHealth.DRAINING, NodeHealth.LOST) or (health == NodeHealth.OK and not _up(node)):
+                    return True
+        return False
 
     def _shutdown(self) -> None:
         if self.other is not None:
@@ -494,7 +509,7 @@ class World:
         held = group.held()
         for w in group.workers:
             actor = held.get(w.name)
-            if isinstance(actor, SimActor) and (
+            if state.health(w.node_rank) == NodeHealth.OK and isinstance(actor, SimActor) and (
                 _stuck(actor) or actor.state == WorkerState.DEAD or (actor.process and actor.process.error)
             ):
                 return (
@@ -715,7 +730,7 @@ class World:
         events = self.job.state.events
         new, self._events_seen = events[self._events_seen :], len(events)
         for e in new:
-            if e.kind != EventKind.SPARE or e.node_rank not in self._before:
+            if e.kind != EventKind.SPARE or e.node_rank not in self._before or self._weather():
                 continue
             lost, before = self._before[e.node_rank]
             chosen = _distances(lost, [self.sim.nodes_by_id[e.node_id]], self.job.state)[0]
