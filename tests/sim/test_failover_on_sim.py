@@ -413,3 +413,20 @@ def test_two_jobs_moving_onto_one_replacement_never_share_a_master_port(first):
     assert [g.call("step", 1, timeout_s=30) for g in groups] == [[1, 1], [1, 1]]
     for job in jobs:
         job.shutdown()
+
+
+def test_a_spare_takes_over_a_rank_whose_component_grew_below_its_first_gpus():
+    """Found by the explorer's liveness invariant (run 8, seed 8000226): train had GPU 2 of node 1, then grew onto
+    GPUs 0 and 1 there (a second placement group). Taking the rank over, the first group's filler held GPUs 0 and 1
+    to keep the first group off them, until every group was placed: the second group waited for them until the
+    timeout, and the spare was refused though it had room. Fillers keep only the rank's true holes."""
+    text = PINNED.replace('train: {node_group: a800, placement: "4,1"}', 'train: {node_group: a800, placement: "6"}')
+    sim, job = started(text + "  elastic: {train: {min: 1, max: 3}}\n")
+    train = job.launch("train", Echo)
+    job.resize("train", 3)
+    assert sorted(w.gpus for w in train.workers) == [(0,), (1,), (2,)] and {w.node_rank for w in train.workers} == {1}
+    spare = add(sim, job, rank=None)
+    lose(sim, job, 1)
+    assert train.call("step", 1, timeout_s=30) == [1, 1, 1]
+    assert str(job.live.node(1).node_id) == spare and [e.kind for e in job.events] == ["lost", "spare"]
+    job.shutdown()

@@ -213,7 +213,7 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
     if kind in ("join", "grow", "slow"):
         return (rank,)
     if kind == "spare":
-        return (rng.randrange(max(1, len(case.shapes))),)
+        return (rng.randrange(max(1, len(case.shapes))), rng.randrange(len(case.inventory)))
     if kind == "resize":
         return (component, rng.randrange(1, 5))
     if kind == "gcs_restart":

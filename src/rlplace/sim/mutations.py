@@ -62,6 +62,177 @@ def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
     return _patched(NodeWatcher, "_declare", lambda self, rank, why, notice=None: None)
 
 
+# -- issue 35's ten: each a bug of a kind the explorer had not been shown (docs/ray.md's table) -------------------
+
+
+def _spare_farthest_first() -> contextlib.AbstractContextManager[None]:
+    """A wrong failure domain: a lost node's workers go to the spare farthest from it (the order reversed)."""
+    from rlplace.ray.failover import rules
+
+    nearest_first = rules.spare_order
+    return _patched(rules, "spare_order", lambda lost, spares, levels: nearest_first(lost, spares, levels)[::-1])
+
+
+def _rerun_without_waiting() -> contextlib.AbstractContextManager[None]:
+    """A race: a call in flight on a lost node is sent again at once, before the takeover is done (to the worker
+    the group still holds: the one on the lost node, which the job has asked to kill)."""
+    from rlplace.ray.group import WorkerGroup
+
+    rerun = WorkerGroup._rerun
+
+    def hasty(self: Any, ref: Any, worker: Any, method: str) -> Any:
+        self._usable = lambda rank, deadline: True  # the instance's, for this call only
+        try:
+            return rerun(self, ref, worker, method)
+        finally:
+            del self._usable
+
+    return _patched(WorkerGroup, "_rerun", hasty)
+
+
+def _retry_late_answers() -> contextlib.AbstractContextManager[None]:
+    """A doubled effect: a call whose answer is late (its first slice of waiting passed) is sent again to the same
+    worker, and the second answer taken."""
+    from rlplace.ray.group import _SLICE_S, WorkerGroup
+    from rlplace.ray.port import CallTimedOut
+
+    wait = WorkerGroup._wait
+
+    def impatient(self: Any, ref: Any, worker: Any, method: str, timeout_s: Any, deadline: Any) -> Any:
+        try:
+            return self.cluster.get(ref, _SLICE_S)
+        except CallTimedOut:
+            call = self._calls.get(self.cluster.result_key(ref))
+            if call is not None and call.sent:
+                with self._sending():
+                    ref = self._submit(worker, call.method, call.args, call.kwargs)
+            return wait(self, ref, worker, method, timeout_s, deadline)
+
+    return _patched(WorkerGroup, "_wait", impatient)
+
+
+def _stale_serving_set() -> contextlib.AbstractContextManager[None]:
+    """A stale view: the watcher keeps the nodes serving the job as they were at its first takeover, so a spare
+    that took a rank over since looks free to take another."""
+    from rlplace.ray.failover import watcher
+    from rlplace.ray.failover.rules import candidates
+
+    def takers(self: Any, rank: int, lost: Any, raw: list, refusals: dict) -> list:
+        alive = [n for n in raw if n.get("Alive")]
+        serving = self.__dict__.setdefault("_seen_serving", {str(n.node_id) for n in self._state.live.nodes})
+        return candidates(
+            rank,
+            lost,
+            alive,
+            serving=serving,
+            demand=self._reserved.demand(rank),
+            free=self._cluster.free_resources(),
+            levels=self._state.levels,
+            refusals=refusals,
+        )
+
+    return _patched(watcher.NodeWatcher, "_takers", takers)
+
+
+def _group_rank_from_one() -> contextlib.AbstractContextManager[None]:
+    """An off-by-one: GROUP_RANK counts a component's nodes from 1."""
+    from rlplace.ray.layout import Layout
+
+    of = Layout.of.__func__  # type: ignore[attr-defined]  # the classmethod's function
+
+    def shifted(cls: type[Layout], node_ranks: Any) -> Layout | None:
+        layout = of(cls, node_ranks)
+        if layout is None:
+            return None
+        return Layout(layout.local_rank, {n: (count, g + 1) for n, (count, g) in layout.per_node.items()})
+
+    return _patched(Layout, "of", classmethod(shifted))
+
+
+def _keep_group_of_failed_takeover() -> contextlib.AbstractContextManager[None]:
+    """A leak: a takeover undone (its workers did not start on the spare) keeps the placement group it reserved
+    there."""
+    from rlplace.ray.failover.mover import RankMover
+
+    move = RankMover.move_rank
+
+    def leaky(self: Any, rank: int, node: Any, event: Any) -> None:
+        self._reservation.release = lambda rank: None  # the instance's, for this takeover only
+        try:
+            move(self, rank, node, event)
+        finally:
+            del self._reservation.release
+
+    return _patched(RankMover, "move_rank", leaky)
+
+
+def _masters_unrecorded() -> contextlib.AbstractContextManager[None]:
+    """A lost effect: a change of masters alone is made in the state without telling its subscribers (the job
+    record keeps the old master: other jobs may take its port, `rlplace status` shows the old one)."""
+    from rlplace.ray.state import Change, JobState
+
+    apply = JobState.apply
+
+    def quiet(self: Any, change: Change) -> None:
+        if change.masters and change == Change(masters=change.masters):
+            with self.changed:
+                self._masters.update(change.masters)
+                self.changed.notify_all()
+            return
+        apply(self, change)
+
+    return _patched(JobState, "apply", quiet)
+
+
+def _no_lock_between_changes() -> contextlib.AbstractContextManager[None]:
+    """A race: the mover's lock is left out, so a takeover or a shrink can run inside a resize (one waiting for
+    its new workers) and the other way round."""
+    from rlplace.ray.failover.mover import RankMover
+
+    init = RankMover.__init__
+
+    def unlocked(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._lock = contextlib.nullcontext()
+
+    return _patched(RankMover, "__init__", unlocked)
+
+
+def _keep_dropped_workers() -> contextlib.AbstractContextManager[None]:
+    """A leak: a resize never stops the workers it drops (removed by a shrink, or started by a resize undone):
+    they run on, in no group, holding their GPUs."""
+    from rlplace.ray.failover.mover import RankMover
+
+    realise = RankMover._realise
+
+    def keeping(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._kill = lambda handles: None  # the instance's, for this step only
+        try:
+            return realise(self, *args, **kwargs)
+        finally:
+            del self._kill
+
+    return _patched(RankMover, "_realise", keeping)
+
+
+def _status_hides_spares() -> contextlib.AbstractContextManager[None]:
+    """A stale view in `rlplace status`: a worker on a spare is shown on the spare's address, not under the rank
+    the spare serves."""
+    from rlplace.ray import status
+    from rlplace.ray.nodes import is_spare
+
+    names = status._node_names
+
+    def plain(raw_nodes: list, records: list) -> dict[str, str]:
+        spares = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in raw_nodes if is_spare(n)}
+        return {**names(raw_nodes, records), **spares}
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(_patched(status, "_node_names", plain))
+    stack.enter_context(_patched(status, "_spares_by_job", lambda raw_nodes, records: {}))
+    return stack
+
+
 #: name -> what injects it; the first six were the explorer's own, the rest issue 35's (docs/ray.md's table).
 MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "keep-groups-when-workers-go": _keep_groups_when_workers_go,
@@ -70,4 +241,14 @@ MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "keep-record-at-shutdown": _keep_record_at_shutdown,
     "never-declare-loss": _never_declare_loss,
     "ignore-drains": _ignore_drains,
+    "spare-farthest-first": _spare_farthest_first,
+    "rerun-without-waiting": _rerun_without_waiting,
+    "retry-late-answers": _retry_late_answers,
+    "stale-serving-set": _stale_serving_set,
+    "group-rank-from-one": _group_rank_from_one,
+    "keep-group-of-failed-takeover": _keep_group_of_failed_takeover,
+    "masters-unrecorded": _masters_unrecorded,
+    "no-lock-between-changes": _no_lock_between_changes,
+    "keep-dropped-workers": _keep_dropped_workers,
+    "status-hides-spares": _status_hides_spares,
 }

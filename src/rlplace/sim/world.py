@@ -308,14 +308,17 @@ class World:
         self.sim.add_node(node_resources(node), node_labels(node, like_rank))
 
     def _grow(self, like_rank: int) -> None:
-        """New capacity: a node shaped like `like_rank` with a rank no node had."""
+        """New capacity: a node shaped like `like_rank` with the next rank no node had."""
         node = self.case.inventory.node(like_rank)
-        self.sim.add_node(node_resources(node), node_labels(node, len(self.sim.nodes_by_id)))
+        ranks = [int(n.labels[NODE_RANK_LABEL]) for n in self.sim.nodes_by_id.values() if NODE_RANK_LABEL in n.labels]
+        self.sim.add_node(node_resources(node), node_labels(node, max(ranks, default=-1) + 1))
 
-    def _spare(self, shape: int) -> None:
-        """A hot spare of one of the case's shapes (some match no node)."""
+    def _spare(self, shape: int, beside: int = 0) -> None:
+        """A hot spare of one of the case's shapes (some match no node), in the NVLink domain, rack and zone of
+        node `beside`."""
         shapes = self.case.shapes or self.case.inventory.nodes
-        node = shapes[shape % len(shapes)]
+        near = self.case.inventory.node(beside % len(self.case.inventory))
+        node = dataclasses.replace(shapes[shape % len(shapes)], labels=dict(near.labels))
         self.sim.add_node(node_resources(node), node_labels(node, None))
 
     def _resize(self, component: str, n: int) -> None:
@@ -400,7 +403,11 @@ class World:
 
     def _moving(self) -> bool:
         """A rank of a job on the cluster is draining or lost (its window not passed yet), or its node is down and
-        the job has not noticed yet."""
+        the job has not noticed yet; or a worker is starting or restarting."""
+        for group in self.job.groups.values():
+            starting = (WorkerState.PENDING_CREATION, WorkerState.RESTARTING)
+            if any(isinstance(a, SimActor) and a.state in starting for a in group.held().values()):
+                return True
         for job in [self.job] + ([self.other] if self.other is not None else []):
             state = job.state
             for rank in state.pinned_ranks():
@@ -509,8 +516,10 @@ class World:
         held = group.held()
         for w in group.workers:
             actor = held.get(w.name)
-            if state.health(w.node_rank) == NodeHealth.OK and isinstance(actor, SimActor) and (
-                _stuck(actor) or actor.state == WorkerState.DEAD or (actor.process and actor.process.error)
+            if (
+                state.health(w.node_rank) == NodeHealth.OK
+                and isinstance(actor, SimActor)
+                and (_stuck(actor) or actor.state == WorkerState.DEAD or (actor.process and actor.process.error))
             ):
                 return (
                     "stuck",
@@ -569,6 +578,10 @@ class World:
 
     def _ranks(self) -> str | None:
         state = self.job.state
+        serving = [str(n.node_id) for r, n in enumerate(state.live.nodes) if r not in state.down]
+        twice = sorted({n[:8] for n in serving if serving.count(n) > 1})
+        if twice:
+            return f"one node serves one rank: {', '.join(twice)} serves several ranks of the job"
         for name, group in self.job.groups.items():
             workers = state.workers(name)
             if [w.rank for w in workers] != list(range(len(workers))):
@@ -580,7 +593,7 @@ class World:
             if limits is not None and not (limits.min <= len(workers) <= (limits.max or len(workers))):
                 return f"sizes inside elastic: {name} has {len(workers)} workers, range {limits.min}..{limits.max}"
             for i, actor in enumerate(group.actors):
-                p = _settled(actor)
+                p = _settled(actor, self.sim)
                 placement = (p.payload or {}).get("placement") if p is not None else None
                 if placement is not None and (placement["rank"], placement["world_size"]) != (i, len(workers)):
                     return (
@@ -618,7 +631,7 @@ class World:
                 return f"MASTER_ADDR is rank 0's node: {c}'s master is {master.address}, rank 0 is on {rank0.address}"
             nodes = sorted({w.node_rank for w in workers if w.node_rank is not None})
             for w, actor in zip(workers, group.actors, strict=False):
-                p = _settled(actor)
+                p = _settled(actor, self.sim)
                 env = (p.payload or {}).get("env") if p is not None else None
                 if env is None:
                     continue
@@ -755,8 +768,9 @@ class World:
             if moved and moved[0].at <= d.deadline:
                 continue  # kept
             others = [r for r, t in state.troubles().items() if r != d.rank and t.kind == NodeHealth.LOST]
-            if not moved and (self._weather() or len(self._ready_spares(d.rank)) <= len(others)):
-                continue  # no spare remains for it: no promise
+            slow = self.sim.weather.start_s or self.sim.weather.kill_s  # workers may not start in time
+            if not moved and (self._weather() or slow or len(self._ready_spares(d.rank)) <= len(others)):
+                continue  # no spare remains for it, or the weather: no promise
             if now >= d.deadline:
                 return f"a drain moves the workers before the deadline: node {d.rank}'s moved {moved[:1] or 'never'}"
             kept.append(d)
@@ -818,15 +832,15 @@ def _stuck(actor: SimActor) -> bool:
     return p is not None and p.ended_at is None and any(r.hangs for r in p.pending)
 
 
-def _settled(actor: Any) -> SimProcess | None:
-    """The actor's process, when it is constructed, alive and has run every call sent to it (so what it installed
-    is what it was told last); else None."""
+def _settled(actor: Any, sim: SimCluster) -> SimProcess | None:
+    """The actor's process, when it is constructed, alive and has run every call sent to it (none held back by a
+    cut either: so what it installed is what it was told last); else None."""
     if not isinstance(actor, SimActor):
         return None
     p = actor.process
     if p is None or p.instance is None or p.ended_at is not None or actor.state != WorkerState.ALIVE:
         return None
-    if p.busy or p.queue or actor.kill_asked_at is not None:
+    if p.busy or p.queue or actor.kill_asked_at is not None or sim.nodes_by_id[p.node_id].stalled:
         return None
     return p
 
