@@ -430,3 +430,40 @@ def test_a_spare_takes_over_a_rank_whose_component_grew_below_its_first_gpus():
     assert train.call("step", 1, timeout_s=30) == [1, 1, 1]
     assert str(job.live.node(1).node_id) == spare and [e.kind for e in job.events] == ["lost", "spare"]
     job.shutdown()
+
+
+def test_a_resize_while_a_node_is_lost_tells_only_the_workers_that_run():
+    """Found by the explorer's zombie invariant (run 1, seed 1000252): a resize told every worker of the component
+    its new rank, also the one on a lost node that the job had killed, and so failed ("on_resized failed") though
+    it had made the change. That worker learns its rank when a spare takes its node over."""
+    text = PINNED.replace('eval: {node_group: a800, placement: "2"}', 'eval: {node_group: a800, placement: "5"}')
+    text = text.replace('placement: "4,1"', 'placement: "1,4"')
+    sim, job = started(text + "  elastic: {train: {min: 1, max: 3}}\n", replace_within_s=30)
+    train = job.launch("train", Echo)
+    lose(sim, job, 1)  # train rank 1 was there (and eval, which cannot shrink); no spare yet
+    sim.advance(HEALTH_DELAY_S + 1)
+    assert job.state.health(1) == "lost"
+    event = job.resize("train", 3)
+    assert (event.old_size, event.new_size) == (2, 3) and all(w.node_rank != 1 for w in event.added)
+    spare = add(sim, job, rank=None)
+    assert train.call("step", 1, timeout_s=30) == [1, 1, 1] and str(job.live.node(1).node_id) == spare
+    assert [a.payload["placement"]["world_size"] for a in train.actors] == [3, 3, 3]
+    job.shutdown()
+
+
+def test_a_node_drained_again_after_a_cancelled_drain_is_acted_on():
+    """Found by the explorer's drain invariant (run 5, seed 5001158): the watcher acts on each draining node once;
+    a drain cancelled (nothing could take the node over then) and a second drain of the same node later, with a
+    spare ready, was ignored, and its deadline took the workers."""
+    sim, job = started()
+    train = job.launch("train", Echo)
+    node = str(job.live.node(1).node_id)
+    sim.drain_node(node, 1.0, dies_after_s=None)  # cancelled at its deadline
+    sim.advance(2)
+    assert [e.kind for e in job.events] == ["draining"] and job.state.health(1) == "ok"
+    spare = add(sim, job, rank=None)
+    sim.drain_node(node, 10.0)
+    sim.advance(5)
+    assert [e.kind for e in job.events] == ["draining", "draining", "spare"] and str(job.live.node(1).node_id) == spare
+    assert train.call("step", 1, timeout_s=30) == [1, 1]
+    job.shutdown()

@@ -69,6 +69,8 @@ CALL_S = 0.01
 EPOCH = 1_800_000_000.0
 #: Every node's raylet listens there (NodeManagerPort).
 RAYLET_PORT = 40_100
+#: A tick (or a task beside the caller) kept out by a change holding a lock looks again this often.
+LOCK_POLL_S = 0.05
 #: A call passed results still running looks again this often.
 ARGUMENT_POLL_S = 0.05
 #: A wait without a timeout that lets this much virtual time pass waits for what never comes (`SimHang`).
@@ -263,7 +265,7 @@ class _Ticker:
             self.again = self.running  # a wake during the tick: the next one follows at once
             return
         if self.cluster._held_outside_ticks:  # a change holds a lock the tick may need: as a thread, it waits
-            self.cluster._schedule(self.cluster.now() + self.period_s, self._run)
+            self.cluster._schedule(self.cluster.now() + max(self.period_s, LOCK_POLL_S), self._run)
             return
         self.running, self.again = True, False
         self.cluster._ticking += 1
@@ -328,7 +330,9 @@ class SimCluster:
         self._held_outside_ticks = 0  # locks (`lock()`) held by the schedule's own moves
         self._observing = 0  # the explorer reads the cluster (`observing`)
         self._pending_faults = 0  # `_fault`s scheduled and not run yet
-        #: Every call that ran a body, in order (the explorer counts each worker's steps from it).
+        #: Every call sent to an actor, and every call that ran its body, in order (the explorer counts each
+        #: worker's steps from them, and looks for calls sent to workers the job had asked to kill).
+        self.sent: list[SimRef] = []
         self.ran: list[SimRef] = []
 
     # -- building the cluster (the explorer's moves) -----------------------------------------------------
@@ -1038,6 +1042,7 @@ class SimCluster:
         self._spend()
         ref = SimRef(next(self._ids), _INF, actor=actor, method=method, args=args, kwargs=kwargs, sent_at=self._now)
         ref.hangs = bool(method) and method == self.behaviour.hang_method
+        self.sent.append(ref)
         p = actor.process
         if p is None or p.ended_at is not None or actor.state in (WorkerState.DEAD, WorkerState.RESTARTING):
             ref.ready_at = self._now

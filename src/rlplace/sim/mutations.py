@@ -198,21 +198,43 @@ def _no_lock_between_changes() -> contextlib.AbstractContextManager[None]:
     return _patched(RankMover, "__init__", unlocked)
 
 
-def _keep_dropped_workers() -> contextlib.AbstractContextManager[None]:
-    """A leak: a resize never stops the workers it drops (removed by a shrink, or started by a resize undone):
-    they run on, in no group, holding their GPUs."""
+def _keep_fillers() -> contextlib.AbstractContextManager[None]:
+    """A leak: the placement groups that keep a node's idle GPUs aside while the plan's groups are placed are never
+    removed (they hold those GPUs as long as the job runs, and stay after it)."""
+    from rlplace.ray.reserve import Reservation
+
+    create, remove = Reservation._create, Reservation._remove
+
+    def create_kept(self: Any, bundles: list, node: Any, kind: str, step: int = 0) -> Any:
+        pg = create(self, bundles, node, kind, step)
+        if kind == "filler":
+            self.__dict__.setdefault("_kept", set()).add(id(pg))
+        return pg
+
+    def remove_but_fillers(self: Any, pg: Any) -> None:
+        if id(pg) not in self.__dict__.get("_kept", ()):
+            remove(self, pg)
+        elif pg in self._created:
+            self._created.remove(pg)  # forgotten: never removed
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(_patched(Reservation, "_create", create_kept))
+    stack.enter_context(_patched(Reservation, "_remove", remove_but_fillers))
+    return stack
+
+
+def _tell_the_leader_only() -> contextlib.AbstractContextManager[None]:
+    """A lost effect: a resize tells its new ranks to the component asked for, not to those that change with it
+    (an env following its eval, buffer shards following train)."""
     from rlplace.ray.failover.mover import RankMover
 
-    realise = RankMover._realise
+    tell = RankMover._tell
 
-    def keeping(self: Any, *args: Any, **kwargs: Any) -> Any:
-        self._kill = lambda handles: None  # the instance's, for this step only
-        try:
-            return realise(self, *args, **kwargs)
-        finally:
-            del self._kill
+    def leader_only(self: Any, groups: dict, events: dict) -> dict:
+        lead = next(iter(events))
+        return tell(self, {c: g for c, g in groups.items() if c == lead}, events)
 
-    return _patched(RankMover, "_realise", keeping)
+    return _patched(RankMover, "_tell", leader_only)
 
 
 def _status_hides_spares() -> contextlib.AbstractContextManager[None]:
@@ -243,12 +265,13 @@ MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "ignore-drains": _ignore_drains,
     "spare-farthest-first": _spare_farthest_first,
     "rerun-without-waiting": _rerun_without_waiting,
+    "tell-the-leader-only": _tell_the_leader_only,
     "retry-late-answers": _retry_late_answers,
     "stale-serving-set": _stale_serving_set,
     "group-rank-from-one": _group_rank_from_one,
     "keep-group-of-failed-takeover": _keep_group_of_failed_takeover,
     "masters-unrecorded": _masters_unrecorded,
     "no-lock-between-changes": _no_lock_between_changes,
-    "keep-dropped-workers": _keep_dropped_workers,
+    "keep-fillers": _keep_fillers,
     "status-hides-spares": _status_hides_spares,
 }

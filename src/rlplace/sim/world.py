@@ -162,7 +162,7 @@ class World:
         #: Before the move: rank -> (its node, the ready spares and how far each is from it): the nearest check.
         self._before: dict[int, tuple[Node, dict[str, int]]] = {}
         self._events_seen = 0
-        self._ran_seen = 0  # calls of `sim.ran` the zombie check has read
+        self._sent_seen = 0  # calls of `sim.sent` the zombie check has read
         self._indexed = 0  # ... and those `_runs_of` has
         self._runs: dict[int, list[SimRef]] = {}  # token -> the runs of `step(token)`
         self.token = 0
@@ -291,7 +291,8 @@ class World:
             return
         node = self.sim.nodes_by_id[node_id]
         ready = node.running and node.reachable and not node.reported_dead and node.drain_deadline_ms is None
-        spare = ready and not self._disturbed() and self._spare_for(node_rank, node_id)
+        held = node_rank in self.job.state.pinned_ranks()  # the job has workers or bundles there
+        spare = held and ready and not self._disturbed() and self._spare_for(node_rank, node_id)
         after = {"dies": 0.0, "outlives": 3.0, "cancelled": None}[fate]
         if self.sim.drain_node(node_id, deadline_s, dies_after_s=after) and spare:
             shape = self.job.state.live.node(node_rank)
@@ -726,9 +727,9 @@ class World:
 
     def _zombies(self) -> str | None:
         """No call is sent to an actor after the job asked to kill it (a worker replaced or removed)."""
-        ran = self.sim.ran
-        start, self._ran_seen = self._ran_seen, len(ran)
-        for ref in ran[start:]:
+        sent = self.sim.sent
+        start, self._sent_seen = self._sent_seen, len(sent)
+        for ref in sent[start:]:
             actor = ref.actor
             if actor is not None and actor.kill_asked_at is not None and ref.sent_at > actor.kill_asked_at:
                 return (

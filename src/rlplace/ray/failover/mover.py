@@ -23,7 +23,7 @@ from typing import Any
 from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, first_line
 from rlplace.inventory import Node
-from rlplace.lifecycle import ResizeCause
+from rlplace.lifecycle import NodeHealth, ResizeCause
 from rlplace.plan import Worker
 from rlplace.planner import Resize, SizeChange
 from rlplace.ray.group import WorkerGroup, wait_dead
@@ -126,24 +126,24 @@ class RankMover:
                 group.replace(name, handle)
             # A component whose rank 0 moved with the rank has a new master: its other workers are told (docs/
             # runtime.md, "Restarts and spares"), so that every worker of it names the same MASTER_ADDR and PORT.
-            self._retell(self._moved_masters(masters), skip_rank=rank)
+            self._retell(self._moved_masters(masters))
 
     def _moved_masters(self, before: Mapping[str, Master]) -> list[str]:
         """The components whose master is not what it was `before`."""
         return sorted(c for c, m in self._state.masters().items() if before.get(c) != m)
 
-    def _retell(self, components: Iterable[str], skip_rank: int | None = None) -> None:
-        """Send every worker of `components` (but those on `skip_rank`, relaunched with it) its rendezvous as the
-        state has it now. An actor runs its calls in order: it has it before any call made after this. For a
-        component whose master moved, and after a change undone: a worker Ray restarted meanwhile read the job
-        record of the change being tried (its constructor's arguments are the first ones, `launch.current`)."""
+    def _retell(self, components: Iterable[str]) -> None:
+        """Send every running worker of `components` its rendezvous as the state has it now (those relaunched with a
+        rank being moved know it already: their rank is still lost meanwhile). An actor runs
+        its calls in order: it has it before any call made after this. For a component whose master moved, and
+        after a change undone: a worker Ray restarted meanwhile read the job record of the change being tried (its
+        constructor's arguments are the first ones, `launch.current`)."""
         for c in components:
             group = self._groups.get(c)
             if group is None or group.in_driver:
                 continue
-            for w, actor in group.pairs():
-                if w.node_rank != skip_rank or skip_rank is None:
-                    self._cluster.run_on(actor, apply_rendezvous, self._rendezvous.payload(w))
+            for w, actor in self._running(group):
+                self._cluster.run_on(actor, apply_rendezvous, self._rendezvous.payload(w))
 
     # -- resizing -----------------------------------------------------------------------------------------
 
@@ -287,7 +287,7 @@ class RankMover:
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
         """Wait until the calls already sent to the groups' workers are done; new calls wait for the resize (the
         groups are paused)."""
-        late = self._still_running([p for g in groups.values() for p in g.pairs()], deadline)
+        late = self._still_running([p for g in groups.values() for p in self._running(g)], deadline)
         if late:
             names = ", ".join(late)
             raise PlacementError(
@@ -314,10 +314,17 @@ class RankMover:
         its calls in order: before any call made after the resize); ref -> worker name."""
         refs: dict[Any, str] = {}
         for c, group in groups.items():
-            for w, actor in group.pairs():
+            for w, actor in self._running(group):
                 payload = None if group.in_driver else self._rendezvous.payload(w)  # new workers too: see renew
                 refs[self._cluster.run_on(actor, apply_resize, payload, events[c])] = w.name
         return refs
+
+    def _running(self, group: WorkerGroup) -> list[tuple[Worker, Any]]:
+        """(plan row, actor) of the group's workers that run: not those on a rank lost or failed, gone with their
+        node (the job killed them; relaunched by a takeover, they start with the state's rendezvous then; found
+        by the explorer: a resize told them, and failed)."""
+        healthy = (NodeHealth.OK, NodeHealth.DRAINING)
+        return [(w, a) for w, a in group.pairs() if self._state.health(w.node_rank) in healthy]
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

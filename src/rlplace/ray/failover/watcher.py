@@ -115,7 +115,7 @@ class NodeWatcher:
         self.period_s = period_s
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
-        self._notices: set[str] = set()  # draining nodes acted on (once each)
+        self._notices: set[str] = set()  # draining nodes acted on (once per drain)
         self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
         self._ticker: Ticker | None = None
 
@@ -226,6 +226,7 @@ class NodeWatcher:
                 dead = next((n for n in raw if n["NodeID"] == node_id), {})
                 self._declare(rank, "Ray declared it dead" + death_reason(dead))
         usable = [n for n in raw if n["NodeID"] not in draining]  # a node that goes takes nothing over
+        self._notices &= set(draining)  # a drain cancelled is forgotten: the node may be drained again later
         for rank in self._state.pinned_ranks():
             node_id = str(self._state.live.node(rank).node_id)
             if node_id in draining and node_id not in self._notices and self._state.health(rank) == NodeHealth.OK:
