@@ -78,16 +78,16 @@ def _rerun_without_waiting() -> contextlib.AbstractContextManager[None]:
     the group still holds: the one on the lost node, which the job has asked to kill)."""
     from rlplace.ray.group import WorkerGroup
 
-    rerun = WorkerGroup._rerun
+    get_one = WorkerGroup._get_one
 
-    def hasty(self: Any, ref: Any, worker: Any, method: str) -> Any:
+    def hasty(self: Any, *args: Any) -> Any:
         self._usable = lambda rank, deadline: True  # the instance's, for this call only
         try:
-            return rerun(self, ref, worker, method)
+            return get_one(self, *args)
         finally:
             del self._usable
 
-    return _patched(WorkerGroup, "_rerun", hasty)
+    return _patched(WorkerGroup, "_get_one", hasty)
 
 
 def _retry_late_answers() -> contextlib.AbstractContextManager[None]:
