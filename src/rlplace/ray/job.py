@@ -260,10 +260,12 @@ class Job:
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
-            group, start = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live, self.state)
-            self._starters[component] = start
-            self.groups[component] = group
-            return group
+            local, start_local = launch_local(
+                self.cluster, component, workers, cls, args, kwargs, self.live, self.state
+            )
+            self._starters[component] = start_local
+            self.groups[component] = local
+            return local
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
             self._watcher.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
         self.launcher.check_names(workers)
@@ -383,5 +385,5 @@ def _export(plan: Plan, path: str | os.PathLike) -> None:
     except ImportError:
         log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    write_resource_pool(plan, path)
+    write_resource_pool(plan, os.fspath(path))
     log.info("wrote the computed resource pool to %s", path)

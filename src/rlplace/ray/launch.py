@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.plan import Worker
@@ -54,7 +54,7 @@ def placed_class(cls: type) -> type:
 
     def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
         _install(_rlplace)
-        cls.__init__(self, *args, **kwargs)
+        cast(Any, cls).__init__(self, *args, **kwargs)  # the user's constructor, on the placed instance
 
     namespace = {
         "__init__": __init__,

@@ -144,6 +144,7 @@ def simulated_cluster(
     args = [node_args(n) for n in inventory.nodes]
     head = {**args[0], "include_dashboard": False, "_system_config": HEALTH_CHECKS}
     cluster = Cluster(initialize_head=True, head_node_args=head)
+    assert cluster.head_node is not None  # initialize_head=True started it
     handle = SimulatedCluster(
         inventory, cluster.head_node.get_session_dir_path(), spares=tuple(spares), cluster=cluster
     )
@@ -153,7 +154,7 @@ def simulated_cluster(
         for spare in handle.spares:
             cluster.add_node(**node_args(spare))
         if connect:
-            ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
+            ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
         yield handle
     finally:
         if connect:
@@ -165,7 +166,7 @@ def simulated_cluster(
 def session_processes(session_name: str) -> list:
     """Live processes of one Ray session: every Ray process carries its session name on its command line."""
     import ray  # noqa: F401, I001  (psutil ships with Ray: importable once ray is imported)
-    import psutil
+    import psutil  # type: ignore[import-untyped]  # no type stubs installed (it ships with Ray, without them)
 
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -176,7 +177,7 @@ def session_processes(session_name: str) -> list:
 
 
 def _stop_stragglers(session_name: str) -> list[str]:
-    import psutil
+    import psutil  # type: ignore[import-untyped]  # no type stubs installed (it ships with Ray, without them)
 
     _, alive = psutil.wait_procs(session_processes(session_name), timeout=EXIT_GRACE_S)
     killed = []
@@ -186,7 +187,7 @@ def _stop_stragglers(session_name: str) -> list[str]:
     return killed
 
 
-def node_args(node: Node) -> dict[str, object]:
+def node_args(node: Node) -> dict[str, Any]:
     """How `ray.cluster_utils.Cluster` starts the node: its CPUs and GPUs, the labels `rlplace start` would set,
     and the labels it was declared with (racks and NVLink domains of `--nodes 8x4/rack=2`, an inventory file's
     `labels`), so a plan made on the simulated cluster sees the declared topology. Keys under `ray.io/` (a

@@ -192,8 +192,13 @@ class Rendezvous:
             if not clash:
                 return
             taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-            moved = {name: state.node(state.master(name).node_rank) for name in clash}  # type: ignore[union-attr]
-            state.apply(Change(masters=self._allocate(moved, taken)))  # type: ignore[arg-type]
+            moved = {name: node for name in clash if (node := self._master_node(name)) is not None}
+            state.apply(Change(masters=self._allocate(moved, taken)))
+
+    def _master_node(self, component: str) -> Node | None:
+        """The node serving the rank of `component`'s master now."""
+        master = self._state.master(component)
+        return None if master is None else self._state.node(master.node_rank)
 
     def _allocate(self, todo: dict[str, Node], taken: dict[str, set[int]]) -> dict[str, Master]:
         """Ports for the masters in `todo`, all of one address at once: bound here when the address is this

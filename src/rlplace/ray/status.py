@@ -106,13 +106,16 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
     planned_nodes = _planned_nodes(records)
     rows = []
     for a in actors:
-        component, rank = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])  # type: ignore[misc]
+        where = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])
+        if where is None:  # not a worker's name: the actors listed above all have one
+            continue
+        component, rank = where
         running = a["State"] == WorkerState.ALIVE and _node_id(a) not in down
-        planned = planned_nodes.get((a["JobID"], a["Name"]))
+        planned_rank = planned_nodes.get((a["JobID"], a["Name"]))
         if running or a["State"] == WorkerState.ALIVE:
             node = spares.get((a["JobID"], _node_id(a))) or names.get(_node_id(a), "-")
         else:  # not running: the actor table still holds the dead process's node and PID
-            node = f"node {planned}" if planned is not None else "-"
+            node = f"node {planned_rank}" if planned_rank is not None else "-"
         rows.append(
             WorkerRow(
                 name=a["Name"],

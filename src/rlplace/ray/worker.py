@@ -21,7 +21,7 @@ import os
 import sys
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
@@ -181,12 +181,18 @@ def node_id() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
+def _labels(ctx: Any) -> dict[str, str]:
+    """The labels of this process's node. Ray 2.60 annotates their values as lists of strings; they are the label
+    strings themselves (`ray start --labels k=v` reads back "v")."""
+    return cast(dict[str, str], dict(ctx.get_node_labels()))
+
+
 def here() -> Here:
     """This process (a worker, or the driver) as Ray sees it."""
     ctx = ray.get_runtime_context()
     return Here(
         node_id=node_id(),
-        labels=dict(ctx.get_node_labels()),
+        labels=_labels(ctx),
         address=ray.util.get_node_ip_address(),
         gpus=tuple(int(g) for g in ray.get_gpu_ids()),
         worker_id=ctx.get_worker_id(),
@@ -216,7 +222,7 @@ def _read() -> WorkerPlacement:
         )
     env = planned["env"]
     gpus = tuple(int(g) for g in ray.get_gpu_ids())
-    labels = ctx.get_node_labels()
+    labels = _labels(ctx)
     rank_label = labels.get(NODE_RANK_LABEL)
     node_id = ctx.get_node_id()
     if rank_label is not None:

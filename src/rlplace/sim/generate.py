@@ -13,11 +13,10 @@ its nodes, and ones that do not match any (other GPU count, other model, fewer C
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from collections.abc import Sequence
 from typing import Any
-
-import yaml
 
 from rlplace.errors import RlplaceError
 from rlplace.inventory import Inventory, Node
@@ -53,8 +52,8 @@ def cluster(rng: random.Random, size: int) -> Inventory:
 
 
 def config(rng: random.Random, inventory: Inventory) -> str:
-    """A node-groups config for `inventory` (YAML): its groups by GPU model, robots on some CPU-only nodes, and two
-    to four components placed on GPUs, nodes or robots, some elastic."""
+    """A node-groups config for `inventory` (its YAML text, written as JSON): its groups by GPU model, robots on some
+    CPU-only nodes, and two to four components placed on GPUs, nodes or robots, some elastic."""
     groups: list[dict[str, Any]] = []
     by_model: dict[str, list[int]] = {}
     for n in inventory.nodes:
@@ -112,7 +111,7 @@ def config(rng: random.Random, inventory: Inventory) -> str:
     }
     if elastic:
         section["elastic"] = elastic
-    return yaml.safe_dump({"cluster": section}, sort_keys=False)
+    return json.dumps({"cluster": section}, indent=2)  # YAML, as JSON is, and what a user would write
 
 
 def shapes(inventory: Inventory) -> tuple[Node, ...]:

@@ -401,11 +401,11 @@ class SimCluster:
         """The GCS does not answer for `seconds` (it restarts): every request to it waits until then."""
         self.weather.gcs_down_until = max(self.weather.gcs_down_until, self._now + seconds)
 
-    def driver(self, job_id: str) -> SimCluster:
-        """The port of another driver (a second job) on this cluster, with Ray job id `job_id`."""
-        view = _DriverView(self, job_id)
+    def driver(self, job_id: str) -> Any:
+        """The port of another driver (a second job) on this cluster, with Ray job id `job_id`: a view answering
+        every method of SimCluster, for that driver."""
         self._drivers[job_id] = True
-        return view  # type: ignore[return-value]  # it answers every method of SimCluster, for its driver
+        return _DriverView(self, job_id)
 
     def end_driver(self, job_id: str) -> None:
         """The driver exits: its actors and placement groups go with it (Ray's non-detached ones)."""
@@ -1130,7 +1130,7 @@ class SimCluster:
         saved = worker.install, worker.restarted, worker.cluster
         worker.install = lambda payload: setattr(p, "payload", payload)
         worker.restarted = lambda: p.restarted
-        worker.cluster = lambda: self  # type: ignore[assignment,return-value]  # SimCluster answers the port
+        worker.cluster = lambda: self
         try:
             yield
         finally:

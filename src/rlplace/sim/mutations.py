@@ -21,7 +21,7 @@ def _patched(owner: Any, name: str, replacement: Any) -> Iterator[None]:
         setattr(owner, name, original)
 
 
-def _keep_groups_when_workers_go() -> contextlib.AbstractContextManager[None]:
+def _keep_groups_when_workers_go() -> contextlib.AbstractContextManager[Any]:
     """Forget to remove the placement groups of workers that go (a lost node's, a shrink's)."""
     from rlplace.ray.reserve import Reservation
 
@@ -31,32 +31,32 @@ def _keep_groups_when_workers_go() -> contextlib.AbstractContextManager[None]:
     return stack
 
 
-def _skip_renumbering() -> contextlib.AbstractContextManager[None]:
+def _skip_renumbering() -> contextlib.AbstractContextManager[Any]:
     from rlplace.ray.failover.mover import RankMover
 
     return _patched(RankMover, "_tell", lambda self, groups, events: {})
 
 
-def _drop_call_in_flight() -> contextlib.AbstractContextManager[None]:
+def _drop_call_in_flight() -> contextlib.AbstractContextManager[Any]:
     from rlplace.ray.group import WorkerGroup
 
     return _patched(WorkerGroup, "_rerun", lambda self, ref, worker, method: self.cluster.put(None))
 
 
-def _keep_record_at_shutdown() -> contextlib.AbstractContextManager[None]:
+def _keep_record_at_shutdown() -> contextlib.AbstractContextManager[Any]:
     from rlplace.ray.records import RecordWriter
 
     return _patched(RecordWriter, "delete", lambda self: None)
 
 
-def _ignore_drains() -> contextlib.AbstractContextManager[None]:
+def _ignore_drains() -> contextlib.AbstractContextManager[Any]:
     """Read the drain notices and do nothing with them: the node's workers are lost at the deadline."""
     from rlplace.ray.failover.watcher import NodeWatcher
 
     return _patched(NodeWatcher, "_drained", lambda self, rank, deadline, usable: None)
 
 
-def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
+def _never_declare_loss() -> contextlib.AbstractContextManager[Any]:
     from rlplace.ray.failover.watcher import NodeWatcher
 
     return _patched(NodeWatcher, "_declare", lambda self, rank, why, notice=None: None)
@@ -65,7 +65,7 @@ def _never_declare_loss() -> contextlib.AbstractContextManager[None]:
 # -- issue 35's ten: each a bug of a kind the explorer had not been shown (docs/ray.md's table) -------------------
 
 
-def _spare_farthest_first() -> contextlib.AbstractContextManager[None]:
+def _spare_farthest_first() -> contextlib.AbstractContextManager[Any]:
     """A wrong failure domain: a lost node's workers go to the spare farthest from it (the order reversed)."""
     from rlplace.ray.failover import rules
 
@@ -73,7 +73,7 @@ def _spare_farthest_first() -> contextlib.AbstractContextManager[None]:
     return _patched(rules, "spare_order", lambda lost, spares, levels: nearest_first(lost, spares, levels)[::-1])
 
 
-def _rerun_without_waiting() -> contextlib.AbstractContextManager[None]:
+def _rerun_without_waiting() -> contextlib.AbstractContextManager[Any]:
     """A race: a call in flight on a lost node is sent again at once, before the takeover is done (to the worker
     the group still holds: the one on the lost node, which the job has asked to kill)."""
     from rlplace.ray.group import WorkerGroup
@@ -90,7 +90,7 @@ def _rerun_without_waiting() -> contextlib.AbstractContextManager[None]:
     return _patched(WorkerGroup, "_get_one", hasty)
 
 
-def _retry_late_answers() -> contextlib.AbstractContextManager[None]:
+def _retry_late_answers() -> contextlib.AbstractContextManager[Any]:
     """A doubled effect: a call whose answer is late (its first slice of waiting passed) is sent again to the same
     worker, and the second answer taken."""
     from rlplace.ray.group import _SLICE_S, WorkerGroup
@@ -111,7 +111,7 @@ def _retry_late_answers() -> contextlib.AbstractContextManager[None]:
     return _patched(WorkerGroup, "_wait", impatient)
 
 
-def _stale_serving_set() -> contextlib.AbstractContextManager[None]:
+def _stale_serving_set() -> contextlib.AbstractContextManager[Any]:
     """A stale view: the watcher keeps the nodes serving the job as they were at its first takeover, so a spare
     that took a rank over since looks free to take another."""
     from rlplace.ray.failover import watcher
@@ -134,14 +134,14 @@ def _stale_serving_set() -> contextlib.AbstractContextManager[None]:
     return _patched(watcher.NodeWatcher, "_takers", takers)
 
 
-def _group_rank_from_one() -> contextlib.AbstractContextManager[None]:
+def _group_rank_from_one() -> contextlib.AbstractContextManager[Any]:
     """An off-by-one: GROUP_RANK counts a component's nodes from 1."""
     from rlplace.ray.layout import Layout
 
-    of = Layout.of.__func__  # type: ignore[attr-defined]  # the classmethod's function
+    of = Layout.of
 
     def shifted(cls: type[Layout], node_ranks: Any) -> Layout | None:
-        layout = of(cls, node_ranks)
+        layout = of(node_ranks)
         if layout is None:
             return None
         return Layout(layout.local_rank, {n: (count, g + 1) for n, (count, g) in layout.per_node.items()})
@@ -149,7 +149,7 @@ def _group_rank_from_one() -> contextlib.AbstractContextManager[None]:
     return _patched(Layout, "of", classmethod(shifted))
 
 
-def _keep_group_of_failed_takeover() -> contextlib.AbstractContextManager[None]:
+def _keep_group_of_failed_takeover() -> contextlib.AbstractContextManager[Any]:
     """A leak: a takeover undone (its workers did not start on the spare) keeps the placement group it reserved
     there."""
     from rlplace.ray.failover.mover import RankMover
@@ -166,7 +166,7 @@ def _keep_group_of_failed_takeover() -> contextlib.AbstractContextManager[None]:
     return _patched(RankMover, "move_rank", leaky)
 
 
-def _masters_unrecorded() -> contextlib.AbstractContextManager[None]:
+def _masters_unrecorded() -> contextlib.AbstractContextManager[Any]:
     """A lost effect: a change of masters alone is made in the state without telling its subscribers (the job
     record keeps the old master: other jobs may take its port, `rlplace status` shows the old one)."""
     from rlplace.ray.state import Change, JobState
@@ -184,7 +184,7 @@ def _masters_unrecorded() -> contextlib.AbstractContextManager[None]:
     return _patched(JobState, "apply", quiet)
 
 
-def _no_lock_between_changes() -> contextlib.AbstractContextManager[None]:
+def _no_lock_between_changes() -> contextlib.AbstractContextManager[Any]:
     """A race: the mover's lock is left out, so a takeover or a shrink can run inside a resize (one waiting for
     its new workers) and the other way round."""
     from rlplace.ray.failover.mover import RankMover
@@ -198,7 +198,7 @@ def _no_lock_between_changes() -> contextlib.AbstractContextManager[None]:
     return _patched(RankMover, "__init__", unlocked)
 
 
-def _keep_fillers() -> contextlib.AbstractContextManager[None]:
+def _keep_fillers() -> contextlib.AbstractContextManager[Any]:
     """A leak: the placement groups that keep a node's idle GPUs aside while the plan's groups are placed are never
     removed (they hold those GPUs as long as the job runs, and stay after it)."""
     from rlplace.ray.reserve import Reservation
@@ -223,7 +223,7 @@ def _keep_fillers() -> contextlib.AbstractContextManager[None]:
     return stack
 
 
-def _tell_the_leader_only() -> contextlib.AbstractContextManager[None]:
+def _tell_the_leader_only() -> contextlib.AbstractContextManager[Any]:
     """A lost effect: a resize tells its new ranks to the component asked for, not to those that change with it
     (an env following its eval, buffer shards following train)."""
     from rlplace.ray.failover.mover import RankMover
@@ -237,7 +237,7 @@ def _tell_the_leader_only() -> contextlib.AbstractContextManager[None]:
     return _patched(RankMover, "_tell", leader_only)
 
 
-def _status_hides_spares() -> contextlib.AbstractContextManager[None]:
+def _status_hides_spares() -> contextlib.AbstractContextManager[Any]:
     """A stale view in `rlplace status`: a worker on a spare is shown on the spare's address, not under the rank
     the spare serves."""
     from rlplace.ray import status
@@ -256,7 +256,7 @@ def _status_hides_spares() -> contextlib.AbstractContextManager[None]:
 
 
 #: name -> what injects it; the first six were the explorer's own, the rest issue 35's (docs/ray.md's table).
-MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+MUTATIONS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "keep-groups-when-workers-go": _keep_groups_when_workers_go,
     "skip-renumbering": _skip_renumbering,
     "drop-call-in-flight": _drop_call_in_flight,

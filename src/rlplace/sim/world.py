@@ -29,6 +29,7 @@ saw happen rather than from what the job believes:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
 from collections.abc import Callable, Sequence
@@ -141,8 +142,7 @@ def node_labels(node: Node, rank: int | None) -> dict[str, str]:
     own = (NODE_RANK_LABEL, SPARE_LABEL, ACCELERATOR_LABEL, RAY_NODE_ID_LABEL)
     topology = {k: v for k, v in node.labels.items() if k not in own}
     shape = dataclasses.replace(node, rank=-1 if rank is None else rank, labels={})
-    labels: dict[str, str] = node_args(shape)["labels"]  # type: ignore[assignment]  # node_args' labels are str
-    return {**topology, **labels}
+    return {**topology, **node_args(shape)["labels"]}
 
 
 class World:
@@ -395,7 +395,9 @@ class World:
                 raise Violation(f"liveness: {excuse[1]}")
             members = [w.name for w in group.workers]
             try:
-                self._answered(component, members, lambda g=group: g.call("step", self.token, timeout_s=CALL_TIMEOUT_S))
+                self._answered(
+                    component, members, functools.partial(group.call, "step", self.token, timeout_s=CALL_TIMEOUT_S)
+                )
             except RlplaceError as e:
                 if excuse is None:
                     raise Violation(f"liveness: after the last fault {component} still fails: {first(e)}") from e

@@ -234,10 +234,10 @@ class RankMover:
                     [c.component for c in changes], joining=[w.name for c in changes for w in c.added]
                 )
                 for c in changes:
-                    group = groups.get(c.component)
-                    if group is None or not c.added:
+                    launched = groups.get(c.component)
+                    if launched is None or not c.added:
                         continue  # not launched yet: it launches at its new size
-                    if not group.in_driver:
+                    if not launched.in_driver:
                         self._launcher.check_names(c.added)
                     for w in c.added:
                         started[w.name] = self._starters[c.component](w)

@@ -153,8 +153,8 @@ class NodeWatcher:
         deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
         while not self._state.closed:
             raylet = self._raylets.get(str(node.node_id))
-            refused = self._cluster.raylet_refuses(*raylet) if raylet else None
-            if refused:
+            refused = self._cluster.raylet_refuses(*raylet) if raylet is not None else None
+            if refused and raylet is not None:
                 self._declare(rank, f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)")
                 return True
             if str(node.node_id) not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
@@ -181,8 +181,9 @@ class NodeWatcher:
                     return True
                 if trouble is None:
                     return True
-                if trouble.kind == NodeHealth.LOST and self._cluster.now() > trouble.deadline + 2 * self.period_s + 5:
-                    self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
+                stuck = self._cluster.now() > trouble.deadline + 2 * self.period_s + 5
+                if rank is not None and trouble.kind == NodeHealth.LOST and stuck:
+                    self._fail(rank)  # the watcher is stuck: the window is a promise
                     continue
                 wait = None if deadline is None else deadline - self._cluster.now()
                 if wait is not None and wait <= 0:
