@@ -23,7 +23,7 @@ $(VENV)/.torch: $(STAMP)
 	touch $@
 
 demo: $(STAMP)
-	$(BIN)/rlplace demo
+	$(BIN)/rlplace demo --out out
 	@echo "rlplace is installed in $(VENV): 'source $(VENV)/bin/activate' puts rlplace and its python on PATH (README.md)"
 
 # The suite runs as two pytest processes side by side: the tests marked `ray` (they share the session's simulated
@@ -34,6 +34,7 @@ demo: $(STAMP)
 test: $(VENV)/.torch
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
+	$(BIN)/mypy src
 	@RLPLACE_TEST_HALF=1 $(BIN)/python -m pytest -q -rfE -m "not ray" --durations=10 > $(VENV)/not-ray.log 2>&1 & \
 	others=$$!; \
 	echo "pytest: the tests marked ray here; the others run beside them (report below)"; \
@@ -52,4 +53,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(LINTED)
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache

@@ -70,10 +70,16 @@ def environment(home: pathlib.Path, mark: str | None = None, **extra: str) -> di
 def run(
     argv: list[str], home: pathlib.Path, timeout: float = 120, **extra: str
 ) -> tuple[subprocess.CompletedProcess, float]:
-    """Run a command as a user on this machine would (HOME=`home`), marked; returns it and its seconds."""
+    """Run a command as a user on this machine would (HOME=`home`, and there: what it writes into its folder, such as
+    `rlplace run`'s picture, stays out of the checkout), marked; returns it and its seconds."""
     started = time.monotonic()
     done = subprocess.run(
-        argv, env=environment(home, uuid.uuid4().hex, **extra), capture_output=True, text=True, timeout=timeout
+        argv,
+        env=environment(home, uuid.uuid4().hex, **extra),
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return done, time.monotonic() - started
 

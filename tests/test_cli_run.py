@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import termios
+import time
 import uuid
 
 import pytest
@@ -154,7 +155,8 @@ def test_ctrl_c_stops_the_command_then_the_simulated_cluster(tmp_path, sent_to):
 
 def test_a_command_that_cannot_start_is_refused_before_a_cluster_starts(tmp_path, capsys):
     config = str(CONFIGS / "disaggregate.yaml")
-    assert main(["run", config, "--simulate", "2x4", "--", "no-such-program-here", "x"]) == 1
+    argv = ["run", config, "--simulate", "2x4", "--out", str(tmp_path), "--", "no-such-program-here", "x"]
+    assert main(argv) == 127
     out, err = capsys.readouterr()
     assert "cannot run 'no-such-program-here': not found on PATH" in err
     assert "starting a simulated cluster" not in out + err
@@ -165,8 +167,8 @@ def test_runs_output_is_not_wrapped_at_80_columns_when_piped(tmp_path):
     mid-sentence, `plan` never did); here the plan `run` shows before refusing a command it cannot start."""
     env = {**os.environ, "COLUMNS": "80"}
     argv = [RLPLACE, "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4,1x4", "--", "no-such-program-here"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 1, done.stderr
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert done.returncode == 127, done.stderr
     note = next(line for line in done.stderr.splitlines() if line.startswith("note: strategy disaggregate"))
     assert note.endswith("(docs/migrating.md)") and len(note) > 200
 
@@ -217,3 +219,72 @@ def test_connect_without_a_config_outside_run_says_what_to_do(env, said):
     with pytest.raises(RlplaceError) as e:
         load_driver_config(env)
     assert str(e.value).startswith(said)
+
+
+#: A script that edits the config `run` planned before it connects (the plan it gets is still the one shown),
+#: prints its train workers, and waits to be interrupted, without catching KeyboardInterrupt itself.
+EDITS_THEN_WAITS = """\
+import pathlib, subprocess, time
+import rlplace
+
+config = pathlib.Path("job.yaml")
+config.write_text(config.read_text().replace("train_worker_num: 3", "train_worker_num: 1"))
+
+class Echo:
+    def rank(self):
+        return rlplace.worker_placement().rank
+
+with rlplace.connect() as job:
+    print("train ranks", job.launch("train", Echo).call("rank"), flush=True)
+    print(subprocess.run(["rlplace", "status"], capture_output=True, text=True).stdout.splitlines()[0], flush=True)
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_the_command_runs_the_plan_shown_and_ctrl_c_ends_it_with_130(tmp_path):
+    """The plan `run` showed (3 train workers) is the one the command runs, though the config says 1 by then;
+    `rlplace status` does not call the simulated cluster OPEN; and a Ray-connected driver that Ctrl-C ends exits
+    130, as an interrupted command does (Ray alone makes it 1)."""
+    (tmp_path / "edits.py").write_text(EDITS_THEN_WAITS)
+    text = (CONFIGS / "disaggregate.yaml").read_text()
+    (tmp_path / "job.yaml").write_text(text.replace("train_worker_num: 2", "train_worker_num: 3"))
+    assert "train_worker_num: 3" in (tmp_path / "job.yaml").read_text()
+    proc, mark = rlplace_run(tmp_path, "job.yaml", "--simulate", "2x4", "--", "python", "edits.py")
+    assert proc.stdout is not None
+    first, status = proc.stdout.readline(), proc.stdout.readline()
+    assert proc.stdout.readline().strip() == "ready", first + (proc.stderr.read() if proc.stderr else "")
+    os.kill(proc.pid, signal.SIGINT)  # to `run` alone: passed on to the command
+    _, err = proc.communicate(timeout=120)
+    assert first.strip() == "train ranks [0, 1, 2]"
+    # `rlplace status` on the cluster run simulates: no OPEN warning (nothing to do about it), what it is instead
+    assert status.startswith("cluster ") and " is simulated by rlplace on this machine " in status, status
+    assert proc.returncode == 130, err[-3000:]
+    assert "KeyboardInterrupt" in err and "rlplace: simulated cluster stopped, none of its processes left" in err
+    assert left_running(mark) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_simulated_cluster_starts_stops_run_within_2_s_leaving_nothing(tmp_path):
+    """Ray's start-up blocks the main thread for seconds (half a minute once a node's raylet is gone), and `run`
+    used to finish starting every node first; now the processes are killed at once and `run` exits 130."""
+    (tmp_path / "job.yaml").write_text((CONFIGS / "disaggregate.yaml").read_text())
+    proc, mark = rlplace_run(tmp_path, "job.yaml", "--simulate", "6x2", "--", "python", "-c", "print(1)")
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("rlplace: starting a simulated cluster"):
+            break
+    deadline = time.monotonic() + 30
+    while len(left_running(mark)) < 4 and time.monotonic() < deadline:  # the head and a raylet are up
+        time.sleep(0.2)
+    assert len(left_running(mark)) >= 4, "the simulated cluster did not start"
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    stopped = time.monotonic() - sent
+    assert proc.returncode == 130, err[-3000:]
+    assert stopped < 2.0, f"took {stopped:.1f} s"
+    assert "rlplace: interrupted before the command started; the simulated cluster's " in err
+    assert "none left (process table checked)" in err and out == ""
+    assert left_running(mark) == []

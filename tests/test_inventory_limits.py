@@ -12,12 +12,13 @@ import pathlib
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
 from rlplace.config import load
 from rlplace.errors import ConfigError
-from rlplace.inventory import load_inventory, parse_nodes
+from rlplace.inventory import Inventory, load_inventory, parse_nodes
 
 RLPLACE = str(pathlib.Path(sys.executable).with_name("rlplace"))
 FAST_S = 1.0
@@ -113,3 +114,93 @@ def test_the_caps_are_the_configs_and_what_they_accept_plans_in_well_under_a_sec
         load(f"cluster:\n  num_nodes: {MAX_NODES + 1}\n  component_placement: {{actor: 0}}\n")
     with pytest.raises(ConfigError, match=f"too large \\(at most {MAX_DEVICES_PER_NODE}\\)"):
         load(f"cluster:\n  resource_pool: [{{name: p, num_node: 1, num_gpus: {MAX_DEVICES_PER_NODE + 1}}}]\n")
+
+
+# -- issue 36: nodes x accelerators, `placement: all`, robots from environment lists ----------------------------
+
+ALL = "cluster:\n  num_nodes: 16384\n  component_placement:\n    actor: all\n"
+
+
+def plan_all(tmp_path: pathlib.Path, job: str, *flags: str) -> subprocess.CompletedProcess:
+    (tmp_path / "all.yaml").write_text(job)
+    argv = [RLPLACE, "plan", str(tmp_path / "all.yaml"), *flags]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=HUNG_S)
+
+
+@pytest.mark.parametrize(
+    ("inventory", "said"),
+    [
+        ("nodes:\n  - {count: 16384, gpus: 1024}\n", "nodes[0].gpus: that is 16777216 accelerators in all"),
+        ("nodes:\n  - {count: 8192, gpus: 8}\n  - {count: 8192, gpus: 9}\n", "nodes[1].gpus: that is 139264"),
+        ('nodes: "16384x1024"\n', "nodes[0]: that is 16777216 accelerators in all"),
+    ],
+    ids=["the-review's-38-bytes", "two-entries", "string"],
+)
+def test_nodes_times_accelerators_are_capped_before_a_worker_is_built(tmp_path, inventory, said):
+    """The review's inventory, 38 bytes: with `placement: all` it built 16.7 million workers and died of
+    MemoryError (the worker cap is on ranks a config writes; `all` wrote none)."""
+    (tmp_path / "inventory.yaml").write_text(inventory)
+    line = refusal(plan_all(tmp_path, ALL, "--inventory", str(tmp_path / "inventory.yaml")))
+    assert said in line and "more than the 131072 rlplace plans for (16384 nodes of 8)" in line, line
+
+
+def test_nodes_times_accelerators_on_the_command_line_are_capped_too(tmp_path):
+    line = refusal(plan_all(tmp_path, ALL, "--nodes", "8192x16,1x1"))
+    assert line == (
+        "rlplace plan: error: argument --nodes: '1x1': that is 131073 accelerators in all (nodes x accelerators so "
+        "far), more than the 131072 rlplace plans for (16384 nodes of 8)"
+    )
+    assert len(parse_nodes("16384x8")) == 16384 and len(parse_nodes("128x1024")) == 128
+
+
+ROBOTS = """\
+cluster:
+  num_nodes: {n}
+  node_groups:
+    - label: franka
+      node_ranks: 0-{last}
+      hardware: {{type: Franka, configs: []}}
+  component_placement:
+    env: {{node_group: franka, placement: all}}
+"""
+
+
+def robot_inventory(tmp_path: pathlib.Path, nodes: int, robots_per_node: int) -> str:
+    ips = ",".join(f"10.{i // 62500}.{i // 250 % 250}.{i % 250 + 1}" for i in range(robots_per_node))
+    (tmp_path / "robots.yaml").write_text(f'nodes:\n  - {{count: {nodes}, env: {{ROBOT_IP: "{ips}"}}}}\n')
+    return str(tmp_path / "robots.yaml")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "per_node", "said"),
+    [
+        (16384, 50000, "50000 by node 0, whose ROBOT_IP holds 50000 comma-separated value(s), a Franka robot each"),
+        (3, 50000, "50000 by node 0, whose ROBOT_IP holds 50000"),
+        (16384, 1, "1025 by node 1024, whose ROBOT_IP holds 1 comma-separated value(s)"),
+    ],
+    ids=["600KB-for-800-million", "three-nodes", "one-per-node"],
+)
+def test_robots_from_environment_lists_are_capped_before_any_is_made(tmp_path, nodes, per_node, said):
+    """RLinf makes one robot per comma-separated `ROBOT_IP` value on a node the config lists none for: a 600 KB
+    inventory asked for 800 million (out of memory), three nodes of 50,000 ran past a minute."""
+    done = plan_all(
+        tmp_path, ROBOTS.format(n=nodes, last=nodes - 1), "--inventory", robot_inventory(tmp_path, nodes, per_node)
+    )
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert (
+        done.stderr.startswith(
+            f"plan: {tmp_path / 'all.yaml'}:6: cluster.node_groups[0].hardware: the plan would have more than 1024 "
+            "robots (hardware units) in all, the most rlplace plans for: "
+        )
+        and said in done.stderr
+    ), done.stderr
+
+
+def test_the_most_robots_rlplace_plans_for_are_planned():
+    from rlplace.planner import plan as make_plan
+
+    ips = ",".join(f"10.0.{i // 250}.{i % 250 + 1}" for i in range(256))
+    inventory = Inventory(tuple(replace(n, env={"ROBOT_IP": ips}) for n in parse_nodes("4x0").nodes))
+    started = time.monotonic()
+    assert len(make_plan(load(ROBOTS.format(n=4, last=3)), inventory).workers) == 1024
+    assert time.monotonic() - started < 3 * FAST_S  # a loaded machine: 3x slack

@@ -101,3 +101,78 @@ def test_a_fifo_or_a_missing_folder_is_not_written_into(job, tmp_path):
         [RLPLACE, "plan", str(job), "--nodes", "2x4", "--svg", str(missing)], capture_output=True, text=True, timeout=20
     )
     assert done.stderr == f"error: {missing}: No such file or directory (check the path and its permissions)\n"
+
+
+# -- issue 36: every writer, a link at the temporary name, another user's mode bits ------------------------------
+
+
+def test_the_demos_checkpoint_is_written_whole_and_never_through_a_link(tmp_path):
+    """The checkpoint went to a fixed temporary name, `train.npz.tmp.npz`, through any link planted there."""
+    from rlplace.examples.cartpole_ppo.ppo import PPOConfig
+    from rlplace.examples.cartpole_ppo.workers import TrainWorker
+
+    victim = tmp_path / "bashrc"
+    victim.write_text(PRECIOUS)
+    (tmp_path / "train.npz.tmp.npz").symlink_to(victim)  # the old temporary name
+    worker = TrainWorker(vars(PPOConfig()), 0, str(tmp_path / "train.npz"))
+    worker.save_checkpoint()
+    assert victim.read_text() == PRECIOUS
+    assert TrainWorker(vars(PPOConfig()), 0, str(tmp_path / "train.npz")).restore()
+    (tmp_path / "train.npz").unlink()
+    (tmp_path / "train.npz").symlink_to(victim)
+    with pytest.raises(RlplaceError, match="is a symbolic link"):
+        worker.save_checkpoint()
+    assert victim.read_text() == PRECIOUS
+
+
+def test_a_link_at_every_temporary_name_changes_nothing(tmp_path, monkeypatch):
+    """The temporary file beside the target is created exclusively and never through a link: a link planted at
+    the very name it will use (here made predictable) fails the write, and its target is untouched."""
+    import secrets
+
+    from rlplace.output_files import write_file
+
+    victim = tmp_path / "bashrc"
+    victim.write_text(PRECIOUS)
+    monkeypatch.setattr(secrets, "token_hex", lambda n=None: "guessed")
+    (tmp_path / ".plan.svg.guessed.rlplace-tmp").symlink_to(victim)
+    with pytest.raises(OSError):
+        write_file(tmp_path / "plan.svg", "<svg/>")
+    assert victim.read_text() == PRECIOUS and not (tmp_path / "plan.svg").exists()
+
+
+def test_only_the_users_own_permission_bits_are_kept(job, tmp_path, monkeypatch, capsys):
+    """A file of the user's keeps its rwx bits but never a setuid, setgid or sticky bit; a file another user
+    planted (mode 4777, say) passes on nothing: the new file gets the mode a new one gets."""
+    from rlplace.output_files import write_file
+
+    own = tmp_path / "own.svg"
+    own.write_text("old")
+    own.chmod(0o4750)
+    assert main(["plan", str(job), "--nodes", "2x4", "--svg", str(own)]) == 0
+    assert stat.S_IMODE(own.stat().st_mode) == 0o750
+    fresh = stat.S_IMODE(write_file(tmp_path / "fresh.txt", "x").stat().st_mode)
+    planted = tmp_path / "planted.svg"
+    planted.write_text("old")
+    planted.chmod(0o4777)
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # as if another user owned it
+    assert main(["plan", str(job), "--nodes", "2x4", "--svg", str(planted)]) == 0
+    assert stat.S_IMODE(planted.stat().st_mode) == fresh
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_run_and_demo_refuse_a_link_as_their_out_folder(tmp_path, command):
+    """`--out DIR` holds the pictures and resource_pool_auto.yaml: a planted link there sent them elsewhere. Refused
+    before any cluster starts."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "out"
+    link.symlink_to(elsewhere)
+    config = pathlib.Path(__file__).parents[1] / "src/rlplace/examples/cartpole_ppo/configs/disaggregate.yaml"
+    argv = [RLPLACE, command, *([str(config), "--simulate", "2x4,1x4"] if command == "run" else []), "--out", str(link)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith(
+        f"error: {link} is a symbolic link (to {elsewhere}); rlplace does not write through links"
+    ), done.stderr
+    assert list(elsewhere.iterdir()) == [] and "Starting" not in done.stdout + done.stderr

@@ -62,6 +62,12 @@ class PlacementError(RlplaceError):
     dead worker. The message says which node and which resources."""
 
 
+class CommandError(RlplaceError):
+    """The command after `rlplace run ... --` cannot be started: its program is not found, or the script its
+    Python interpreter is told to run does not exist (exit code 127, as shells report a command not found: a
+    Python given a missing script exits 2, the code of a config error). Found before any cluster starts."""
+
+
 class ClusterAccessError(RlplaceError, ConnectionError):
     """The cluster would not let this process (or node) in: it requires a token and none was found (the message
     lists where it was looked for), the token found is not the cluster's, or this side's `RAY_AUTH_MODE` contradicts

@@ -6,7 +6,8 @@ planner as the same `Inventory` object.
 Declared inventories are untrusted input like configs: an inventory file is read by the config's hardened
 reader (`rlplace.config.files`: size, aliases, depth; a missing file is one line), and the node counts of
 `--nodes` and of an inventory file are checked against `model.MAX_NODES` and `model.MAX_DEVICES_PER_NODE`
-before a single node is built (`check_counts`), the same caps as the config's node counts.
+before a single node is built (`check_counts`), the same caps as the config's node counts, and their product
+against `model.MAX_DEVICES`, which bounds what `placement: all` can ask for.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from rlplace.errors import ConfigError, Problem
-from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES_PER_NODE, MAX_NODES
+from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_NODES
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ _NODES_TERM = re.compile(
     r"^\s*(\d+)\s*x\s*(\d+)\s*(?::\s*([A-Za-z0-9_.\-]+))?\s*(?:@\s*([A-Za-z_][A-Za-z0-9_\-]*))?\s*((?:/[^/]*)*)$"
 )
 _NODES_FORM = (
-    "COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', '8x8:A800', '2x8:Ascend910B@NPU', '2x0', "
-    "'1026x4:GB200/rack=18/nvlink_domain=rack')"
+    "COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...], one term per group of nodes, the terms separated by ',' (e.g. "
+    "'2x8', '8x8:A800,2x0', '2x8:Ascend910B@NPU', '1026x4:GB200/rack=18/nvlink_domain=rack')"
 )
 _UNIT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-/]*)\s*=\s*([A-Za-z0-9_\-]+)\s*$")
 
@@ -250,9 +251,9 @@ _DIGITS = len(str(MAX_NODES * MAX_DEVICES_PER_NODE))
 
 def check_counts(spec: str, where: str = "--nodes", file: str | None = None) -> None:
     """Refuse a `--nodes` text (or an inventory file's `nodes:` string, in `file`) whose nodes are more than
-    MAX_NODES in all, or have more than MAX_DEVICES_PER_NODE accelerators, before any node is built:
-    `1000000000x8` would take minutes and all memory."""
-    total = 0
+    MAX_NODES in all, have more than MAX_DEVICES_PER_NODE accelerators, or more than MAX_DEVICES together, before
+    any node is built: `1000000000x8` would take minutes and all memory."""
+    total = devices = 0
     for i, term in enumerate(spec.split(",")):
         for count, gpus in _COUNTS.findall(term):
             if len(gpus) > _DIGITS or int(gpus) > MAX_DEVICES_PER_NODE:
@@ -260,6 +261,9 @@ def check_counts(spec: str, where: str = "--nodes", file: str | None = None) -> 
             total += int(count) if len(count) <= _DIGITS else MAX_NODES + 1
             if total > MAX_NODES:
                 raise ConfigError(Problem(f"{where}[{i}]", _too_many_nodes(), term, file))
+            devices += int(count) * int(gpus)
+            if devices > MAX_DEVICES:
+                raise ConfigError(Problem(f"{where}[{i}]", _too_many_devices_in_all(devices), term, file))
 
 
 def _too_many_nodes() -> str:
@@ -270,7 +274,14 @@ def _too_many_devices(gpus: object) -> str:
     return f"{gpus} accelerators on a node is more than the {MAX_DEVICES_PER_NODE} rlplace plans for"
 
 
-_NODE_KEYS = {
+def _too_many_devices_in_all(devices: int) -> str:
+    return (
+        f"that is {devices} accelerators in all (nodes x accelerators so far), more than the {MAX_DEVICES} rlplace "
+        f"plans for ({MAX_NODES} nodes of 8)"
+    )
+
+
+_NODE_KEYS: dict[str, type | tuple[type, ...]] = {
     "count": int,
     "gpus": int,
     "model": str,
@@ -436,7 +447,7 @@ def check_entries(nodes: list, where: _Where) -> None:
     """Refuse counts and amounts no node can have, before any node is built: a count below 1, more than MAX_NODES
     nodes in all, more than MAX_DEVICES_PER_NODE accelerators or fewer than none, CPUs or a resource that is not a
     finite number >= 0. (Values of the wrong type are `_entry`'s to report, with the valid keys.)"""
-    total = 0
+    total = devices = 0
     for i, entry in enumerate(nodes):
         if not isinstance(entry, dict):
             continue
@@ -449,7 +460,14 @@ def check_entries(nodes: list, where: _Where) -> None:
                 raise where.error(("nodes", i, "count"), count, _too_many_nodes())
         if _whole(gpus) and not 0 <= gpus <= MAX_DEVICES_PER_NODE:
             raise where.error(("nodes", i, "gpus"), gpus, _too_many_devices(gpus) if gpus > 0 else "must be 0 or more")
-        amounts = {("cpus",): entry.get("cpus", 0), **{("resources", k): v for k, v in _items(entry.get("resources"))}}
+        if _whole(count) and _whole(gpus):
+            devices += count * gpus
+            if devices > MAX_DEVICES:
+                raise where.error(("nodes", i, "gpus"), gpus, _too_many_devices_in_all(devices))
+        amounts: dict[tuple[object, ...], object] = {
+            ("cpus",): entry.get("cpus", 0),
+            **{("resources", k): v for k, v in _items(entry.get("resources"))},
+        }
         for key, value in amounts.items():
             if not _amount(value):
                 raise where.error(("nodes", i, *key), value, "must be a number of 0 or more")

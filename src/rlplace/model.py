@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 #: `verl`: a verl trainer config, its resource pools as node groups of declared GPUs per node (config/verl).
 Dialect = Literal["pools", "node_groups", "verl"]
 Mode = Literal["auto", "manual"]
 Strategy = Literal["default", "disaggregate", "colocate"]
 EnvStrategy = Literal["default", "device-colocate", "node-affinity"]
+#: Their values, in order (the config's choices: config/sections.py).
+MODES: tuple[Mode, ...] = get_args(Mode)
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+ENV_STRATEGIES: tuple[EnvStrategy, ...] = get_args(EnvStrategy)
 
 #: Node-group labels the scheduler owns; users cannot define them.
 CLUSTER_GROUP = "cluster"  # every node, its detected accelerators are the resources
@@ -40,6 +44,15 @@ MAX_NODES = 16_384
 #: The most accelerators one node may have (`--nodes 1xGPUS`, an inventory's `gpus`, a pool's `num_gpus`); real
 #: nodes have 8 or 16, simulated ones a few more.
 MAX_DEVICES_PER_NODE = 1_024
+#: The most accelerators (or robots) an inventory holds in all: 16,384 nodes of 8. Every count checked alone let
+#: `{count: 16384, gpus: 1024}` (38 bytes) through: 16.7 million accelerators, and `placement: all` over them built
+#: as many workers until memory ran out. `all` over the most accepted plans in about 3 s on the loaded 2-core
+#: machine (its table; 1,048,576 took 51 s and 2.6 GB as JSON).
+MAX_DEVICES = MAX_NODES * 8
+#: The most robots (hardware units, of every type) a plan is made for: those a config lists and those RLinf's
+#: rule makes from a node's environment (one per comma-separated `ROBOT_IP` value, `count: 16384` nodes alike).
+#: Each unit is a row of the table, a box of the picture: 16,384 took 15 s to plan and table; 1,024 take about 1 s.
+MAX_HARDWARE_UNITS = 1_024
 
 
 @dataclass(frozen=True)
@@ -266,6 +279,9 @@ class JobSpec:
     elastic: tuple[ElasticRange, ...] = ()
     #: The model's size in bytes where the config says it (`cluster.model_bytes`), for the estimate of weight sync.
     model_bytes: int | None = None
+    #: `cluster.disaggregated_stages` as written (streamed | sequential), for the time model; None: unsaid (the
+    #: dialect's default, planner/workload.py).
+    disaggregated_stages: str | None = None
     #: Where keys the planner names in its messages were written (`{"num_nodes": "job.yaml:3",
     #: "component_placement.actor": "job.yaml:5"}`), by key path relative to the cluster section; empty for a dict.
     locations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

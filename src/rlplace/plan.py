@@ -47,7 +47,7 @@ class Bundle(NamedTuple):
     A named tuple, as `Worker` is, for speed (a 4,096-node plan builds ~36k bundles): read-only.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # the bundle's index in the plan; tuple's index() is never called on one
     node_rank: int
     gpus: tuple[int, ...]  # node-local GPU indices this bundle stands for (empty: CPU-only)
     num_cpus: float
@@ -119,7 +119,11 @@ class Worker(NamedTuple):
         `0-1:0`), the record is `{type, node_rank, units: [...]}` and each of `units` is one unit's record."""
         if not self.hardware:
             return []
-        return list(self.hardware.get("units") or [self.hardware])  # type: ignore[call-overload]
+        units = self.hardware.get("units")
+        if not units:
+            return [self.hardware]
+        assert isinstance(units, list), units  # the records the planner lists (planner/node_groups._units_slot)
+        return list(units)
 
     @property
     def num_gpus(self) -> float:

@@ -81,6 +81,18 @@ def test_unknown_components_bad_values_and_ranges_are_reported_at_their_lines():
     ]
 
 
+def test_every_problem_of_an_entry_with_a_misspelt_name_is_reported():
+    """A misspelt component hid the entry's other problems: fixing the name then showed the next one."""
+    entries = "    evl: {min: 5, max: 1, strat: 3}\n"
+    assert problems(POOLS.format(env_strategy="", entries=entries)) == [
+        "job.yaml:6: cluster.elastic.evl.strat: unknown key 'strat' in an elastic range {min: N, max: M}; valid "
+        "keys: max, min",
+        "job.yaml:6: cluster.elastic.evl: 'evl' is not a component of this config; did you mean 'eval'? "
+        "Components: train, eval, env, buffer",
+        "job.yaml:6: cluster.elastic.evl.min: min 5 is larger than max 1; min <= max",
+    ]
+
+
 def test_a_start_below_min_is_refused_also_where_auto_mode_defaults_it():
     assert problems("cluster:\n  elastic: {train: {min: 2}}\n") == [
         "job.yaml:2: cluster.elastic.train: train starts with 1 worker(s) (train_worker_num not written: 1 in auto "

@@ -179,6 +179,15 @@ def test_whole_config_rules_from_rlightning():
     assert "buffer_worker_num: 3 ignored: buffer.storage.type unified holds one buffer worker" in warning
 
 
+@pytest.mark.parametrize("env", ["5", "true", "[{num_workers: 1}, 3]"])
+def test_env_neither_a_group_nor_a_list_of_groups_is_one_problem_naming_it(env):
+    """`env: 5` was a TypeError traceback (found by mypy): it is one problem at env, as any other shape."""
+    start = WHOLE.index("env:\n")
+    end = WHOLE.index("buffer:\n")
+    (problem,) = problems_of(f"{WHOLE[:start]}env: {env}\n{WHOLE[end:]}")
+    assert problem.path == "env" and "env must be one env group (a mapping) or a list of them" in problem.message
+
+
 def test_policy_gpus_per_worker_are_used_when_the_cluster_does_not_say():
     spec = spec_of(WHOLE.replace("type: VLAPPOPolicy", "type: VLAPPOPolicy\n  train_num_gpus: 0.5"))
     assert spec.component("train").gpus_per_worker == 0.5 and spec.component("train").path == "policy.train_num_gpus"
@@ -423,3 +432,24 @@ def test_hardware_type_without_hardware_block_is_a_robot_group_whose_units_come_
         "  node_groups:\n    - {label: g, node_ranks: 0, hardware_type: Franka}\n"
     )
     assert spec.warnings == () and spec.group("g").hardware_type == "Franka" and spec.group("g").hardware == ()
+
+
+def test_a_role_model_with_keys_from_an_unset_variable_still_loads(monkeypatch):
+    """RLinf's SFT and lingbot configs name checkpoints in `actor.model` from variables set only where the job runs
+    (`${oc.env:PI05_BASE_CKPT}`); reading the model-parallel sizes there must not resolve them (four configs of
+    RLinf's tree were refused when every node-groups config began reading `<role>.model`)."""
+    monkeypatch.delenv("RLPLACE_TEST_UNSET_CKPT", raising=False)
+    spec = spec_of(
+        """\
+        cluster:
+          num_nodes: 1
+          component_placement: {actor: 0-3}
+        actor:
+          model:
+            model_path: ${oc.env:RLPLACE_TEST_UNSET_CKPT}
+            tensor_model_parallel_size: 2
+        """
+    )
+    assert spec.component("actor").model_parallel.groups == (
+        ("tensor-parallel", 2, "actor.model.tensor_model_parallel_size: 2"),
+    )

@@ -4,7 +4,11 @@ pools and roles as verl's trainers build them, verl's refusals, and the checks v
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -116,6 +120,13 @@ def test_fully_async_serving_trainer_is_actor_rollout_and_numbers_standalone_rep
 @pytest.mark.parametrize(
     ("entry", "overrides", "key", "reason"),
     [
+        (
+            MAIN,
+            ["model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3"],
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+            "n_gpus (8) must be divisible by model_parallel_size (3) times context_parallel_size (1)",
+        ),
+        (MAIN, ["actor_rollout_ref.rollout.name=???"], "actor_rollout_ref.rollout.name", "mandatory value not set"),
         (ONE_STEP, [], "actor_rollout_ref.hybrid_engine", "hybrid_engine is false"),
         (
             MAIN,
@@ -158,11 +169,33 @@ def test_what_verl_refuses_is_refused_at_its_key_with_its_reason(entry, override
     assert problem.path == key and reason in problem.message
 
 
+def test_megatron_sizes_that_do_not_divide_the_gpus_pass_with_dynamic_batch_size_as_in_verl():
+    # verl's validate_config checks the division only without use_dynamic_bsz; the fully async main never calls it
+    tp3 = ("model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3")
+    assert spec_of(MAIN, *tp3, "actor_rollout_ref.actor.use_dynamic_bsz=true").dialect == "verl"
+    assert spec_of(FULLY_ASYNC, *tp3, *SEPARATED).dialect == "verl"
+
+
 def test_an_entry_module_without_a_verl_package_here_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", [str(tmp_path)])
     with pytest.raises(ConfigError, match="no verl package found"):
         config_file(MAIN)
+
+
+def test_an_entry_module_that_is_not_an_rl_trainer_is_refused_not_planned_as_one():
+    # verl's generation server composes ppo_trainer too, but its placement is not the trainer's
+    with pytest.raises(ConfigError, match="not one of the verl RL trainers") as e:
+        config_file("verl.trainer.main_generation_server")
+    assert MAIN in str(e.value)
+
+
+def test_a_file_reached_through_the_own_package_is_named_from_the_checkouts_root():
+    # fully_async_ppo_trainer.yaml finds ppo_trainer through pkg://verl.trainer.config: the message names the file
+    # as from the root, as it names the files of the one-step-off trainer's file:// path
+    with pytest.raises(ConfigError) as e:
+        spec_of(FULLY_ASYNC)
+    assert e.value.problems[0].file == "verl/trainer/config/ppo_trainer.yaml"
 
 
 def test_config_name_and_path_replace_the_entry_modules_own():
@@ -251,3 +284,54 @@ def test_validate_exits_2_with_verls_reason(capsys):
 
 def test_config_name_beside_a_file_is_refused(capsys):
     assert main(["validate", "--config-name", "x", "verl/trainer/config/ppo_trainer.yaml"]) == 2
+
+
+def test_plan_table_names_each_roles_pools(capsys):
+    assert main(["plan", FULLY_ASYNC, *SEPARATED, "trainer.n_gpus_per_node=4", "--nodes", "2x8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "actor: 4 workers, 1/2 GPU each, 1 CPU each, in trainer_pool" in lines
+    assert (
+        "rollout: 8 workers, 1 GPU each, 1 CPU each, in rollout_pool_0..rollout_pool_3 (2 each, ranks in pool order)"
+        in lines
+    )
+
+
+def test_export_of_a_verl_plan_is_refused_and_writes_nothing(capsys, tmp_path):
+    out = tmp_path / "pools.yaml"
+    assert main(["plan", MAIN, "--nodes", "1x8", "--export", str(out)]) == 2
+    assert "which verl does not read" in capsys.readouterr().err
+    assert not out.exists()
+
+
+# --- scripts/measure_tree.py --verl: the tree measured as a user runs it ---------------------------------------------
+
+
+def test_measure_tree_counts_verls_configs_entry_modules_and_launches(tmp_path):
+    launches = tmp_path / "launches.jsonl"
+    records = [
+        {"script": "examples/run_a.sh", "module": MAIN, "args": ["trainer.nnodes=2", "--config-name=ppo_trainer"]},
+        {"script": "examples/run_b.sh", "module": ONE_STEP, "args": [*SEPARATED, "rollout.nnodes=1"]},
+        {"script": "examples/run_c.sh", "module": MAIN, "args": ["+trainer.nnodes=2"]},  # Hydra: the key exists
+        {"script": "examples/sft.sh", "module": None, "args": []},  # launches no verl module: not a case
+    ]
+    launches.write_text("".join(json.dumps(r) + "\n" for r in records))
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "measure_tree.py"
+    out = subprocess.run(
+        [sys.executable, str(script), ".", "--verl", "--launches", str(launches)],
+        cwd=TREE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout
+    sections = dict(part.split("\n", 1) for part in out.split("== ")[1:])
+    totals = {
+        kind: next(x for x in text.splitlines() if x.startswith("total")).split() for kind, text in sections.items()
+    }
+    # 3 trainer configs (ppo_trainer and the separated trainers', which verl refuses with hybrid_engine true)
+    assert totals["verl trainer configs"][1:4] == ["3", "1", "1"]
+    # main_ppo planned; the separated trainers refused as above; the generation server is not a trainer
+    assert totals["entry modules (@hydra.main)"][1:4] == ["4", "1", "1"]
+    assert "verl.trainer.main_generation_server is not one of the verl RL trainers" in out
+    assert totals["run scripts' launches"][1:4] == ["3", "2", "2"]
+    assert "refused: examples/run_c.sh (verl.trainer.main_ppo, 1 arguments)" in out

@@ -71,16 +71,36 @@ def planned(text: str, nodes: str) -> Provoker:
 
 
 def cli(*argv: str) -> Provoker:
-    """What `rlplace ARGV` prints on stderr (argparse's own exit included)."""
+    """What `rlplace ARGV` prints on stderr (argparse's own exit included), run in the test's own folder (`run`
+    writes its picture there before it refuses a command)."""
 
     def provoke(request: pytest.FixtureRequest) -> str:
         capsys = request.getfixturevalue("capsys")
+        request.getfixturevalue("monkeypatch").chdir(request.getfixturevalue("tmp_path"))
         try:
             code = main(list(argv))
         except SystemExit as e:
             code = e.code
         assert code != 0
         return capsys.readouterr().err
+
+    return provoke
+
+
+def cluster_found_here(request: pytest.FixtureRequest) -> str:
+    """`rlplace run` without --simulate, --address or $RAY_ADDRESS where a Ray cluster runs: the session's."""
+    request.getfixturevalue("ray_cluster")
+    request.getfixturevalue("monkeypatch").delenv("RAY_ADDRESS", raising=False)
+    return cli("run", str(CONFIGS / "disaggregate.yaml"), "--", sys.executable, "-c", "pass")(request)
+
+
+def python_on_path(*argv: str) -> Provoker:
+    """`cli(*argv)` with this interpreter's folder first on PATH, so that `python` is one (as in a venv)."""
+
+    def provoke(request: pytest.FixtureRequest) -> str:
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        return cli(*argv)(request)
 
     return provoke
 
@@ -159,6 +179,10 @@ REASONING = (
 PROFILED = "cluster:\n  num_nodes: 1\n  component_placement: {actor: 0}\n  profiling: %s\n"
 
 CONFIG: dict[str, Provoker] = {
+    "YAML syntax: a tab (column 1); YAML indents with spaces only: replace the tab with spaces": config(
+        "cluster:\n\ttrain_worker_num: 2\n"
+    ),
+    "this is a Python file, not a YAML config": config_tree({"train.py": "import rlplace\n"}, "train.py"),
     "this robot config is the same as configs[0] (RLinf refuses equal configs)": config(
         NG + ROBOT % "{node_rank: 0}, {node_rank: 0}"
     ),
@@ -405,8 +429,12 @@ CONFIG: dict[str, Provoker] = {
         },
         "main.yaml",
     ),
-    "a pkg:// search path on the command line would make hydra-core import the package": config_tree(
-        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=["hydra.searchpath=[pkg://this.conf]"]
+    "the search path 'pkg://...', as hydra-core reads it, would make hydra-core import the package": config_tree(
+        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=[r"hydra.searchpath=[pkg\://this.conf]"]
+    ),
+    "the search path 'structured://x', as hydra-core reads it, is no folder: a search path on the command line is "
+    "a folder, written file://FOLDER": config_tree(
+        {"main.yaml": "cluster: {}\n"}, "main.yaml", overrides=[r"hydra.searchpath=[structured\://x]"]
     ),
 }
 
@@ -650,9 +678,8 @@ COMMAND_LINE: dict[str, Provoker] = {
         head_port_of_running_ray
     ),
     "port ... on ... is taken by another program, so a Ray head cannot start there": head_port_of_another_program,
-    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...] (e.g. '2x8', ...)": cli(
-        "run", "job.yaml", "--simulate", "2x"
-    ),
+    "argument --simulate: '2x' is not COUNTxGPUS[:MODEL][@RESOURCE][/LEVEL=N...], one term per group of nodes, the "
+    "terms separated by ',' (e.g. '2x8', ...)": cli("run", "job.yaml", "--simulate", "2x"),
     "argument --config: 'colocate_offload' is neither a shipped config nor a file (did you mean "
     "'colocate-offload'?). Shipped configs: colocate-offload, default, disaggregate, manual-pools, node-groups": cli(
         "demo", "--config", "colocate_offload"
@@ -665,6 +692,16 @@ COMMAND_LINE: dict[str, Provoker] = {
     "cannot run 'pyhton': not found on PATH (the command after -- is started without a shell)": cli(
         "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "pyhton", "train.py"
     ),
+    "argument --simulate: 5000 simulated nodes are more than this machine can hold: at most ..., each node being a "
+    "raylet and its two agents (memory: ...)": cli(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "5000x8", "--", "python", "train.py"
+    ),
+    "argument --address: not given, and a Ray cluster runs on this machine (head at ...)": cluster_found_here,
+    "cannot run python trian.py: the script 'trian.py' does not exist in ...": python_on_path(
+        "run", str(CONFIGS / "disaggregate.yaml"), "--simulate", "2x4", "--", "python", "trian.py"
+    ),
+    "'train.py' is not a Hydra override (KEY=VALUE); to run a command as the job's driver, write it after --: "
+    "rlplace run job.yaml -- python train.py": cli("run", "job.yaml", "train.py"),
     "rlplace.connect() was given no config and $RLPLACE_CONFIG is not set: pass one": lambda _request: raised(
         lambda: load_driver_config({})
     ),
@@ -690,6 +727,27 @@ COMMAND_LINE: dict[str, Provoker] = {
     ),
     "argument --nodes: '1x100000000000': 100000000000 accelerators on a node is more than the 1024 rlplace plans for": (
         cli("plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "1x100000000000")
+    ),
+    "argument --nodes: '1x1': that is 131073 accelerators in all (nodes x accelerators so far), more than the "
+    "131072 rlplace plans for (16384 nodes of 8)": cli(
+        "plan", str(CONFIGS / "disaggregate.yaml"), "--nodes", "8192x16,1x1"
+    ),
+    "cluster.node_groups[0].hardware: the plan would have more than 1024 robots (hardware units) in all, ...": (
+        lambda _request: raised(
+            lambda: plan(
+                load(
+                    "cluster:\n  num_nodes: 2\n  node_groups:\n    - label: arm\n      node_ranks: 0-1\n"
+                    "      hardware: {type: Franka, configs: []}\n  component_placement:\n"
+                    "    env: {node_group: arm, placement: all}\n"
+                ),
+                with_node_env(parse_nodes("2x0"), ["0-1:ROBOT_IP=" + ",".join(["10.0.0.1"] * 600)]),
+            )
+        )
+    ),
+    "cannot resolve '${a8}${a8}': the config's interpolations take more than 500 resolutions ...": config(
+        "a0: x\n"
+        + "".join(f"a{i}: ${{a{i - 1}}}${{a{i - 1}}}\n" for i in range(1, 10))
+        + "cluster:\n  train_worker_num: ${a9}\n"
     ),
     "argument --inventory: .../nowhere.yaml: no such file": cli(
         "plan", str(CONFIGS / "disaggregate.yaml"), "--inventory", "/nonexistent/nowhere.yaml"
@@ -871,7 +929,9 @@ PLACEMENT: dict[str, Provoker] = {
 
 PROVOKERS: dict[str, Provoker] = {**CONFIG, **PLAN, **COMMAND_LINE, **PLACEMENT}
 NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "provoke"}
-NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected)}
+NEEDS_RAY |= {
+    q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected, cluster_found_here)
+}
 NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) == "ray_cluster"}
 
 

@@ -51,3 +51,28 @@ def test_the_guide_names_what_rlplace_guards_and_links_the_threat_model():
     assert "(decisions.md#untrusted-input-the-threat-model)" in text
     model = section("docs/decisions.md", "## Untrusted input: the threat model")
     assert "**In scope.**" in model and "**Out of scope.**" in model
+
+
+def test_the_guide_states_each_promise_of_issue_36():
+    """Each class of the second review, as the guide promises it (tests/config and tests/ prove each)."""
+    text = section(GUIDE, SECURITY)
+    for promise in (
+        "Overrides are judged as hydra-core parses them",  # item 2
+        "a `pkg://` source hydra-core is handed anyway finds its folder without importing",
+        "counts against the limits as a plain one does",
+        "Work is bounded, not only bytes",  # item 3
+        "at most 500 interpolations and 1 MiB of resolved values",
+        "a value a merge key `<<: *base` copies counts as one",
+        "131,072 accelerators in all",
+        "at most 1,024 robots",
+        "naming the limit and the key, within a second",
+        "What rlplace prints is text",  # item 4
+        "is printed as written, never interpreted",
+        "\"no option '${oc.env:DB}'\"",
+        "`--export` writes such a value as the config writes it",
+        "(`${oc.decode:${oc.env:PIN}}`, a number)",
+        "the demo's checkpoints",
+        "never a setuid, setgid or sticky bit",
+        "holds itself, or is nested more than 64 deep, is a ConfigError",
+    ):
+        assert promise in text, promise

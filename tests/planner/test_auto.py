@@ -8,7 +8,7 @@ from tests.planner.specs import auto
 from rlplace.errors import ConfigError, PlanError
 from rlplace.inventory import parse_nodes
 from rlplace.model import PlacementSettings
-from rlplace.planner import plan
+from rlplace.planner import estimate, plan
 
 
 def where(p, component):
@@ -217,3 +217,15 @@ def test_colocate_refuses_multi_gpu_workers_beside_other_sizes():
         auto("colocate", "device-colocate", train=2, eval=2, gpus={"train": 2, "eval": 2, "env": 2}), parse_nodes("1x4")
     )
     assert [(w.gpus, round(w.gpu_fraction, 3)) for w in p.by_component("env")] == [((0, 1), 0.333), ((2, 3), 0.333)]
+
+
+@pytest.mark.parametrize(("strategy", "nodes"), [("disaggregate", "4x2/rack=2"), ("colocate", "3x2/rack=1")])
+def test_cpu_only_env_worker_i_lands_on_the_node_of_the_eval_worker_it_steps_with(strategy, nodes):
+    """The estimate pairs env i with eval i * eval / env; the planner puts them on one node, so no step's
+    observations cross a node or a rack (round-robin interleaved them: 128 MB per step across nodes here)."""
+    inventory = parse_nodes(nodes)
+    p = plan(auto(strategy, train=2, eval=6, env=12, gpus={"env": 0.0}), inventory)
+    evals = [w.node_rank for w in p.by_component("eval")]
+    assert [w.node_rank for w in p.by_component("env")] == [evals[i * 6 // 12] for i in range(12)]
+    est = estimate(p, 10**9, 256 * 10**6, inventory)
+    assert est.interaction_bytes == 0 and set(evals) != {evals[0]}

@@ -95,7 +95,7 @@ def test_export_writes_the_spec_form_with_a_header(capsys, tmp_path):
     code, text, _ = run(capsys, str(EXAMPLES / "auto-disaggregate.yaml"), "--nodes", "2x4", "--export", str(out))
     assert code == 0 and str(out) in text.replace("\n", "")
     written = out.read_text()
-    assert written.startswith("# resource_pool computed by `rlplace plan`")
+    assert written.startswith("# resource_pool computed by `rlplace plan ")
     assert yaml.safe_load(written) == {
         "resource_pool": [
             {"name": "train_pool", "num_node": 1, "num_gpus": 4, "train": "0-1"},
@@ -132,6 +132,38 @@ def test_compare_reports_a_strategy_that_does_not_fit(capsys):
     # eval and env share GPUs in the manual layout, so colocate is compared with env_strategy device-colocate
     assert c["colocate"]["fits"] is True and c["colocate"]["env_strategy"] == "device-colocate"
     assert c["colocate"]["gpus_used"] == 16
+
+
+DISAGGREGATE_DEVICE_COLOCATE = """\
+cluster:
+  train_worker_num: 8
+  eval_worker_num: 8
+  env_worker_num: 8
+  placement: {mode: auto, strategy: disaggregate, env_strategy: device-colocate}
+"""
+
+
+def test_compare_agrees_with_plan_on_the_configs_own_strategy(capsys, tmp_path):
+    """A disaggregate/device-colocate job that fits 16 GPUs was called "needs 24 GPUs" (compared without its
+    env_strategy); the compared row of the config's own strategy is now the plan's estimate."""
+    config = tmp_path / "job.yaml"
+    config.write_text(DISAGGREGATE_DEVICE_COLOCATE)
+    code, out, _ = run(capsys, str(config), "--nodes", "2x8", "--compare", "--format", "json")
+    doc = json.loads(out)
+    row = doc["compare"]["disaggregate"]
+    assert code == 0 and row["fits"] is True and row["env_strategy"] == "device-colocate"
+    for key in ("gpus_used", "gpus_idle", "weight_sync_bytes", "experience_bytes"):
+        assert row[key] == doc["estimate"][key], key
+
+
+def test_compare_says_why_a_strategy_does_not_fit_below_the_table_not_in_its_nodes_column(capsys, tmp_path):
+    config = tmp_path / "job.yaml"
+    config.write_text(DISAGGREGATE_DEVICE_COLOCATE)
+    code, out, _ = run(capsys, str(config), "--nodes", "2x8", "--compare")
+    rows = [line for line in out.splitlines() if line.startswith("│ default ")]
+    assert code == 0 and len(rows) == 1 and "GPU" not in rows[0] and "strategy default" not in rows[0], rows
+    after = out[out.rindex("└") :].replace("\n", " ")
+    assert "default does not fit: strategy default: train, eval and env ask for 24 GPU(s)" in after
 
 
 def test_inventory_file(capsys, tmp_path):

@@ -23,6 +23,8 @@ configs = st.fixed_dictionaries(
         "eval_worker_num": st.integers(1, 10),
         "train_each_gpu_num": st.sampled_from([0.5, 1, 2]),
         "eval_each_gpu_num": st.sampled_from([0.5, 1]),
+        "env_worker_num": st.integers(1, 10),
+        "env_each_gpu_num": st.sampled_from([0, 0.5, 1]),  # 0: CPU-only env workers (their range is the pool's)
         "placement": st.one_of(
             st.just({"mode": "auto", "strategy": "colocate", "env_strategy": "device-colocate"}),
             st.sampled_from(["disaggregate", "colocate"]).flatmap(

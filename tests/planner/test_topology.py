@@ -161,9 +161,26 @@ def test_written_ranges_are_kept_exactly_and_the_groups_they_split_are_named():
         "actor: 1 of its 3 tensor-parallel groups (8 consecutive ranks each: actor.model.tensor_model_parallel_size: "
         "8) span NVLink domains: group 1 (ranks 8-15) spans nvl-0 (node 2) and nvl-1 (node 3). Kept as written"
     )
-    assert warning.endswith("resource ranks that keep every group in one domain: 0-7, 12-19")
+    # 3 groups of 8 on two domains of 12 GPUs: no suggestion can hold them all, and the warning says so
+    assert warning.endswith(
+        "no choice of its node groups' GPUs keeps all 3 groups each in one domain: their NVLink domains hold 2 whole "
+        "group(s), on resource ranks 0-7, 12-19"
+    )
     split = [(g.component, g.ranks, g.domains) for g in p.split_groups]
     assert split == [("actor", tuple(range(8, 16)), ("nvl-0", "nvl-1"))]
+
+
+def test_a_split_group_warning_suggests_ranks_that_hold_every_group():
+    """Written 2-9 on nodes of 4 GPUs (each its own domain), groups of 4: the suggestion was 4-7, one group's
+    ranks for two groups; it is now 0-7, from the node group's other GPUs as well."""
+    text = (
+        "cluster:\n  num_nodes: 3\n  component_placement:\n    actor: 2-9\n    rollout: 10-11\n"
+        "actor:\n  model:\n    tensor_model_parallel_size: 4\nrollout:\n  tensor_parallel_size: 1\n"
+    )
+    p = plan(load(text), parse_nodes("3x4"))
+    (warning,) = [w for w in p.warnings if w.startswith("actor:")]
+    assert "2 of its 2 tensor-parallel groups" in warning
+    assert warning.endswith("Kept as written; resource ranks that keep every group in one domain: 0-7")
 
 
 def test_the_groups_come_from_rlinfs_megatron_sizes():
@@ -271,3 +288,58 @@ def test_a_saved_plan_keeps_its_topology_and_split_groups():
     assert Plan.from_dict(doc) == p and Plan.from_dict(doc).split_groups == p.split_groups
     est = estimate(p).to_dict()
     assert {"crossing", "crossing_lower_bound", "crossing_per_step", "interaction_bytes", "sampling_bytes"} <= set(est)
+
+
+@pytest.mark.parametrize(
+    "rest",
+    ["", "env:\n  train: {total_num_envs: 4}\n", "rollout: [not, a, section]\n"],
+    ids=["actor-only", "embodied", "rollout-not-a-mapping"],
+)
+def test_model_parallel_groups_are_checked_in_every_node_groups_config(rest):
+    """Only configs with a top-level `rollout:` mapping had their `actor.model` groups read before."""
+    text = (
+        "cluster:\n  num_nodes: 3\n  component_placement:\n    actor: 2-9\n"
+        "actor:\n  model:\n    tensor_model_parallel_size: 4\n" + rest
+    )
+    p = plan(load(text), parse_nodes("3x4"))
+    assert any(w.startswith("actor: 2 of its 2 tensor-parallel groups") for w in p.warnings), p.warnings
+    assert [g.ranks for g in p.split_groups] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+
+
+CROSSING = """\
+cluster:
+  train_worker_num: 8
+  eval_worker_num: 8
+  env_worker_num: 8
+  env_each_gpu_num: 0
+  placement: {mode: manual}
+  resource_pool:
+"""
+
+
+def test_manual_ranges_whose_weight_sync_crosses_racks_get_ranges_that_would_not():
+    """Train on nodes 0-1 (rack 0), eval on nodes 2-3 (rack 1): both eval nodes pull across racks. The hint's
+    pools, pasted in, keep it inside the racks, and then no hint is given."""
+    inv = parse_nodes("4x4/rack=2")
+    text = CROSSING + (
+        "    - {name: train_pool, num_node: 2, num_gpus: 4, train: 0-7}\n"
+        "    - {name: rollout_pool, num_node: 2, num_gpus: 4, eval: 0-7, env: 0-7}\n"
+    )
+    p = plan(load(text), inv)
+    assert estimate(p, GB, inventory=inv).crossing["rack"] == 2 * GB
+    (hint,) = [w for w in p.warnings if w.startswith("weight sync:")]
+    assert hint.startswith("weight sync: 2 node(s) of eval workers pull the weights from a train node in another rack")
+    pasted = hint[hint.index("`resource_pool: [") + 1 : hint.index("]` (or") + 1]
+    suggested = plan(load(CROSSING.replace("  resource_pool:\n", f"  {pasted}\n")), inv)
+    assert estimate(suggested, GB, inventory=inv).crossing["rack"] == 0
+    assert not [w for w in suggested.warnings if w.startswith("weight sync:")]
+    assert [w.node_rank for w in suggested.workers] != [w.node_rank for w in p.workers]
+
+
+def test_manual_ranges_inside_racks_or_without_racks_get_no_rack_hint():
+    text = CROSSING + (
+        "    - {name: train_pool, node_ids: [0, 2], num_gpus: [4, 4], train: 0-7}\n"
+        "    - {name: rollout_pool, node_ids: [1, 3], num_gpus: [4, 4], eval: 0-7, env: 0-7}\n"
+    )
+    for nodes in ("4x4/rack=2", "4x4"):
+        assert not [w for w in plan(load(text), parse_nodes(nodes)).warnings if w.startswith("weight sync:")]

@@ -95,6 +95,7 @@ def test_a_simulated_node_carries_its_declared_racks_and_domains_but_no_zone_ray
         "rack": "rack-1",
         "rlplace/node-rank": "3",
         "rlplace/accelerator": "simulated",
+        "rlplace/simulated": "true",
     }
 
 

@@ -37,3 +37,18 @@ def test_ranks_lost_or_failed_are_shown_when_their_events_fell_out_of_the_record
     assert rows["node 1"].detail.startswith("waiting for a hot spare or a replacement node (")
     assert (rows["node 2"].state, rows["node 2"].detail) == ("FAILED", "its replacement window passed")
     assert rows["node 3"].state == "SPARE" and len(rows) == 2 + 50
+
+
+def test_workers_are_listed_in_plan_order_not_by_name():
+    """train, eval, env as the plan lists them, whatever order they were launched in (it was env, eval, train:
+    alphabetical)."""
+    from rlplace.sim.explore import SimWorker, case_of, simulated_job
+
+    text = "cluster:\n  train_worker_num: 1\n  eval_worker_num: 1\n  placement: {strategy: disaggregate}\n"
+    sim, job = simulated_job(case_of(text, "2x4"))
+    job.start()
+    for component in ("env", "eval", "train"):
+        job.launch(component, SimWorker)
+    rows = [r.component for r in status.collect_all(sim, probe_gpus=False)[1] if r.job == sim.job]
+    assert rows == ["train", "eval", "env"]
+    job.shutdown()

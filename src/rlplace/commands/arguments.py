@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import shlex
 from typing import TYPE_CHECKING
 
 from rlplace.errors import ConfigError, Problem
@@ -58,6 +59,11 @@ def add_show_env_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def invoked(args: argparse.Namespace) -> str:
+    """The command line as typed (`rlplace plan job.yaml --export pools.yaml`), for a file that names its writer."""
+    return shlex.join(["rlplace", *getattr(args, "argv", ())])
+
+
 def add_entry_arguments(p: argparse.ArgumentParser) -> None:
     """`--config-name`/`--config-path` (`validate`, `plan`), as Hydra reads them on a framework's command line: with
     a verl entry module in place of FILE (`rlplace plan verl.trainer.main_ppo --config-name ppo_megatron_trainer`)."""
@@ -93,3 +99,39 @@ def config_file(name: str, args: argparse.Namespace) -> pathlib.Path:
             )
         )
     return pathlib.Path(name)
+
+
+def add_profile_out_arguments(p: argparse.ArgumentParser) -> None:
+    """`--profile-out FILE` and `--profile-phase PHASE=COMPONENT` (`run`, with or without a command, and `demo`):
+    the run's phases as a profile for `rlplace tune --profile` (planner/profile_record.py)."""
+    g = p.add_argument_group("measuring a profile (docs/guide.md, 'Measuring a profile')")
+    g.add_argument(
+        "--profile-out",
+        metavar="FILE",
+        help="write what each component's phases took on this run to FILE, as the profile `rlplace tune --profile` "
+        'reads (your command\'s `with job.phase("rollout")` / `job.phase("train")` blocks; the bundled pipeline\'s '
+        "own)",
+    )
+    g.add_argument(
+        "--profile-phase",
+        metavar="PHASE=COMPONENT",
+        type=phase_component,
+        action="append",
+        default=[],
+        help="count a phase as this component's cost (default: a phase named like a component is its; rollout is "
+        "eval's or rollout's, train is train's or actor's; sync and evaluate no component's); repeatable",
+    )
+
+
+def phase_component(text: str) -> tuple[str, str]:
+    """An argparse type for `--profile-phase PHASE=COMPONENT`: the pair, PHASE one a job times."""
+    from rlplace.planner.profile_record import PHASES
+
+    phase, _, component = text.partition("=")
+    phase, component = phase.strip(), component.strip()
+    if not component:
+        raise argparse.ArgumentTypeError(f"{text!r}: write PHASE=COMPONENT, e.g. rollout=eval")
+    if phase not in PHASES:
+        known = ", ".join(PHASES)
+        raise argparse.ArgumentTypeError(f"{text!r}: unknown phase {phase!r}; the phases a job times: {known}")
+    return phase, component

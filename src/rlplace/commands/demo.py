@@ -12,7 +12,7 @@ import argparse
 import difflib
 import pathlib
 
-from rlplace.commands.arguments import nodes_argument
+from rlplace.commands.arguments import add_profile_out_arguments, nodes_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--list-configs", action="store_true", help="list the shipped configs and exit")
     add_pipeline_arguments(p, "the pipeline")
+    add_profile_out_arguments(p)
     add_node_loss_arguments(p)  # --kill-node 1 --kill-after 5: a node lost mid-training, a hot spare takes over
     p.set_defaults(func=run)
 
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     spec = config.load(args.config)
     check_fits(spec)  # before any cluster starts
-    return execute(spec, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology")
+    return execute(
+        spec, simulate=args.nodes, address=None, args=args, picture_stem="demo_topology", simulate_flag="--nodes"
+    )
 
 
 def config_argument(text: str) -> pathlib.Path:

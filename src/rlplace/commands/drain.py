@@ -14,6 +14,7 @@ import time
 
 from rlplace.cli_types import positive_seconds
 from rlplace.errors import ConfigError, Problem, RlplaceError
+from rlplace.printable import printable
 
 REASONS = ("preemption", "maintenance")  # rlplace.ray._compat.DRAIN_REASONS, without importing Ray to parse
 
@@ -78,9 +79,11 @@ def run(args: argparse.Namespace) -> int:
             RAY.disconnect()
     clock = time.strftime("%H:%M:%S", time.localtime(deadline))
     print(
-        f"node {args.node_rank} ({node.get('NodeManagerAddress', '?')}, id {node['NodeID'][:8]}) drains by {clock} "
-        f"(in {args.deadline:g} s, {args.reason}): Ray schedules nothing new there, and rlplace jobs move its workers "
-        "to a spare or shrink before then; `rlplace status` shows it DRAINING until it goes"
+        printable(
+            f"node {args.node_rank} ({node.get('NodeManagerAddress', '?')}, id {node['NodeID'][:8]}) drains by {clock} "
+            f"(in {args.deadline:g} s, {args.reason}): Ray schedules nothing new there, and rlplace jobs move its "
+            "workers to a spare or shrink before then; `rlplace status` shows it DRAINING until it goes"
+        )
     )
     return 0
 

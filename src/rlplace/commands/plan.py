@@ -7,31 +7,66 @@ exceptions). Without --nodes/--inventory the live Ray cluster's inventory is rea
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-from collections import Counter
 
 from rlplace.commands.arguments import (
     add_entry_arguments,
     add_show_env_argument,
-    config_file,
     declared_nodes,
     inventory_file,
+    invoked,
 )
+from rlplace.commands.costs import add_time_arguments, load_config, predicted, print_prediction
 from rlplace.config.from_env import hide
 from rlplace.errors import ConfigError, PlanError, Problem, RlplaceError
 from rlplace.inventory import Inventory, with_node_env
-from rlplace.model import JobSpec
+from rlplace.model import JobSpec, Strategy
 from rlplace.plan import Plan
 from rlplace.planner.gc_pause import gc_paused
+from rlplace.printable import printable
 
-COMPARED = ("default", "disaggregate", "colocate")
+COMPARED: tuple[Strategy, ...] = ("default", "disaggregate", "colocate")
 FORMATS = ("table", "table-full", "json", "yaml")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="show where every worker goes (offline with --nodes, or on the live cluster)")
+    p = sub.add_parser(
+        "plan",
+        help="show where every worker goes (offline with --nodes, or on the live cluster)",
+        description="Where every worker of the config goes, before any cluster is touched: each node, its GPUs "
+        "and the workers on them, the settings used (derived values filled in), warnings, and an estimate of the "
+        "bytes crossing nodes and racks per iteration (with --time, of the seconds an iteration takes). Offline "
+        "with --nodes or --inventory (no cluster needed), else on the live Ray cluster's nodes. Exit 0 when the plan "
+        "fits, 3 when the nodes cannot hold it, 2 for a config or command-line error.",
+    )
+    add_source_arguments(p)
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="how the plan is printed: table (a row per run of alike nodes and devices), table-full (a row per "
+        "device), json, yaml",
+    )
+    p.add_argument("--detail", action="store_true", help="the table with a row per device (= --format table-full)")
+    p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
+    p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
+    p.add_argument(
+        "--model-bytes",
+        type=_size,
+        help="model size for the estimate (14G, 512M, 1GiB; default: the config's cluster.model_bytes, else 14G, "
+        "a 7B model in bf16, said to be assumed)",
+    )
+    p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
+    add_picture_arguments(p)
+    add_time_arguments(p)
+    add_show_env_argument(p)
+    p.set_defaults(func=run)
+
+
+def add_source_arguments(p: argparse.ArgumentParser) -> None:
+    """CONFIG, OVERRIDES, --config-name/--config-path (a verl entry module as CONFIG) and where the nodes come from
+    (--nodes, --inventory, --address, --node-env): `plan` and `tune` read them alike (`load_config`, `inventory_of`)."""
     p.add_argument("file", help="config YAML with a `cluster:` section (or a Hydra primary/group file)")
     p.add_argument(
         "overrides", nargs="*", default=[], metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=8"
@@ -65,28 +100,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the environment a node is started with, from which robots are enumerated as RLinf does "
         "(e.g. 1:ROBOT_IP=10.0.0.1,10.0.0.2 for two Franka robots on node 1); repeatable, a later value wins",
     )
-    p.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="table",
-        help="how the plan is printed: table (a row per run of alike nodes and devices), table-full (a row per "
-        "device), json, yaml",
-    )
-    p.add_argument("--detail", action="store_true", help="the table with a row per device (= --format table-full)")
-    p.add_argument("--export", metavar="PATH", help="write the computed resource_pool (manual-mode form) here")
-    p.add_argument("--compare", action="store_true", help="estimate strategies default/disaggregate/colocate")
-    p.add_argument(
-        "--model-bytes",
-        type=_size,
-        help="model size for the estimate (14G, 512M, 1GiB; default: the config's cluster.model_bytes, else 14G, "
-        "a 7B model in bf16, said to be assumed)",
-    )
-    p.add_argument("--batch-bytes", type=_size, default="256M", help="experience per iteration, for the estimate")
+    add_entry_arguments(p)
+
+
+def add_picture_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="PATH", help="write a topology picture (SVG)")
     p.add_argument("--html", metavar="PATH", help="write a topology picture (HTML)")
-    add_entry_arguments(p)
-    add_show_env_argument(p)
-    p.set_defaults(func=run)
 
 
 def _size(text: str) -> int:
@@ -100,37 +119,57 @@ def _size(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlplace.config import load
     from rlplace.planner import capacity, estimate, plan, write_resource_pool
-    from rlplace.viz.shown import from_environment, shown_plan
+    from rlplace.viz.shown import shown_plan
 
-    spec = load(config_file(args.file, args), overrides=args.overrides, show_env=args.show_env)
-    inventory = _inventory(args)
+    args.time = args.time or args.profile is not None  # costs given: the prediction is what they are for
+    spec, whole = load_config(args, whole=args.time)
+    inventory = inventory_of(args)
     hidden = () if args.show_env else spec.from_env
     try:
         planned = capacity.checked(plan(spec, inventory), inventory)
     except PlanError as e:
         raise PlanError(hide(str(e), hidden)) from None
-    if args.export:
-        write_resource_pool(planned, args.export)
+    # A file to reuse: a value from the environment is written as the config writes it.
+    exported = (
+        write_resource_pool(shown_plan(planned, spec.from_env), args.export, written_by=invoked(args))
+        if args.export
+        else None
+    )
     result = shown_plan(planned, hidden)  # what is printed: values from the environment as written
     est = estimate(result, args.model_bytes, args.batch_bytes, inventory)
     if args.svg or args.html:
         _write_pictures(result, inventory, est, args)
     compared = _compare(spec, planned, inventory, est, args) if args.compare else None
+    timed = predicted(spec, whole, planned, inventory, args, est) if args.time else None
     if args.format in ("table", "table-full"):
         _print_table(result, inventory, est, compared, args)
+        if timed is not None:
+            print_prediction(*timed)
     else:
         with gc_paused():  # ~100k dicts for a 4,096-node plan: 3x faster without collector passes
-            doc = result.to_dict()
-            doc["components"] = _components(result, inventory)
-            doc["estimate"] = est.to_dict()
+            doc = plan_document(spec, result, inventory, est)
             if compared is not None:
                 doc["compare"] = compared
-            if spec.from_env:
-                doc["from_environment"] = from_environment(spec.from_env)
+            if timed is not None:
+                doc["time"] = timed[0].to_dict()
             _dump(doc, args.format)
+    if exported is not None:  # after the table; on stderr when stdout is the plan's JSON or YAML
+        table = args.format in ("table", "table-full")
+        print(exported.describe(), file=sys.stdout if table else sys.stderr)
     return 0
+
+
+def plan_document(spec: JobSpec, result: Plan, inventory: Inventory, est) -> dict:
+    """What `rlplace plan --format json` prints (and `rlplace tune` gives as `best.plan`)."""
+    from rlplace.viz.shown import from_environment
+
+    doc = result.to_dict()
+    doc["components"] = _components(result, inventory)
+    doc["estimate"] = est.to_dict()
+    if spec.from_env:
+        doc["from_environment"] = from_environment(spec.from_env)
+    return doc
 
 
 def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Namespace) -> None:
@@ -139,10 +178,10 @@ def _write_pictures(result: Plan, inventory: Inventory, est, args: argparse.Name
 
     if args.svg:
         written = picture.write_svg(result, args.svg, inventory=inventory, estimate=est)
-        print(f"wrote {written} (topology picture, SVG)", file=sys.stderr)
+        print(printable(f"wrote {written} (topology picture, SVG)"), file=sys.stderr)
     if args.html:
         written = picture.write_html(result, args.html, inventory=inventory, estimate=est)
-        print(f"wrote {written} (topology picture and plan, HTML)", file=sys.stderr)
+        print(printable(f"wrote {written} (topology picture and plan, HTML)"), file=sys.stderr)
 
 
 def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
@@ -153,7 +192,7 @@ def _components(result: Plan, inventory: Inventory) -> dict[str, dict]:
     return {f.name: f.to_dict() for f in component_facts(result, node_runs(result, inventory))}
 
 
-def _inventory(args: argparse.Namespace) -> Inventory:
+def inventory_of(args: argparse.Namespace) -> Inventory:
     """--nodes and --inventory were read when the command line was (commands/arguments.py)."""
     inventory = args.nodes or args.inventory or _live_inventory(args.address)
     return with_node_env(inventory, args.node_env) if args.node_env else inventory
@@ -180,6 +219,7 @@ def _live_inventory(address: str | None) -> Inventory:
 def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argparse.Namespace) -> dict[str, dict]:
     """Plan the worker counts of `planned` under each auto strategy; a strategy that does not fit says why."""
     from rlplace.planner import estimate, plan
+    from rlplace.planner.variants import eval_env_share, with_strategy
 
     if spec.dialect != "pools":
         raise ConfigError(
@@ -191,19 +231,15 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argp
             )
         )
     out: dict[str, dict] = {}
-    shared = _eval_env_share(planned)
+    shared = eval_env_share(planned)
     for strategy in COMPARED:
         env = spec.settings.env_strategy
-        if strategy != "colocate" and env == "device-colocate":
-            env = None
+        if strategy == "default" and env == "device-colocate":
+            env = None  # Ray schedules every worker under default: device-colocate has no effect there
         elif strategy == "colocate" and env is None and shared:
             env = "device-colocate"  # the planned layout already puts eval and env on one GPU
-        settings = dataclasses.replace(
-            spec.settings, mode="auto", strategy=strategy, env_strategy=env, is_colocated=None
-        )
-        variant = dataclasses.replace(spec, settings=settings, node_groups=(), components=_unplaced(spec, planned))
         try:
-            p = plan(variant, inventory)
+            p = plan(with_strategy(spec, planned, strategy, env), inventory)
         except PlanError as e:
             out[strategy] = {"fits": False, "error": str(e)}
             continue
@@ -215,17 +251,6 @@ def _compare(spec: JobSpec, planned: Plan, inventory: Inventory, est, args: argp
             "warnings": len(p.warnings),
         }
     return out
-
-
-def _eval_env_share(planned: Plan) -> bool:
-    evals = {(w.node_rank, w.gpus) for w in planned.workers if w.component == "eval" and w.gpus}
-    return any((w.node_rank, w.gpus) in evals for w in planned.workers if w.component == "env")
-
-
-def _unplaced(spec: JobSpec, planned: Plan) -> tuple:
-    """The components without placements, each with the worker count it got in `planned`."""
-    counts = Counter(w.component for w in planned.workers)
-    return tuple(dataclasses.replace(c, placement=None, num_workers=counts[c.name]) for c in spec.components)
 
 
 def _dump(doc: dict, fmt: str) -> None:
@@ -248,15 +273,13 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
     console = terminal()
     console.print(render(result, inventory, detail=args.detail or args.format == "table-full"))
     console.print(estimate_line(result, est))
-    if args.export:
-        console.print(f"resource_pool written to {args.export} (use it with placement.mode: manual)")
     if compared:
         t = Table(title=f"strategies compared ({model_size(est)}, experience {_human(args.batch_bytes)} per iteration)")
         for col in ("strategy", "fits", "nodes", "GPUs used", "GPUs idle", "weight sync x-node", "experience x-node"):
             t.add_column(col, overflow="fold")  # a narrow terminal wraps a cell, never cuts it with "…"
         for name, row in compared.items():
             if not row["fits"]:
-                t.add_row(name, "no", row["error"], "", "", "", "")
+                t.add_row(name, "no", "", "", "", "", "")
                 continue
             t.add_row(
                 name,
@@ -268,6 +291,9 @@ def _print_table(result: Plan, inventory: Inventory, est, compared: dict | None,
                 _human(row["experience_bytes"]),
             )
         console.print(t)
+        for name, row in compared.items():  # why a strategy does not fit: below the table, not in a column of numbers
+            if not row["fits"]:
+                console.print(f"{name} does not fit: {row['error']}", highlight=False)
 
 
 def _opt(v: int | None) -> str:

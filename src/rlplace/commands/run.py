@@ -1,10 +1,11 @@
 """`rlplace run CONFIG [OVERRIDE ...] [--simulate NODES | --address A] [-- COMMAND ...]`: run on the plan.
 
 With `-- COMMAND` (`-- python train.py --lr 3e-4`) your command runs as the job's driver: inside it,
-`rlplace.connect()` with no argument plans this config, on this cluster. Without it, the bundled CartPole PPO
-pipeline runs, for a config that plans its components. Either way on an existing cluster (`--address`, else
-$RAY_ADDRESS, else the one this machine is part of) or on an embedded simulated one (`--simulate 2x8:A800,1x4`),
-and the plan is shown before anything starts.
+`rlplace.connect()` with no argument runs the plan shown here, on this cluster. Without it, the bundled CartPole
+PPO pipeline runs, for a config that plans its components. Either way on an embedded simulated cluster
+(`--simulate 2x8:A800,1x4`) or an existing one you name (`--address HOST:PORT`, `--address auto` for the one
+running on this machine, or $RAY_ADDRESS; a cluster that merely runs here is not joined), and the plan is shown,
+with its estimate line and picture, before anything starts.
 
 The command's part is `rlplace.commands.driver`; the pipeline's is the example's,
 `rlplace.examples.cartpole_ppo.command`.
@@ -16,7 +17,7 @@ import argparse
 import dataclasses
 import shlex
 
-from rlplace.commands.arguments import nodes_argument
+from rlplace.commands.arguments import add_profile_out_arguments, nodes_argument
 from rlplace.errors import ConfigError
 
 
@@ -31,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         usage="rlplace run [-h] CONFIG [OVERRIDE ...] [--simulate NODES | --address HOST:PORT] [options] "
         "[-- COMMAND ...]",
         epilog="After `--`: the command to run as the job's driver (-- python train.py --lr 3e-4). It gets "
-        "RAY_ADDRESS, the cluster's token mode, RLPLACE_CONFIG and RLPLACE_OVERRIDES, so that rlplace.connect() "
-        "with no argument plans this config there; its stdin, stdout, stderr and exit status are run's.",
+        "RAY_ADDRESS, the cluster's token mode, RLPLACE_CONFIG, RLPLACE_OVERRIDES and RLPLACE_PLAN, so that "
+        "rlplace.connect() with no argument runs the plan shown there; its stdin, stdout, stderr and exit status "
+        "are run's (127: it cannot be started).",
     )
     p.add_argument("config", help="cluster config YAML (either dialect), e.g. one of `rlplace demo --list-configs`")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, e.g. cluster.train_worker_num=2")
@@ -41,15 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--simulate",
         metavar="NODES",
         type=nodes_argument,
-        help="start an embedded cluster of these nodes (COUNTxGPUS[:MODEL] groups in node-rank order, e.g. 2x8,1x4 "
-        "or 2x4:A800,1x0), stopped when the run ends",
+        help="start an embedded cluster of these nodes (COUNTxGPUS[:MODEL][/LEVEL=N...] groups in node-rank order, "
+        "e.g. 2x8,1x4 or 2x4:A800,1x0; `/rack=2`: every 2 nodes a rack, labelled as `rlplace start --rack` does), "
+        "stopped when the run ends",
     )
     where.add_argument(
         "--address",
         metavar="HOST:PORT",
-        help="Ray address of an existing cluster (default: $RAY_ADDRESS, else the cluster started on this machine)",
+        help="Ray address of an existing cluster; auto: the one running on this machine (default: $RAY_ADDRESS; "
+        "without either, or --simulate, run joins no cluster)",
     )
     add_pipeline_arguments(p, "the bundled CartPole pipeline (without -- COMMAND)")
+    add_profile_out_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -76,3 +81,16 @@ def _where(args: argparse.Namespace) -> list[str]:
     if args.simulate:
         return ["--simulate", args.simulate]
     return ["--address", args.address] if args.address else []
+
+
+def forgot_dashes(args: argparse.Namespace, at: int, extra: list[str]) -> str:
+    """What to say when a word that is no Hydra override (`args.overrides[at]`) follows the config: a command
+    written without `--` (`rlplace run job.yaml train.py --lr 3e-4`), shown as it should be written."""
+    command = [*args.overrides[at:], *extra]
+    if command[0].endswith(".py"):
+        command.insert(0, "python")
+    fixed = shlex.join(["rlplace", "run", args.config, *args.overrides[:at], *_where(args), "--", *command])
+    return (
+        f"{args.overrides[at]!r} is not a Hydra override (KEY=VALUE); to run a command as the job's driver, write "
+        f"it after --: {fixed}"
+    )

@@ -7,6 +7,7 @@ import json
 import pathlib
 
 from rlplace.output_files import write_file
+from rlplace.printable import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,5 +23,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
     else:
-        print(f"wrote {write_file(args.output, text)}")
+        print(printable(f"wrote {write_file(args.output, text)}"))
     return 0

@@ -30,6 +30,7 @@ from rlplace.config.hardware import env_var_names
 from rlplace.errors import ConfigError, Problem, RlplaceError
 from rlplace.model import DEFAULT_TOPOLOGY, NVLINK_DOMAIN, RACK
 from rlplace.plan import hardware_resource_name
+from rlplace.printable import printable
 from rlplace.ray import auth, token_file
 from rlplace.ray.labels import (
     ACCELERATOR_LABEL,
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     zone = zone_environment(args.zone)
     if args.dry_run:
         shown = {**HIDE_GPUS_ENV, **zone, **(_planned_head_auth(args) if args.head else {})}
-        print(" ".join(f"{k}={v}" for k, v in shown.items() if v is not None), shlex.join(cmd))
+        print(printable(" ".join(f"{k}={v}" for k, v in shown.items() if v is not None)), printable(shlex.join(cmd)))
         return 0
     if not os.path.exists(ray):
         raise RlplaceError(f"the `ray` command is not installed next to {sys.executable} nor on PATH")
@@ -151,10 +152,10 @@ def run(args: argparse.Namespace) -> int:
     report = head_report(access, created, node_ip) if args.head else node_report(access)
     block = "--block" in args.ray_args
     if block:  # `ray start --block` returns only when the node ends: say how to join it now
-        print(report, file=sys.stdout if access.requires_token else sys.stderr, flush=True)
+        print(printable(report), file=sys.stdout if access.requires_token else sys.stderr, flush=True)
     code = run_recorded(cmd, start_environment(os.environ, added), record, block=block)
     if code == 0 and not block:
-        print(report, file=sys.stdout if access.requires_token else sys.stderr)
+        print(printable(report), file=sys.stdout if access.requires_token else sys.stderr)
     return code
 
 

@@ -7,13 +7,23 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
+from rlplace.printable import printable
 from rlplace.ray.status import NodeRow, SizeRow, WorkerRow, collect_all, sizes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="show the live job's workers: node, GPUs, state, restarts")
+    p = sub.add_parser(
+        "status",
+        help="show the live job's workers: node, GPUs, state, restarts",
+        description="The jobs running on a Ray cluster, as rlplace.connect() records them there: each "
+        "component's workers, the node and GPUs each runs on, its state and restarts, lost nodes and the "
+        "elastic components' sizes; once, or every --interval seconds with --watch. Reads only: starts and "
+        "changes nothing.",
+    )
     p.add_argument(
         "--address",
         metavar="HOST:PORT",
@@ -43,13 +53,20 @@ def run(args: argparse.Namespace) -> int:
             if args.watch and args.format == "table" and sys.stdout.isatty():
                 print("\033[H\033[2J", end="")  # clear the terminal between refreshes
             if args.format == "json":
-                tables = {"nodes": nodes, "workers": rows, "elastic": elastic}
-                shown_tables = {k: [asdict(x) for x in v] for k, v in tables.items()}
-                cluster = {"address": access.address, "requires_token": access.requires_token}
+                shown_tables = {
+                    "nodes": [asdict(x) for x in nodes],
+                    "workers": [asdict(x) for x in rows],
+                    "elastic": [asdict(x) for x in elastic],
+                }
+                cluster = {
+                    "address": access.address,
+                    "requires_token": access.requires_token,
+                    "simulated": _simulated(),
+                }
                 print(json.dumps({**shown_tables, "cluster": cluster}, indent=2))
             else:
-                print(f"cluster {access.address} {access.describe()}\n")
-                print(render(rows, nodes, elastic))
+                print(printable(f"cluster {access.address} {_describe(access)}\n"))
+                print(printable(render(rows, nodes, elastic)))
             shown += 1
             if not args.watch or (args.count and shown >= args.count):
                 break
@@ -64,7 +81,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(rows: list[WorkerRow], nodes: list[NodeRow] = (), elastic: list[SizeRow] = ()) -> str:
+def _simulated() -> bool:
+    """Whether every live node is one rlplace simulates on this machine (SIMULATED_LABEL)."""
+    from rlplace.ray.labels import SIMULATED_LABEL
+    from rlplace.ray.ray_port import RAY
+
+    alive = [n for n in RAY.nodes() if n.get("Alive")]
+    return bool(alive) and all(SIMULATED_LABEL in (n.get("Labels") or {}) for n in alive)
+
+
+def _describe(access: Any) -> str:
+    """What the cluster's access is: a token, none (OPEN, with what to do), or a cluster rlplace itself simulates
+    here, which needs no token and is gone when the run that started it ends (no warning: nothing to do)."""
+    if not access.requires_token and _simulated():
+        return (
+            "is simulated by rlplace on this machine (`rlplace run --simulate`, `rlplace demo`): an embedded cluster "
+            "without a token, stopped when the run that started it ends"
+        )
+    return str(access.describe())
+
+
+def render(rows: list[WorkerRow], nodes: Sequence[NodeRow] = (), elastic: Sequence[SizeRow] = ()) -> str:
     if not rows and not nodes:
         return "no rlplace workers on this cluster (no live job has launched any)"
     parts = []
@@ -88,7 +125,7 @@ def render(rows: list[WorkerRow], nodes: list[NodeRow] = (), elastic: list[SizeR
     return "\n\n".join(parts)
 
 
-def _table(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
     table = [header, *body]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table)

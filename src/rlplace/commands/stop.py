@@ -12,6 +12,7 @@ import sys
 
 from rlplace.cli_types import positive_seconds
 from rlplace.commands import local_nodes
+from rlplace.printable import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     records, ignored = local_nodes.read_records()
     for line in ignored:  # never acted on: a record rlplace did not write could name anything
-        print(f"warning: {line}", file=sys.stderr)
+        print(printable(f"warning: {line}"), file=sys.stderr)
     if not records:
         print(
             f"nothing to stop: no node started by `rlplace start` is recorded on this machine "
@@ -44,10 +45,10 @@ def run(args: argparse.Namespace) -> int:
     for record in records:
         stopped = local_nodes.stop(record, args.grace)
         if not stopped.processes:
-            print(f"{record.describe()}: already stopped (no process of it was left)")
+            print(printable(f"{record.describe()}: already stopped (no process of it was left)"))
             continue
         names = ", ".join(f"{name} {pid}" for pid, name in stopped.processes)
         forced = f"; {len(stopped.killed)} needed SIGKILL" if stopped.killed else ""
         count = f"{len(stopped.processes)} process{'es' if len(stopped.processes) != 1 else ''}"
-        print(f"stopped {record.describe()}: {count} ({names}){forced}")
+        print(printable(f"stopped {record.describe()}: {count} ({names}){forced}"))
     return 0

@@ -7,6 +7,7 @@ import argparse
 
 from rlplace.commands.arguments import add_entry_arguments, add_show_env_argument, config_file
 from rlplace.errors import ConfigError
+from rlplace.printable import printable
 
 #: Exit status when any file is invalid (the CLI's config-error code).
 EXIT_INVALID = 2
@@ -42,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as e:
             status = EXIT_INVALID
             for problem in e.problems:
-                print(problem)
+                print(printable(problem))
         else:
-            print(f"{name}: ok")
+            print(printable(f"{name}: ok"))
             for warning in spec.warnings:
-                print(f"  warning: {warning}")
+                print(printable(f"  warning: {warning}"))
     return status

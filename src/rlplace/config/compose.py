@@ -28,7 +28,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from rlplace.config.defaults import SELF, Default, GrammarError, parse_entry
 from rlplace.config.files import Unreadable, read_text
@@ -39,14 +39,14 @@ from rlplace.config.yaml_source import MAX_DEPTH, Budget, read_yaml
 from rlplace.errors import Problem
 from rlplace.model import EnvValue
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 #: The file a value set by a command-line override comes from, in messages: `command line 'a.b=1'`.
 OVERRIDE_ORIGIN = "command line {!r}"
 _HEADER_LINE = re.compile(r"^\s*#\s*@")
 _MISSING = "???"
 _CLOSEST = 5
-_DEFERRED = object()  # where an interpolated entry goes once the other choices are known
-#: An option a command-line override can choose: `4t4e`, `env/maniskill` (anything else is left to hydra-core).
-_CHOICE = re.compile(r"[\w./-]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +62,18 @@ class Gap:
     position: int  # its place in the merge order (a later config's value is certain)
 
 
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A command-line override that may choose a config group's option, as hydra-core parsed it
+    (`config/overrides.py`): the group (`env`, `env/sub`, `extra@pkg`), its option or options, whether it adds the
+    group (`+`), and the override as typed (for messages)."""
+
+    key: str
+    value: str | list[str]
+    adds: bool
+    typed: str
+
+
 @dataclasses.dataclass
 class Composition:
     """A composed config: plain data, the gaps, and the merge position of the config that last wrote each key
@@ -71,7 +83,7 @@ class Composition:
     data: object
     gaps: tuple[Gap, ...] = ()
     stamps: dict[Path, int] = dataclasses.field(default_factory=dict)
-    root: object = None
+    root: DictConfig | None = None
 
 
 def has_defaults(data: object) -> bool:
@@ -84,7 +96,7 @@ def compose_file(
     data: object,
     text: str | None = None,
     budget: Budget | None = None,
-    choices: Sequence[str] = (),
+    choices: Sequence[Choice] = (),
 ) -> Composition:
     """The primary config `path` (its `text`, read as `data`, located in `rep`) with its defaults lists
     composed in.
@@ -103,8 +115,10 @@ def compose_file(
     try:
         result = composer.compose(path, data, text)
     except _Stopped:
-        if composer.budget.refusal not in rep.problems:
-            rep.problems.append(composer.budget.refusal)  # type: ignore[arg-type]
+        refusal = composer.budget.refusal
+        assert refusal is not None, "_Stopped is raised once the budget holds its refusal"
+        if refusal not in rep.problems:
+            rep.problems.append(refusal)
         return Composition(None)
     warn_skipped(rep, composer.search, composer.gaps)
     return Composition(result, tuple(composer.gaps), composer.stamps)
@@ -161,7 +175,7 @@ class _Config:
 
 @dataclasses.dataclass
 class _Override:
-    value: object
+    value: str | list[str] | None
     file: str
     line: int | None
     used: bool = False
@@ -178,7 +192,7 @@ class _Composer:
     so that an `override` written later in a list (or deeper in a later entry) wins, then the tree is
     merged depth first with each config's own content where its `_self_` is."""
 
-    def __init__(self, rep: Reporter, search: SearchPath, budget: Budget, choices: Sequence[str] = ()):
+    def __init__(self, rep: Reporter, search: SearchPath, budget: Budget, choices: Sequence[Choice] = ()):
         self.rep = rep
         self.search = search
         self.budget = budget
@@ -193,24 +207,17 @@ class _Composer:
         self.stamps: dict[Path, int] = {}
         self.position = 0
 
-    def _command_line_choice(self, override: str) -> None:
-        """A command-line override that chooses a config group's option, as hydra-core reads it: `group=option`
-        replaces the choice wherever the group is chosen, `+group=option` adds the group to the primary's list
-        (when the search path has such a group); value overrides (`a.b=1`) and deletions change no file."""
-        key, sep, value = override.partition("=")
-        adds = key.startswith("+")
-        key = key.lstrip("+").strip()
-        if not sep or key.startswith("~") or not _CHOICE.fullmatch(value.strip()) or not key:
-            return
-        if "." in key.split("@")[0] and "/" not in key:
-            return  # a value: cluster.train_worker_num=8
-        origin = OVERRIDE_ORIGIN.format(override)
-        if adds:
-            group, _, package = key.partition("@")
+    def _command_line_choice(self, choice: Choice) -> None:
+        """A command-line group choice, as hydra-core applies it: `group=option` replaces the choice wherever the
+        group is chosen, `+group=option` adds the group to the primary's list (when the search path has such a
+        group)."""
+        if choice.adds:
+            group, _, package = choice.key.partition("@")
             if self.search.options(group):
-                self.added.append(Default(path=group, group=group, value=value.strip(), package=package or None))
+                self.added.append(Default(path=group, group=group, value=choice.value, package=package or None))
             return
-        self.overrides.setdefault(key, _Override(value.strip(), origin, None, command_line=True))
+        origin = OVERRIDE_ORIGIN.format(choice.typed)
+        self.overrides.setdefault(choice.key, _Override(choice.value, origin, None, command_line=True))
 
     def compose(self, path: str, data: object, text: str | None) -> object:
         primary = Default(path=path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
@@ -234,7 +241,7 @@ class _Composer:
             return
         base, package = config.default.group_path(), config.default.final_package()
         self._register_overrides(config, entries, base, package)
-        children: list[_Config | Gap | str] = []
+        children: list[_Config | Gap | str | None] = []  # None: where an interpolated entry goes (below)
         deferred: list[tuple[int, Default]] = []
         for d in reversed(entries):
             if d.is_self:
@@ -253,14 +260,14 @@ class _Composer:
                     self._add(children, each, config)
             elif d.interpolation() is not None:
                 deferred.append((len(children), d))
-                children.append(_DEFERRED)
+                children.append(None)  # once the other choices are known
             else:
                 self._add(children, d, config)
         for at, d in reversed(deferred):  # from the end, so that earlier indices stay valid
             resolved = self._resolve_interpolation(d, config)
             children[at : at + 1] = [] if resolved is None else self._added(resolved, config)
         if children:
-            config.children = list(reversed(children))
+            config.children = [child for child in reversed(children) if child is not None]  # each None replaced
 
     def _entries(self, config: _Config, data: object) -> list[Default] | None:
         if not isinstance(data, Mapping) or "defaults" not in data:
@@ -471,13 +478,13 @@ class _Composer:
         if config.children is None:
             return self._merge(config, result)
         for child in config.children:
-            if child is SELF:
+            if isinstance(child, str):  # SELF, the only text a config's children hold
                 result = self._merge(config, result)
             elif isinstance(child, Gap):
                 self.gaps.append(dataclasses.replace(child, position=self.position))
                 self.position += 1
             else:
-                result = self._emit(child, result)  # type: ignore[arg-type]
+                result = self._emit(child, result)
         return result
 
     def _merge(self, config: _Config, result: object) -> object:

@@ -36,20 +36,21 @@ def apply(spec: JobSpec, cluster: Mapping[str, object], base: Path, rep: Reporte
         path: Path = (*base, "elastic", str(name))
         if entry is INVALID:
             continue
-        if name not in known:
+        entry = entry or {}
+        valid = not any(v is INVALID for v in entry.values())
+        file, line = rep.where(path)
+        rng = ElasticRange(str(name), entry.get("min", 1), entry.get("max"), format_path(path), file, line)
+        if name not in known:  # said, and the range's own problems too: one round trip fixes the entry
             rep.add(
                 path,
                 f"'{name}' is not a component of this config{did_you_mean(name, known)} Components: "
                 f"{', '.join(known) or 'none'}",
                 name,
             )
+            if valid:
+                _ordered(rng, path, rep)
             continue
-        entry = entry or {}
-        if any(v is INVALID for v in entry.values()):
-            continue
-        file, line = rep.where(path)
-        rng = ElasticRange(str(name), entry.get("min", 1), entry.get("max"), format_path(path), file, line)
-        if _check(spec, rng, path, rep):
+        if valid and _check(spec, rng, path, rep):
             ranges.append(rng)
     return dataclasses.replace(spec, elastic=tuple(ranges)) if ranges else spec
 
@@ -98,10 +99,7 @@ def _component_names(spec: JobSpec) -> list[str]:
 
 def _check(spec: JobSpec, rng: ElasticRange, path: Path, rep: Reporter) -> bool:
     """Whether the range is usable; every problem found goes to `rep`."""
-    ok = True
-    if rng.max is not None and rng.min > rng.max:
-        rep.add((*path, "min"), f"min {rng.min} is larger than max {rng.max}; min <= max", rng.min)
-        ok = False
+    ok = _ordered(rng, path, rep)
     refusal = _cannot_resize(spec, rng.component)
     if refusal:
         rep.add(path, f"{rng.component} cannot change size on its own: {refusal}", rng.component)
@@ -116,6 +114,14 @@ def _check(spec: JobSpec, rng: ElasticRange, path: Path, rep: Reporter) -> bool:
     if ok and component is not None and spec.dialect == "pools" and spec.settings.mode == "manual":
         ok = _fits_range(component, rng, path, rep)
     return ok
+
+
+def _ordered(rng: ElasticRange, path: Path, rep: Reporter) -> bool:
+    """min <= max, else said."""
+    if rng.max is not None and rng.min > rng.max:
+        rep.add((*path, "min"), f"min {rng.min} is larger than max {rng.max}; min <= max", rng.min)
+        return False
+    return True
 
 
 def _cannot_resize(spec: JobSpec, name: str) -> str | None:

@@ -11,24 +11,36 @@ so later rules can tell "not written" (absent) from "written wrong" (INVALID, al
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Final, Generic, TypeGuard, TypeVar
 
 from rlplace.config.problems import Path, Reporter, did_you_mean, near_miss, show
 from rlplace.config.ranges import MAX_RANK
 
 
-class _Invalid:
-    """The value of a key whose problem is already reported."""
+class Invalid(enum.Enum):
+    """The value of a key whose problem is already reported. An enum of one member, so that `value is INVALID`
+    narrows `value`'s type for mypy (and a deep copy keeps the one instance)."""
+
+    INVALID = "INVALID"
 
     def __repr__(self) -> str:
         return "INVALID"
 
+    __str__ = __repr__
 
-INVALID = _Invalid()
+
+INVALID: Final = Invalid.INVALID
 
 JsonSchema = dict[str, object]
+
+T = TypeVar("T")
+Choose = TypeVar("Choose", bound=str)
+#: What a kind's check returns when the value is valid.
+Checked = TypeVar("Checked", covariant=True)
 
 
 def written(section: Mapping[str, object], key: str) -> object:
@@ -37,19 +49,72 @@ def written(section: Mapping[str, object], key: str) -> object:
     return None if value is INVALID else value
 
 
-def checked(kind: Kind, value: object, path: Path, rep: Reporter) -> object:
+def written_as(section: Mapping[str, object], key: str, kind: type[T]) -> T | None:
+    """`written`, typed: the section's schema checked the value into a `kind` (an Integer into an int, a Number
+    into a float, a Choice into a str); another type is a bug of that schema, not of the input."""
+    value = written(section, key)
+    assert value is None or isinstance(value, kind), f"{key}: the schema made it a {kind.__name__}, got {value!r}"
+    return value
+
+
+def written_list(section: Mapping[str, object], key: str) -> list[object]:
+    """The items of a list the schema checked (ListOf), [] when not written or written wrong (reported)."""
+    value = written(section, key)
+    assert value is None or isinstance(value, list), f"{key}: the schema made it a list, got {value!r}"
+    return value or []
+
+
+def written_map(section: Mapping[str, object], key: str) -> Mapping[object, object]:
+    """The mapping the schema checked (MapOf: keys as written), {} when not written or written wrong (reported)."""
+    value = written(section, key)
+    assert value is None or isinstance(value, Mapping), f"{key}: the schema made it a mapping, got {value!r}"
+    return value or {}
+
+
+def written_section(section: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """The section the schema checked (Section: the keys the user wrote), {} when not written or written wrong."""
+    value = written(section, key)
+    return {} if value is None else section_of(value)
+
+
+def section_of(value: object) -> Mapping[str, object]:
+    """A value the schema checked with a Section: a mapping of the keys the user wrote, each checked."""
+    assert isinstance(value, Mapping), f"the schema made it a section, got {value!r}"
+    return value
+
+
+def sections(items: object) -> list[Mapping[str, object]]:
+    """The items of a ListOf(Section) value, each a checked section."""
+    assert isinstance(items, list), f"the schema made it a list, got {items!r}"
+    return [section_of(item) for item in items]
+
+
+def written_choice(section: Mapping[str, object], key: str, choices: tuple[Choose, ...]) -> Choose | None:
+    """The value of a Choice(choices), typed as one of them (a Literal), or None when not written or written wrong."""
+    value = written(section, key)
+    assert value is None or value in choices, f"{key}: the schema made it one of {choices}, got {value!r}"
+    return next((choice for choice in choices if choice == value), None)
+
+
+def checked(kind: Kind[Checked], value: object, path: Path, rep: Reporter) -> Checked | Invalid:
     """`kind.check`, except for a value already reported (an interpolation that did not resolve)."""
     return INVALID if value is INVALID else kind.check(value, path, rep)
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
+    """An int that is not a bool (YAML's true is a bool, and Python's bool is an int)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class Kind:
+def is_number(value: object) -> TypeGuard[int | float]:
+    """An int or float that is not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class Kind(Generic[Checked]):
     """How one value is checked and described. Subclasses implement all three methods."""
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> Checked | Invalid:
         """Return the cleaned value, or report a problem and return INVALID."""
         raise NotImplementedError
 
@@ -60,22 +125,22 @@ class Kind:
         """What a valid value looks like, for messages: "an integer >= 1"."""
         raise NotImplementedError
 
-    def _wrong(self, value: object, path: Path, rep: Reporter) -> _Invalid:
+    def _wrong(self, value: object, path: Path, rep: Reporter) -> Invalid:
         rep.add(path, f"must be {self.describe()}, got {show(value)}", value)
         return INVALID
 
 
 @dataclass(frozen=True)
-class Integer(Kind):
+class Integer(Kind[int]):
     """An int (not a bool). The maximum stops a typo like `num_node: 1000000000` from exhausting memory."""
 
     minimum: int = 0
     maximum: int = MAX_RANK
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
-        if not _is_int(value) or value < self.minimum:  # type: ignore[operator]
+    def check(self, value: object, path: Path, rep: Reporter) -> int | Invalid:
+        if not is_int(value) or value < self.minimum:
             return self._wrong(value, path, rep)
-        if value > self.maximum:  # type: ignore[operator]
+        if value > self.maximum:
             rep.add(path, f"{value} is too large (at most {self.maximum})", value)
             return INVALID
         return value
@@ -88,21 +153,21 @@ class Integer(Kind):
 
 
 @dataclass(frozen=True)
-class Number(Kind):
+class Number(Kind[float]):
     """A finite number >= minimum; above 1 it must be whole (Ray takes fractions of one GPU only)."""
 
     minimum: float = 0.0
     whole_above_one: bool = False
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
-        if not (_is_int(value) or isinstance(value, float)) or not math.isfinite(value) or value < self.minimum:  # type: ignore[arg-type,operator]
+    def check(self, value: object, path: Path, rep: Reporter) -> float | Invalid:
+        if not is_number(value) or not math.isfinite(value) or value < self.minimum:
             return self._wrong(value, path, rep)
-        if self.whole_above_one and value > 1 and value != int(value):  # type: ignore[operator,arg-type]
+        if self.whole_above_one and value > 1 and value != int(value):
             rep.add(
                 path, f"{value} is not valid: above 1 it must be a whole number of GPUs (0.5, 1, 2 are fine)", value
             )
             return INVALID
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
 
     def schema(self) -> JsonSchema:
         return {"type": "number", "minimum": self.minimum}
@@ -114,8 +179,8 @@ class Number(Kind):
 
 
 @dataclass(frozen=True)
-class Flag(Kind):
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+class Flag(Kind[bool]):
+    def check(self, value: object, path: Path, rep: Reporter) -> bool | Invalid:
         if isinstance(value, bool):
             return value
         hint = ""
@@ -132,12 +197,12 @@ class Flag(Kind):
 
 
 @dataclass(frozen=True)
-class Maybe(Kind):
+class Maybe(Kind[Checked | None]):
     """`kind`, or null meaning "not written" (RLinf's Optional fields: `python_interpreter_path: null`)."""
 
-    kind: Kind
+    kind: Kind[Checked]
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> Checked | Invalid | None:
         return None if value is None else self.kind.check(value, path, rep)
 
     def schema(self) -> JsonSchema:
@@ -148,14 +213,14 @@ class Maybe(Kind):
 
 
 @dataclass(frozen=True)
-class Known(Kind):
+class Known(Kind[str]):
     """Free text whose usual values are known: a near miss of one is an error (did you mean), a known value
     in another case is fine, any other text is kept with a warning (the framework accepts it)."""
 
     values: tuple[str, ...]
     what: str  # "camera type", for messages
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> str | Invalid:
         if not isinstance(value, str) or not value.strip():
             return self._wrong(value, path, rep)
         if value in self.values:
@@ -177,10 +242,10 @@ class Known(Kind):
 
 
 @dataclass(frozen=True)
-class Choice(Kind):
+class Choice(Kind[str]):
     values: tuple[str, ...]
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> str | Invalid:
         if isinstance(value, str) and value in self.values:
             return value
         rep.add(path, f"must be {self.describe()}, got {show(value)}{did_you_mean(value, self.values)}", value)
@@ -194,14 +259,14 @@ class Choice(Kind):
 
 
 @dataclass(frozen=True)
-class Parsed(Kind):
+class Parsed(Kind[Checked]):
     """A value read by a parse function that raises ValueError with a user-facing message."""
 
-    parse: Callable[[object], object]
+    parse: Callable[[object], Checked]
     json: JsonSchema
     what: str
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> Checked | Invalid:
         try:
             return self.parse(value)
         except ValueError as e:
@@ -216,12 +281,12 @@ class Parsed(Kind):
 
 
 @dataclass(frozen=True)
-class ListOf(Kind):
-    item: Kind
+class ListOf(Kind[list[Checked]]):
+    item: Kind[Checked]
     min_items: int = 1
     hint: str = ""  # said when a mapping is given where the list belongs (a forgotten '-')
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> list[Checked] | Invalid:
         if isinstance(value, Mapping) and self.hint:
             rep.add(
                 path, f"must be a list ({self.hint}), got a mapping; perhaps a '-' is missing before an entry", value
@@ -233,8 +298,9 @@ class ListOf(Kind):
             rep.add(path, f"must hold at least {self.min_items} entr{'y' if self.min_items == 1 else 'ies'}", value)
             return INVALID
         items = [checked(self.item, v, (*path, i), rep) for i, v in enumerate(value)]
+        valid = [item for item in items if item is not INVALID]
         # One bad item makes the list unusable for rules over the whole list; its problem is reported.
-        return INVALID if any(item is INVALID for item in items) else items
+        return valid if len(valid) == len(items) else INVALID
 
     def schema(self) -> JsonSchema:
         return {"type": "array", "items": self.item.schema(), "minItems": self.min_items}
@@ -244,10 +310,10 @@ class ListOf(Kind):
 
 
 @dataclass(frozen=True)
-class Switch(Kind):
+class Switch(Kind[object]):
     """A value whose kind depends on its Python type (`num_gpus: 8` or `num_gpus: [8, 4]`)."""
 
-    cases: tuple[tuple[type | tuple[type, ...], Kind], ...]
+    cases: tuple[tuple[type | tuple[type, ...], Kind[object]], ...]
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
         for types, kind in self.cases:
@@ -264,7 +330,7 @@ class Switch(Kind):
 
 
 @dataclass(frozen=True)
-class Anything(Kind):
+class Anything(Kind[object]):
     """Any value; for parts checked later by a kind chosen from a sibling key (hardware configs by type)."""
 
     def check(self, value: object, path: Path, rep: Reporter) -> object:
@@ -279,13 +345,13 @@ class Anything(Kind):
 
 @dataclass(frozen=True)
 class Field:
-    kind: Kind
+    kind: Kind[object]
     doc: str
     required: bool = False
 
 
 @dataclass(frozen=True)
-class Section(Kind):
+class Section(Kind[dict[str, object]]):
     """A mapping with declared keys.
 
     Unknown keys are errors listing the valid ones, unless `lenient`: then only a near miss of a known key
@@ -298,13 +364,17 @@ class Section(Kind):
     doc: str = ""
     lenient: bool = False
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> dict[str, object] | Invalid:
         if not isinstance(value, Mapping):
             return self._wrong(value, path, rep)
+        return self.check_mapping(value, path, rep)
+
+    def check_mapping(self, value: Mapping[object, object], path: Path, rep: Reporter) -> dict[str, object]:
+        """`check` of a value known to be a mapping: the keys the user wrote, each checked (INVALID if wrong)."""
         out: dict[str, object] = {}
         for key, item in value.items():
             spec = self.fields.get(key) if isinstance(key, str) else None
-            if spec is None:
+            if spec is None or not isinstance(key, str):
                 self.unknown_key(key, path, rep)
                 continue
             out[key] = checked(spec.kind, item, (*path, key), rep)
@@ -343,13 +413,13 @@ class Section(Kind):
 
 
 @dataclass(frozen=True)
-class MapOf(Kind):
+class MapOf(Kind[dict[object, Checked | Invalid]]):
     """A mapping with free keys (component names), each value of one kind."""
 
-    value: Kind
+    value: Kind[Checked]
     what: str
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> dict[object, Checked | Invalid] | Invalid:
         if not isinstance(value, Mapping):
             return self._wrong(value, path, rep)
         return {k: checked(self.value, v, (*path, str(k)), rep) for k, v in value.items()}

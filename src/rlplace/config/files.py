@@ -76,6 +76,13 @@ def read_config_text(path: str | os.PathLike[str], name: str | None = None) -> s
 def load_yaml_file(path: str | os.PathLike[str], *, kind: str, limit: int = MAX_BYTES) -> tuple[object, str]:
     """(the plain data, the text) of a YAML (or JSON) file that is no config: an inventory, a record. One
     ConfigError with every problem, each naming the file and line."""
+    _, data, text = read_yaml_file(path, kind=kind, limit=limit)
+    return data, text
+
+
+def read_yaml_file(path: str | os.PathLike[str], *, kind: str, limit: int = MAX_BYTES) -> tuple[Reporter, object, str]:
+    """`load_yaml_file`, with the reporter that read it: it knows every key's line, for checks that follow (a
+    profile's values)."""
     name = os.fspath(path)
     try:
         text = read_text(path, kind=kind, limit=limit)
@@ -85,7 +92,7 @@ def load_yaml_file(path: str | os.PathLike[str], *, kind: str, limit: int = MAX_
     data = read_yaml(text, rep, Budget())
     if rep.problems:
         raise ConfigError(rep.sorted_problems())
-    return data, text
+    return rep, data, text
 
 
 def _special(mode: int) -> str:

@@ -16,6 +16,7 @@ value) but not inside a sentence, where "8" or "on" would replace every such wor
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -40,14 +41,15 @@ def token_variable_refused(name: str) -> str:
 
 def hide(text: str, values: Iterable[EnvValue]) -> str:
     """`text` with every value that came from the environment written as it is in the config; a short value only
-    where it is the whole text."""
-    by_length = sorted({v.value: v.written for v in values if v.value}.items(), key=lambda kv: -len(kv[0]))
-    for value, written in by_length:
-        if text == value:
-            return written
-        if len(value) >= MIN_HIDDEN:
-            text = text.replace(value, written)
-    return text
+    where it is the whole text. One pass, longest value first, so that what replaces a value is never searched
+    again (a written `${oc.decode:'[${oc.env:A}, 10.0.0.1]'}` holds another value, `10.0.0.1`)."""
+    written = {v.value: v.written for v in values if v.value}
+    if text in written:
+        return written[text]
+    long = sorted((value for value in written if len(value) >= MIN_HIDDEN), key=len, reverse=True)
+    if not long:
+        return text
+    return re.sub("|".join(map(re.escape, long)), lambda m: written[m.group(0)], text)
 
 
 def hide_in(data: Any, values: tuple[EnvValue, ...]) -> Any:
@@ -64,12 +66,17 @@ def hide_in(data: Any, values: tuple[EnvValue, ...]) -> Any:
 
 
 class EnvReads:
-    """What OmegaConf's `oc.env` resolver read while `watching` was active: the variables, and the token
-    variables it was asked for and refused."""
+    """What OmegaConf's `oc.env` resolver read while `watching` was active: the variables and their values, and
+    the token variables it was asked for and refused."""
 
     def __init__(self) -> None:
         self.read: list[str] = []
+        self.values: dict[str, str] = {}
         self.refused: list[str] = []
+
+    def env_values(self, where: str) -> list[EnvValue]:
+        """What was read, as the values outputs show as written (`${oc.env:NAME}`), read at `where`."""
+        return [EnvValue(where, f"${{oc.env:{name}}}", value, (name,)) for name, value in self.values.items() if value]
 
 
 class TokenVariableError(KeyError):
@@ -77,20 +84,23 @@ class TokenVariableError(KeyError):
 
 
 @contextlib.contextmanager
-def watching(omegaconf: Any) -> Iterator[EnvReads]:
-    """OmegaConf's `oc.env` resolver, for the time of the block, records what it reads and refuses the token
-    variables; the resolver registered before is restored afterwards."""
+def watching(omegaconf: Any, reads: EnvReads | None = None) -> Iterator[EnvReads]:
+    """OmegaConf's `oc.env` resolver, for the time of the block, records what it reads (in `reads`, if given) and
+    refuses the token variables; the resolver registered before is restored afterwards."""
     from omegaconf.basecontainer import BaseContainer  # the registry of resolvers (no public getter)
     from omegaconf.resolvers import oc
 
-    reads = EnvReads()
+    reads = EnvReads() if reads is None else reads
 
     def env(key: str, *default: Any) -> Any:
         if is_token_variable(str(key)):
             reads.refused.append(str(key).strip())
             raise TokenVariableError(token_variable_refused(str(key)))
         reads.read.append(str(key))
-        return oc.env(key, *default)
+        value = oc.env(key, *default)
+        if isinstance(value, str):
+            reads.values[str(key)] = value
+        return value
 
     saved = BaseContainer._resolvers.get("oc.env")
     omegaconf.OmegaConf.register_new_resolver("oc.env", env, replace=True)

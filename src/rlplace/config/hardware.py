@@ -29,6 +29,7 @@ from rlplace.config.fields import (
     Field,
     Flag,
     Integer,
+    Invalid,
     JsonSchema,
     Kind,
     Known,
@@ -55,7 +56,7 @@ class HardwareType:
     count_keys: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def env_keys(cls, created: bool) -> tuple[tuple[str, str, Kind], ...]:
+    def env_keys(cls, created: bool) -> tuple[tuple[str, str, Kind[object]], ...]:
         """(key, variable, kind) of the keys RLinf reads from a node's environment: of a unit it made from the
         environment every key, of a listed one those whose default is unset; never a node rank."""
         return tuple(
@@ -122,7 +123,7 @@ IP = Parsed(_ip_address, {"type": "string"}, "an IPv4 or IPv6 address")
 TEXT = Parsed(_text, {"type": "string", "minLength": 1}, "text")
 
 
-class SerialText(Kind):
+class SerialText(Kind[str]):
     """A device serial number: text. YAML reads an unquoted all-digit serial as a number (and `0123` as 83).
 
     `numbers_ok`: the type takes numbers as their text (RLinf's DOSW1 does `str(serial)`); the text as
@@ -132,7 +133,7 @@ class SerialText(Kind):
     def __init__(self, numbers_ok: bool = False):
         self.numbers_ok = numbers_ok
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> str | Invalid:
         if isinstance(value, str) and value.strip():
             return value.strip()
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -333,11 +334,11 @@ class ADB(HardwareType):
     )
 
 
-class HardwareBlock(Kind):
+class HardwareBlock(Kind[dict[str, object]]):
     """`hardware: {type, configs}`: the configs are checked against the section of their type. `configs: []`
     lists no unit: each node of the group gets its units from its environment (RLinf's RobotAutoConfig)."""
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> dict[str, object] | Invalid:
         outer = Section(
             "hardware",
             {
@@ -352,12 +353,12 @@ class HardwareBlock(Kind):
         checked = outer.check(value, path, rep)
         if checked is INVALID:
             return INVALID
-        name, configs = checked.get("type", INVALID), checked.get("configs", INVALID)  # type: ignore[union-attr]
-        if name is not INVALID and known_type(name, (*path, "type"), rep) is INVALID:  # type: ignore[arg-type]
-            checked["type"] = name = INVALID  # type: ignore[index]
-        if name is not INVALID and configs is not INVALID:
-            item = REGISTRY[name].config  # type: ignore[index]
-            checked["configs"] = ListOf(item, min_items=0).check(configs, (*path, "configs"), rep)  # type: ignore[index]
+        name, configs = checked.get("type", INVALID), checked.get("configs", INVALID)
+        if isinstance(name, str) and known_type(name, (*path, "type"), rep) is INVALID:  # TEXT: a str or INVALID
+            checked["type"] = name = INVALID
+        if isinstance(name, str) and configs is not INVALID:
+            item = REGISTRY[name].config
+            checked["configs"] = ListOf(item, min_items=0).check(configs, (*path, "configs"), rep)
         return checked
 
     def schema(self) -> JsonSchema:
@@ -377,7 +378,7 @@ class HardwareBlock(Kind):
         return "a mapping with 'type' and 'configs'"
 
 
-def known_type(name: str, path: Path, rep: Reporter) -> object:
+def known_type(name: str, path: Path, rep: Reporter) -> str | Invalid:
     """A registered type as is; any other is an error (RLinf refuses types it does not register), naming the
     near miss when there is one and the known types."""
     if name in REGISTRY:

@@ -11,8 +11,9 @@ RLinf's entry points use ("1.1", which also reads every 1.2+ config). Around it,
   whose variable is not set is left out (hydra-core would stop on it), and a config only that entry could
   supply is stood in for by an empty one in a scratch folder, so the rest composes; each is a `Gap`, warned
   about once, and an error only where placement reads a value it could have supplied. A stand-in is written
-  only inside the scratch folder; a `hydra.searchpath` override on the command line naming `pkg://` is
-  refused (hydra-core would import the package);
+  only inside the scratch folder; a `hydra.searchpath` override on the command line naming anything but a
+  folder is refused (a `pkg://` one would make hydra-core import the package), judged on what hydra-core's own
+  parser reads in it, as are the group choices of the preflight (`overrides`);
 - locates every value in the files of Hydra's final defaults list (file, line, merge position), and a value
   set by an override at the override itself;
 - turns hydra-core's exceptions into one line with their root cause (a missing variable, a missing option
@@ -27,10 +28,13 @@ import re
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from rlplace.config import hydra_guard
+from rlplace.config import from_env, hydra_guard
+from rlplace.config import overrides as parsed_overrides
 from rlplace.config.compose import (
     OVERRIDE_ORIGIN,
+    Choice,
     Composition,
     Gap,
     compose_file,
@@ -39,12 +43,14 @@ from rlplace.config.compose import (
     searchpath_entries,
     warn_skipped,
 )
-from rlplace.config.from_env import token_variable_refused
 from rlplace.config.problems import Reporter, near_miss
 from rlplace.config.search_path import SearchPath, package_folder, search_path
 from rlplace.config.sections import NODE_GROUPS_KEYS, NODE_GROUPS_SECTION, PLACEMENT_BLOCK, POOLS_SECTION
 from rlplace.config.yaml_source import Budget
 from rlplace.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig, ListConfig
 
 VERSION_BASE = "1.1"
 #: Stand-ins for configs of skipped search paths; more than this many missing configs is not a search path gap.
@@ -87,18 +93,23 @@ def compose_with_hydra(
     if rep.problems:
         raise ConfigError(rep.sorted_problems())
     search = search_path(str(path), entries)
-    user_searchpath = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == _SEARCHPATH_KEY]
-    _refuse_packages(user_searchpath)
-    preflight = _preflight(path, data, overrides, budget, rep)
+    parsed = parsed_overrides.parse(overrides)
+    parsed_overrides.refuse_non_folders(parsed)
+    user_searchpath = parsed_overrides.search_path_overrides(parsed)
+    preflight = _preflight(path, data, parsed_overrides.group_choices(parsed), budget, rep)
     with tempfile.TemporaryDirectory(prefix="rlplace-standins-") as standins:
         extra = [] if user_searchpath or not entries else [_searchpath_override(search, standins)]
         if extra:  # the configs missing without overrides: stood in for at once, not one retry each
             for gap in preflight.gaps:
                 _write_stand_in(standins, gap.config_path)
         added = [_added_if_in_schema(o) for o in overrides]
-        cfg, defaults, reading = _compose(
-            path, [*added, *extra], search if extra else None, standins, budget, overrides
-        )
+        env = from_env.EnvReads()
+        try:
+            cfg, defaults, reading = _compose(
+                path, [*added, *extra], search if extra else None, standins, budget, overrides, env
+            )
+        finally:  # a choice read from the environment is a secret too, in hydra-core's messages as well
+            rep.from_env.extend(env.env_values("defaults"))
         choices = cfg.hydra.runtime.choices
         sources = _sources(cfg.hydra.runtime.config_sources, path)
         with open_dict(cfg):
@@ -113,7 +124,7 @@ def compose_with_hydra(
 
 
 def _preflight(
-    path: pathlib.Path, data: object, overrides: Sequence[str], budget: Budget, rep: Reporter
+    path: pathlib.Path, data: object, choices: Sequence[Choice], budget: Budget, rep: Reporter
 ) -> Composition:
     """The tree composed by rlplace with the overrides' group choices, for its gaps; a limit it goes over (or an
     entry it refuses) is the ConfigError, before hydra-core reads a file (its other problems are hydra-core's to
@@ -122,25 +133,10 @@ def _preflight(
         return Composition(data)
     scratch = Reporter(rep.file)  # its problems are not the user's (the overrides may fix them); its lines are
     scratch.lines, scratch.raw_text = dict(rep.lines), dict(rep.raw_text)
-    composed = compose_file(str(path), scratch, data, budget=budget, choices=overrides)
+    composed = compose_file(str(path), scratch, data, budget=budget, choices=choices)
     if budget.refusal is not None:
         raise ConfigError(budget.refusal)
     return composed
-
-
-def _refuse_packages(searchpath_overrides: Sequence[str]) -> None:
-    """hydra-core finds a `pkg://` search path by importing the package, which runs its code."""
-    for override in searchpath_overrides:
-        if "pkg://" in override:
-            raise ConfigError(
-                Problem(
-                    "",
-                    "a pkg:// search path on the command line would make hydra-core import the package (its code "
-                    "runs); write the package's folder as file://FOLDER, or put the pkg:// entry in the primary's "
-                    "hydra.searchpath, which rlplace resolves without importing",
-                    file=OVERRIDE_ORIGIN.format(override),
-                )
-            )
 
 
 def _searchpath_override(search: SearchPath, standins: str) -> str:
@@ -170,7 +166,8 @@ def _compose(
     standins: str,
     budget: Budget,
     typed: Sequence[str],
-) -> tuple[object, list, hydra_guard.Reading]:
+    env: from_env.EnvReads,
+) -> tuple[DictConfig, list, hydra_guard.Reading]:
     """(DictConfig with the hydra node, Hydra's final defaults list, what was read); a config missing only because
     of a skipped search path gets an empty stand-in and the composition is retried. Errors name the overrides as
     `typed`."""
@@ -181,7 +178,7 @@ def _compose(
 
     user = list(typed)
     for _ in range(_MAX_STANDINS):
-        with hydra_guard.reading(budget) as reading:
+        with hydra_guard.reading(budget, env) as reading:
             try:
                 with warnings.catch_warnings():  # Hydra's migration notices are not the user's problem
                     warnings.simplefilter("ignore")
@@ -189,6 +186,7 @@ def _compose(
                         cfg = compose(config_name=path.stem, overrides=overrides, return_hydra_config=True)
                         loader = GlobalHydra.instance().config_loader()
                         defaults = loader.compute_defaults_list(path.stem, overrides, RunMode.RUN).defaults
+                _within_work(reading, path)  # hydra-core swallows some failed resolutions (`"name" in cfg`)
                 return cfg, defaults, reading
             except MissingConfigException as e:
                 if _refused(e, reading, path, user) or search is None or not _stand_in(e, search, standins):
@@ -205,12 +203,21 @@ def _refused(e: Exception, reading: hydra_guard.Reading, path: pathlib.Path, ove
     refused = hydra_guard.refusal(e)
     if refused is not None:
         raise refused from None
+    _within_work(reading, path)
     if reading.env.refused:
         name = reading.env.refused[0]
         culprit = next((o for o in overrides if name in o), None)
         where = OVERRIDE_ORIGIN.format(culprit) if culprit else str(path)
-        raise ConfigError(Problem("", f"cannot resolve ${{oc.env:{name}}}: {token_variable_refused(name)}", file=where))
+        raise ConfigError(
+            Problem("", f"cannot resolve ${{oc.env:{name}}}: {from_env.token_variable_refused(name)}", file=where)
+        )
     return False
+
+
+def _within_work(reading: hydra_guard.Reading, path: pathlib.Path) -> None:
+    """The ConfigError when the interpolations hydra-core resolved went over their budget."""
+    if reading.work.over is not None:
+        raise ConfigError(Problem(reading.work.key or "", reading.work.over, file=str(path)))
 
 
 def _stand_in(e: Exception, search: SearchPath, standins: str) -> bool:
@@ -236,14 +243,16 @@ def _write_stand_in(standins: str, config_path: str) -> bool:
     return True
 
 
-def _sources(config_sources: object, path: pathlib.Path) -> SearchPath:
+def _sources(config_sources: ListConfig, path: pathlib.Path) -> SearchPath:
     """Hydra's search path (after overrides) as folders, in its order; Hydra's own package left out, and the
     primary's folder written as the user wrote it (messages then name the files as typed)."""
     from omegaconf import OmegaConf
 
     folders = []
     main = str(path.parent.resolve())
-    for source in OmegaConf.to_container(config_sources, resolve=False):  # type: ignore[union-attr]
+    listed = OmegaConf.to_container(config_sources, resolve=False)
+    assert isinstance(listed, list), listed  # a ListConfig's container is a list (of dicts: one per source)
+    for source in listed:
         if source["provider"] == "hydra" or source["schema"] == "structured" or "${" in source["path"]:
             continue
         folder = source["path"] if source["schema"] == "file" else package_folder(source["path"])

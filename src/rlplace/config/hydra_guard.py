@@ -7,7 +7,15 @@ the same files without overrides were refused in milliseconds. So for the time o
 `Budget` (a file the preflight composition already counted is not counted again), and hands hydra-core the data
 read, which OmegaConf would have typed alike (the equality tests of tests/config/test_hydra.py compose both
 ways); a file rlplace refuses ends the composition with its ConfigError. OmegaConf's `oc.env` is watched
-meanwhile (`from_env.watching`: Ray's token variables are refused). Both are restored afterwards.
+meanwhile (`from_env.watching`: Ray's token variables are refused), and the interpolations hydra-core resolves (its
+own `hydra:` keys) are counted against a budget (`interpolation.Work`: a bomb there took minutes). All are
+restored afterwards.
+
+hydra-core's `pkg://` source imports its package to find it (`importlib.resources.files`), which runs the
+package's code. rlplace hands hydra-core folders only (`hydra_compose`, `overrides.refuse_non_folders`); should a
+`pkg://` source be asked for all the same (by a way in nobody has thought of), it is found as rlplace finds the
+primary's (`search_path.package_folder`, no import) and read like a `file://` one; a package that is imported
+already (hydra-core's own `hydra.conf`) is left to hydra-core, since importing it again runs nothing.
 
 This replaces an entry of hydra-core's registry of config sources (hydra/_internal/sources_registry.py, stable
 since 1.1), the one seam hydra-core has for reading files.
@@ -17,13 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rlplace.config import from_env
+from rlplace.config import from_env, interpolation
 from rlplace.config.compose import not_a_config
 from rlplace.config.files import Unreadable, read_text
 from rlplace.config.problems import Reporter
+from rlplace.config.search_path import package_folder
 from rlplace.config.yaml_source import Budget, read_yaml
 from rlplace.errors import ConfigError, Problem
 
@@ -33,23 +43,27 @@ class Read:
     """A file hydra-core loaded through rlplace: its text, and where each of its keys was written."""
 
     text: str
-    data: object
+    data: dict[object, object] | list[object] | None
     rep: Reporter
 
 
 @dataclass
 class Reading:
-    """What a composition read (by real path) and what OmegaConf's `oc.env` read or refused meanwhile."""
+    """What a composition read (by real path), what OmegaConf's `oc.env` read or refused meanwhile, and the work
+    of the interpolations it resolved."""
 
     files: dict[str, Read]
     env: from_env.EnvReads
+    work: interpolation.Work
 
 
 @contextlib.contextmanager
-def reading(budget: Budget) -> Iterator[Reading]:
-    """hydra-core's `file://` configs read by rlplace, against `budget`, for the time of the block."""
+def reading(budget: Budget, env: from_env.EnvReads | None = None) -> Iterator[Reading]:
+    """hydra-core's `file://` configs read by rlplace, against `budget`, for the time of the block; what `oc.env`
+    reads meanwhile is added to `env` (if given)."""
     import omegaconf
     from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
     from hydra._internal.sources_registry import SourcesRegistry
     from hydra.plugins.config_source import ConfigResult, ConfigSource
     from omegaconf import OmegaConf
@@ -74,12 +88,34 @@ def reading(budget: Budget) -> Iterator[Reading]:
     ReadByRlplace.__name__ = FileConfigSource.__name__  # hydra-core registers its own again, by this name
     registry = SourcesRegistry.instance()
     saved = registry.types.get("file", FileConfigSource)  # before hydra-core's first start it registers none yet
+    saved_pkg = registry.types.get("pkg", ImportlibResourcesConfigSource)
+
+    def found_without_importing(provider: str, path: str) -> ConfigSource:
+        name = path.partition("://")[2].replace("/", ".").rstrip(".")
+        if name in sys.modules:
+            return saved_pkg(provider, path)
+        folder = package_folder(name)
+        if folder is None:
+            raise ConfigError(
+                Problem(
+                    "",
+                    f"no folder {name.replace('.', '/')} of a Python package is on sys.path (rlplace finds packages "
+                    "without importing them); write its folder as file://FOLDER",
+                    file=path,
+                )
+            )
+        return ReadByRlplace(provider, f"file://{folder}")
+
+    found_without_importing.__name__ = ImportlibResourcesConfigSource.__name__  # as above
     registry.types["file"] = ReadByRlplace
+    registry.types["pkg"] = found_without_importing  # type: ignore[assignment]  # hydra-core only calls it: a factory stands in for the class
     try:
-        with from_env.watching(omegaconf) as env:
-            yield Reading(files, env)
+        work = interpolation.Work()
+        with from_env.watching(omegaconf, env) as reads, interpolation.counting(work):
+            yield Reading(files, reads, work)
     finally:
         registry.types["file"] = saved
+        registry.types["pkg"] = saved_pkg
 
 
 def refusal(e: BaseException) -> ConfigError | None:
@@ -114,4 +150,5 @@ def _read(file: str, budget: Budget) -> Read:
         rep.add((), shape)
     if rep.problems:
         raise ConfigError(rep.sorted_problems())
+    assert data is None or isinstance(data, dict | list), data  # read_yaml's mappings are dicts; not_a_config
     return Read(text, data, rep)

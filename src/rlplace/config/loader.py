@@ -20,7 +20,8 @@ import dataclasses
 import os
 import pathlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from rlplace.config import elastic, names, node_groups, pools, topology, training, verl
 from rlplace.config.compose import OVERRIDE_ORIGIN, Composition, compose_file, has_defaults
@@ -37,9 +38,12 @@ from rlplace.config.sections import (
     RESOURCE_POOLS,
 )
 from rlplace.config.values import Values
-from rlplace.config.yaml_source import Budget, read_yaml
+from rlplace.config.yaml_source import MAX_DEPTH, Budget, check_tree, read_yaml
 from rlplace.errors import ConfigError, Problem
 from rlplace.model import EnvValue, JobSpec
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 POOLS_KEYS = tuple(k for k in POOLS_SECTION.fields if k not in BOTH_DIALECTS)
 _ALL_KEYS = frozenset(POOLS_KEYS) | frozenset(NODE_GROUPS_KEYS) | frozenset(BOTH_DIALECTS)
@@ -58,24 +62,44 @@ def load(
     hydra-core (the optional extra `rlplace[hydra]`). Values read from the environment are written as in the
     config (`${oc.env:VAR}`) in problems and warnings unless `show_env`.
     """
-    rep, composed = _read(source, filename, tuple(overrides))
+    return load_with(source, None, filename=filename, overrides=overrides, show_env=show_env)[0]
+
+
+T = TypeVar("T")
+
+
+def load_with(
+    source: object,
+    reader: Callable[[JobSpec, Values], T] | None,
+    *,
+    filename: str | None = None,
+    overrides: Sequence[str] = (),
+    show_env: bool = False,
+) -> tuple[JobSpec, T | None]:
+    """`load`, and what `reader` reads from the same composed document (the whole training config, beside the
+    cluster section: RLinf's `profile_data` for `rlplace tune`); its problems (`values.rep.add`) join the one
+    ConfigError. Only commands that need more than placement read more, so a key placement ignores never blocks
+    `validate` or `plan`."""
+    rep, composed = _read(source, filename, tuple(overrides), show_env)
     data = composed.data
     if data is None and not rep.problems:
         data = {}  # an empty file: RLightning's defaults (warned about with the empty section)
     values = Values(data, rep, composed.root, composed.gaps, composed.stamps)
     spec = _interpret(data, rep, values) if data is not None else None
+    extra = reader(spec, values) if reader is not None and spec is not None and not rep.problems else None
     from_env = tuple(dict.fromkeys(rep.from_env))  # a value read twice is recorded twice
     shown = () if show_env else from_env
     if rep.problems or spec is None:
         raise ConfigError([_hidden(p, shown) for p in rep.sorted_problems()])
     warnings = tuple(hide(w, shown) for w in rep.warning_texts())
-    return dataclasses.replace(
+    spec = dataclasses.replace(
         spec,
         source=rep.file,
         warnings=warnings,
         locations={**_locations(rep, data), **spec.locations},
         from_env=from_env,
     )
+    return spec, extra
 
 
 def _hidden(problem: Problem, values: tuple[EnvValue, ...]) -> Problem:
@@ -102,7 +126,7 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
             continue
         file = rep.files.get(path, rep.file)
         out[format_path(rest)] = f"{file}:{line}" if line is not None else str(file)
-    section = data.get("cluster") if base else data  # type: ignore[union-attr]
+    section = data.get("cluster") if base and isinstance(data, Mapping) else data
     groups = section.get("node_groups") if isinstance(section, Mapping) else None
     hardware = [(*base, "node_groups", i, "hardware") for i in range(len(groups) if isinstance(groups, list) else 0)]
     for path in hardware:  # named with the section's key, as the robots' refusals name them
@@ -113,24 +137,27 @@ def _locations(rep: Reporter, data: object) -> dict[str, str]:
     return out
 
 
-def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> tuple[Reporter, Composition]:
+def _read(
+    source: object, filename: str | None, overrides: tuple[str, ...], show_env: bool = False
+) -> tuple[Reporter, Composition]:
     """(reporter, the plain data with what came with it: Hydra's gaps, the DictConfig it came from)."""
     if isinstance(source, str) and _looks_like_path(source):
         source = pathlib.Path(source)
     if isinstance(source, pathlib.Path):
         rep = Reporter(filename or str(source))
-        text = read_config_text(source, rep.file)
-        budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
-        budget.take_config()
-        data = read_yaml(text, rep, budget)
-        if overrides and not rep.problems:
-            return rep, compose_with_hydra(source, overrides, rep, data, budget)
-        if has_defaults(data) and not rep.problems:
-            composed = compose_file(str(source), rep, data, text, budget)
-            if rep.problems:  # a missing option file: the rest would only be knock-on problems
-                raise ConfigError(rep.sorted_problems())
-            return rep, composed
-        return rep, Composition(data)
+        if source.suffix == ".py":  # the script given where its config belongs (`rlplace run train.py`)
+            raise ConfigError(
+                Problem(
+                    "",
+                    "this is a Python file, not a YAML config: name the config with the cluster: section here; to "
+                    f"run this script on its plan: rlplace run CONFIG.yaml -- python {source}",
+                    file=rep.file,
+                )
+            )
+        try:
+            return rep, _compose(source, overrides, rep)
+        except ConfigError as e:  # a defaults entry's choice read from the environment names a missing option
+            raise ConfigError([_hidden(p, () if show_env else tuple(rep.from_env)) for p in e.problems]) from None
     if overrides:
         raise ConfigError(
             Problem(
@@ -143,16 +170,34 @@ def _read(source: object, filename: str | None, overrides: tuple[str, ...]) -> t
         rep = Reporter(filename or "<string>")
         return rep, Composition(read_yaml(source, rep))
     rep = Reporter(filename)
-    container = _from_omegaconf(source, rep)
-    if container is not None:
-        return rep, Composition(container, root=source)
-    if isinstance(source, Mapping):
-        return rep, Composition(source)
+    root = source if _is_dictconfig(source) else None
+    container = source if root is None else _from_omegaconf(root, rep)
+    if root is not None or isinstance(source, Mapping):
+        check_tree(container, rep)  # Python data: a YAML file's limits
+        if rep.problems:
+            raise ConfigError(rep.sorted_problems())
+        return rep, Composition(container, root=root)
     raise ConfigError(
         Problem(
             "", f"cannot load a config from a {type(source).__name__}; pass a path, YAML text or a dict", file=filename
         )
     )
+
+
+def _compose(source: pathlib.Path, overrides: tuple[str, ...], rep: Reporter) -> Composition:
+    """The config file `source` read, its defaults composed (by hydra-core with `overrides`)."""
+    text = read_config_text(source, rep.file)
+    budget = Budget(files={os.path.realpath(source)})  # this config's limits: its files, its tree's
+    budget.take_config()
+    data = read_yaml(text, rep, budget)
+    if overrides and not rep.problems:
+        return compose_with_hydra(source, overrides, rep, data, budget)
+    if has_defaults(data) and not rep.problems:
+        composed = compose_file(str(source), rep, data, text, budget)
+        if rep.problems:  # a missing option file: the rest would only be knock-on problems
+            raise ConfigError(rep.sorted_problems())
+        return composed
+    return Composition(data)
 
 
 def _looks_like_path(text: str) -> bool:
@@ -161,15 +206,25 @@ def _looks_like_path(text: str) -> bool:
     return "\n" not in text and (text.strip().lower().endswith(_YAML_SUFFIXES) or os.path.exists(text))
 
 
-def _from_omegaconf(source: object, rep: Reporter) -> object | None:
-    """A DictConfig's plain containers, interpolations left in place (`Values` resolves what is read)."""
+def _is_dictconfig(source: object) -> TypeGuard[DictConfig]:
+    """Whether `source` is a DictConfig (omegaconf is only imported to tell when it is loaded: else it is not)."""
     omegaconf = sys.modules.get("omegaconf")
-    if omegaconf is None or not isinstance(source, omegaconf.DictConfig):
-        return None
+    return omegaconf is not None and isinstance(source, omegaconf.DictConfig)
+
+
+def _from_omegaconf(source: DictConfig, rep: Reporter) -> object:
+    """A DictConfig's plain containers, interpolations left in place (`Values` resolves what is read)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
-        return omegaconf.OmegaConf.to_container(source, resolve=False)
-    except omegaconf.errors.OmegaConfBaseException as e:
+        return OmegaConf.to_container(source, resolve=False)
+    except OmegaConfBaseException as e:
         raise ConfigError(Problem("", f"cannot read the OmegaConf config: {e}", file=rep.file)) from None
+    except RecursionError:
+        raise ConfigError(
+            Problem("", f"the config is nested more than {MAX_DEPTH} levels deep", file=rep.file)
+        ) from None
 
 
 def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
@@ -182,6 +237,8 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
     if section is INVALID:
         return None  # already reported (a refused tag)
     section = values.tree(section, base)
+    if section is INVALID:
+        return None  # reported: an interpolation that stands for the whole section could not be resolved
     if section is None or section == {}:
         section = {}
         rep.warn(
@@ -211,28 +268,31 @@ def _interpret(data: object, rep: Reporter, values: Values) -> JobSpec | None:
         )
         return None
     if group_keys:
-        checked = NODE_GROUPS_SECTION.check(section, base, rep)
-        spec = node_groups.build(checked, base, rep)  # type: ignore[arg-type]
-        spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
+        checked = NODE_GROUPS_SECTION.check_mapping(section, base, rep)
+        spec = node_groups.build(checked, base, rep)
+        spec = training.apply(spec, data, checked, base, values, rep)
         names.warn_near_misses(spec, data, base, rep)
-        return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
-    checked = POOLS_SECTION.check(section, base, rep)
+        return _both_dialects(spec, checked, base, rep)
+    checked = POOLS_SECTION.check_mapping(section, base, rep)
     pools_path: Path = (*base, "resource_pool")
-    pool_list = checked.get("resource_pool")  # type: ignore[union-attr]
+    pool_list = checked.get("resource_pool")
     if top_pools is not _ABSENT:
         pools_path = ("resource_pool",)
         if "resource_pool" in section:
             rep.add(pools_path, "resource_pool is written twice, under cluster: and beside it; keep one")
         pool_list = RESOURCE_POOLS.check(top_pools, pools_path, rep)
-    spec = pools.build(checked, base, pool_list, pools_path, rep)  # type: ignore[arg-type]
-    spec = training.apply(spec, data, checked, base, values, rep)  # type: ignore[arg-type]
-    return _both_dialects(spec, checked, base, rep)  # type: ignore[arg-type]
+    spec = pools.build(checked, base, pool_list, pools_path, rep)
+    spec = training.apply(spec, data, checked, base, values, rep)
+    return _both_dialects(spec, checked, base, rep)
 
 
 def _both_dialects(spec: JobSpec, checked: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
-    """`spec` with the keys either dialect may write: `topology`, `elastic`, and rlplace's `model_bytes`."""
+    """`spec` with the keys either dialect may write: `topology`, `elastic`, and rlplace's `model_bytes` and
+    `disaggregated_stages`."""
     size = written(checked, "model_bytes")
     spec = dataclasses.replace(spec, model_bytes=size) if isinstance(size, int) else spec
+    stages = written(checked, "disaggregated_stages")
+    spec = dataclasses.replace(spec, disaggregated_stages=stages) if isinstance(stages, str) else spec
     spec = topology.apply(spec, checked, base, rep)
     return elastic.apply(spec, checked, base, rep)
 

@@ -138,7 +138,7 @@ def _multi_agent(
 
 def _inference(values: Values, rep: Reporter, name: str, gpus: tuple[int, ...] | None, actor_tp: int | None) -> None:
     section = name if values.present((name,)) else None
-    tp_path: Path = (section or "actor", "model", "tensor_model_parallel_size")
+    tp_path: tuple[str, str, str] = (section or "actor", "model", "tensor_model_parallel_size")
     tp = size(values, tp_path, rep) if section else actor_tp
     if tp is not None and gpus is not None and tp > len(gpus):
         rep.add(
@@ -195,7 +195,7 @@ def size(values: Values, path: Path, rep: Reporter) -> int | None:
     if raw is None:
         return 1
     size = checked(Integer(1), raw, path, rep)
-    return None if size is INVALID else size  # type: ignore[return-value]
+    return None if size is INVALID else size
 
 
 def _placement_keys(values: Values) -> dict[str, Path]:

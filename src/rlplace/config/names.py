@@ -57,9 +57,9 @@ def warn_near_misses(spec: JobSpec, top: object, base: Path, rep: Reporter) -> N
 def _effect(c: ComponentSpec, spec: JobSpec) -> str:
     """What the misspelled component takes: its ranks, and the share it cuts for a process beside it."""
     mine = _per_rank(c)
-    if mine is None:
+    if mine is None or c.placement is None:
         return ""
-    groups = c.placement.groups  # type: ignore[union-attr]
+    groups = c.placement.groups
     shown = f" on {'+'.join(groups)} ranks {format_ranks(sorted(mine))}"
     beside = [(o, _per_rank(o)) for o in spec.components if o.placement is not None and o.placement.groups == groups]
     for other, theirs in beside:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from rlplace.config.fields import INVALID, written
+from rlplace.config.fields import INVALID, sections, written, written_as, written_list, written_section
 from rlplace.config.hardware import kind_of, known_type
 from rlplace.config.problems import Path, Reporter, did_you_mean, format_path
 from rlplace.config.ranges import format_ranks
@@ -37,24 +37,24 @@ _STRAY_ENDS = re.compile(r"^[^A-Za-z0-9_.-]+|[^A-Za-z0-9_.-]+$")
 
 def build(cluster: Mapping[str, object], base: Path, rep: Reporter) -> JobSpec:
     """The JobSpec of a node-groups section; problems go to `rep` (the caller raises)."""
-    num_nodes = written(cluster, "num_nodes")
+    num_nodes = written_as(cluster, "num_nodes", int)
     groups: list[NodeGroupSpec] = []
     labels: dict[str, int] = {}  # every user label written, also of groups with other problems
     uncounted: set[str] = set()  # groups whose hardware units could not all be read: their size is unknown
     owners: dict[tuple[int, str], str] = {}  # (node, hardware type) -> the group configuring it
-    for i, group in enumerate(written(cluster, "node_groups") or ()):  # type: ignore[arg-type]
-        spec = _group(group, (*base, "node_groups", i), num_nodes, labels, owners, rep)  # type: ignore[arg-type]
-        label = written(group, "label")  # type: ignore[arg-type]
+    for i, group in enumerate(sections(written_list(cluster, "node_groups"))):
+        spec = _group(group, (*base, "node_groups", i), num_nodes, labels, owners, rep)
+        label = written(group, "label")
         if isinstance(label, str) and label not in RESERVED_LABELS:
             labels.setdefault(label, i)
-            if _hardware_incomplete(group):  # type: ignore[arg-type]
+            if _hardware_incomplete(group):
                 uncounted.add(label)
         if spec is not None:
             groups.append(spec)
     counted = {g.label: g for g in groups if g.label not in uncounted}
-    components = _components(cluster, base, counted, [*labels, *RESERVED_LABELS], num_nodes, rep)  # type: ignore[arg-type]
+    components = _components(cluster, base, counted, [*labels, *RESERVED_LABELS], num_nodes, rep)
     extras = {k: cluster[k] for k in RLINF_EXTRAS if k in cluster and cluster[k] is not INVALID}
-    return JobSpec("node_groups", PlacementSettings(), components, tuple(groups), num_nodes, extras=extras)  # type: ignore[arg-type]
+    return JobSpec("node_groups", PlacementSettings(), components, tuple(groups), num_nodes, extras=extras)
 
 
 def _hardware_incomplete(group: Mapping[str, object]) -> bool:
@@ -68,10 +68,7 @@ def _hardware_incomplete(group: Mapping[str, object]) -> bool:
     return (
         block.get("type") is INVALID
         or configs is INVALID
-        or any(
-            c is INVALID or "node_rank" not in c or any(v is INVALID for v in c.values())  # type: ignore[operator,union-attr]
-            for c in configs or ()  # type: ignore[union-attr]
-        )
+        or any(c is INVALID or "node_rank" not in c or any(v is INVALID for v in c.values()) for c in configs or ())
     )
 
 
@@ -84,7 +81,7 @@ def _group(
     rep: Reporter,
 ) -> NodeGroupSpec | None:
     label = written(group, "label")
-    ranks = _expand_all(written(group, "node_ranks"), num_nodes, (*path, "node_ranks"), rep)
+    ranks = _expand_all(_node_ranks(group), num_nodes, (*path, "node_ranks"), rep)
     if isinstance(label, str):
         if label in RESERVED_LABELS:
             meaning = "every node, its accelerators" if label == CLUSTER_GROUP else "every node, hardware ignored"
@@ -103,9 +100,9 @@ def _group(
             )
             label = None
     if ranks is not None:
-        _in_cluster(ranks, num_nodes, (*path, "node_ranks"), group.get("node_ranks"), rep)  # type: ignore[arg-type]
-    env_configs = _env_configs(group, path, ranks, rep)  # type: ignore[arg-type]
-    hardware_type, units = _hardware(group, path, ranks, num_nodes, rep)  # type: ignore[arg-type]
+        _in_cluster(ranks, num_nodes, (*path, "node_ranks"), group.get("node_ranks"), rep)
+    env_configs = _env_configs(group, path, ranks, rep)
+    hardware_type, units = _hardware(group, path, ranks, num_nodes, rep)
     if isinstance(label, str):
         _one_group_per_unit(label, units, owners, rep)
     hardware_type = _hardware_type_key(group, path, hardware_type, rep)
@@ -120,7 +117,7 @@ def _group(
         return None
     return NodeGroupSpec(
         label=label,
-        node_ranks=ranks,  # type: ignore[arg-type]
+        node_ranks=ranks,
         env_configs=env_configs,
         hardware_type=hardware_type,
         hardware=tuple(unit for unit, _ in units),
@@ -144,9 +141,18 @@ def _one_group_per_unit(
             )
 
 
-def _expand_all(ranks: object, universe: int | tuple[int, ...] | None, path: Path, rep: Reporter) -> object:
+def _node_ranks(section: Mapping[str, object]) -> tuple[int, ...] | str | None:
+    """`node_ranks` as the schema read it (sections.NODE_RANKS): the ranks, or ALL_RANKS."""
+    ranks = written(section, "node_ranks")
+    assert ranks is None or isinstance(ranks, tuple | str), ranks
+    return ranks
+
+
+def _expand_all(
+    ranks: tuple[int, ...] | str | None, universe: int | tuple[int, ...] | None, path: Path, rep: Reporter
+) -> tuple[int, ...] | None:
     """`node_ranks: all` -> every node (a group: 0..num_nodes-1; an env config: its group's nodes), as RLinf."""
-    if ranks != ALL_RANKS:
+    if not isinstance(ranks, str):  # NODE_RANKS' only text is ALL_RANKS
         return ranks
     if universe is None:
         rep.add(
@@ -161,7 +167,7 @@ def _expand_all(ranks: object, universe: int | tuple[int, ...] | None, path: Pat
 def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: str | None, rep: Reporter) -> str | None:
     """RLinf's `hardware_type` without a hardware block: the group's units are found on its nodes, from each
     node's environment (`ROBOT_IP`, ...) when the plan is made, as RLinf enumerates them at start."""
-    written_type = written(group, "hardware_type")
+    written_type = written_as(group, "hardware_type", str)
     if written_type is None:
         return hardware_type
     if group.get("hardware") is not None:
@@ -172,7 +178,7 @@ def _hardware_type_key(group: Mapping[str, object], path: Path, hardware_type: s
             written_type,
         )
         return hardware_type
-    return written_type if known_type(written_type, (*path, "hardware_type"), rep) is not INVALID else None  # type: ignore[arg-type]
+    return written_type if known_type(written_type, (*path, "hardware_type"), rep) is not INVALID else None
 
 
 def _in_cluster(ranks: Sequence[int], num_nodes: int | None, path: Path, value: object, rep: Reporter) -> None:
@@ -192,12 +198,12 @@ def _env_configs(
 ) -> tuple[EnvConfigSpec, ...]:
     out: list[EnvConfigSpec] = []
     owner: dict[int, int] = {}  # node rank -> index of the env config that set it
-    for j, entry in enumerate(written(group, "env_configs") or ()):  # type: ignore[arg-type]
+    for j, entry in enumerate(sections(written_list(group, "env_configs"))):
         epath = (*path, "env_configs", j)
-        sub = written(entry, "node_ranks")
-        if sub == ALL_RANKS and ranks is None:
+        written_sub = _node_ranks(entry)
+        if written_sub == ALL_RANKS and ranks is None:
             continue  # the group's own ranks are already reported
-        sub = _expand_all(sub, ranks, (*epath, "node_ranks"), rep)
+        sub = _expand_all(written_sub, ranks, (*epath, "node_ranks"), rep)
         if sub is None:
             continue
         if ranks is not None:
@@ -223,8 +229,8 @@ def _env_configs(
         out.append(
             EnvConfigSpec(
                 node_ranks=sub,
-                env_vars=written(entry, "env_vars") or (),  # type: ignore[arg-type]
-                python=written(entry, "python_interpreter_path"),  # type: ignore[arg-type]
+                env_vars=written_as(entry, "env_vars", tuple) or (),
+                python=written_as(entry, "python_interpreter_path", str),
                 path=format_path(epath),
             )
         )
@@ -235,17 +241,17 @@ def _hardware(
     group: Mapping[str, object], path: Path, ranks: tuple[int, ...] | None, num_nodes: int | None, rep: Reporter
 ) -> tuple[str | None, tuple[tuple[HardwareUnit, Path], ...]]:
     """The group's hardware type and units (each with its key path), in node-rank order."""
-    block = written(group, "hardware")
-    kind_name = written(block, "type") if isinstance(block, Mapping) else None
+    block = written_section(group, "hardware")
+    kind_name = written_as(block, "type", str)
     if kind_name is None:
         return None, ()
-    kind = kind_of(kind_name)  # type: ignore[arg-type]
+    kind = kind_of(kind_name)
     units: list[tuple[HardwareUnit, Path]] = []
     seen: dict[object, int] = {}
     same: dict[str, int] = {}  # each config as written -> its index (RLinf refuses two equal configs)
-    for k, config in enumerate(written(block, "configs") or ()):  # type: ignore[arg-type]
+    for k, config in enumerate(sections(written_list(block, "configs"))):
         cpath = (*path, "hardware", "configs", k)
-        node = written(config, "node_rank")
+        node = written_as(config, "node_rank", int)
         if node is not None and ranks is not None and node not in ranks:
             rep.add(
                 (*cpath, "node_rank"),
@@ -253,8 +259,6 @@ def _hardware(
                 "must be attached to one of its group's nodes",
                 node,
             )
-        if not isinstance(config, Mapping):
-            continue
         _controllers_in_cluster(config, cpath, num_nodes, rep)
         identity = kind.identity(config)
         if identity is not None and identity in seen:
@@ -276,7 +280,7 @@ def _hardware(
         if node is None or any(v is INVALID for v in config.values()):
             continue
         fields = {key: tuple(v) if isinstance(v, list) else v for key, v in config.items() if key != "node_rank"}
-        unit = HardwareUnit(type=kind.name, node_rank=node, config=fields, path=format_path(cpath))  # type: ignore[arg-type]
+        unit = HardwareUnit(type=kind.name, node_rank=node, config=fields, path=format_path(cpath))
         units.append((unit, cpath))
     units.sort(key=lambda u: u[0].node_rank)  # hardware ranks count units in node-rank order
     return kind.name, tuple(units)
@@ -314,23 +318,31 @@ def _components(
             continue
         cpus = 1.0
         if isinstance(entry, Mapping):
-            labels = written(entry, "node_group") or (CLUSTER_GROUP,)
-            segments, place_path = written(entry, "placement"), (*path, "placement")
-            written_cpus = written(entry, "num_cpus")
-            cpus = cpus if written_cpus is None else written_cpus  # type: ignore[assignment]
+            labels = _node_group_labels(entry)
+            segments, place_path = written_as(entry, "placement", tuple), (*path, "placement")
+            written_cpus = written_as(entry, "num_cpus", float)
+            cpus = cpus if written_cpus is None else written_cpus
             if entry.get("node_group") is INVALID:
                 continue
         else:
             labels, segments, place_path = (CLUSTER_GROUP,), entry, path
-        if not _groups_exist(labels, known, (*path, "node_group"), rep) or segments is None:  # type: ignore[arg-type]
+        if not _groups_exist(labels, known, (*path, "node_group"), rep) or segments is None:
             continue
-        _check_placement(segments, labels, groups, num_nodes, place_path, rep)  # type: ignore[arg-type]
-        placement = Placement(groups=tuple(labels), segments=segments)  # type: ignore[arg-type]
+        _check_placement(segments, labels, groups, num_nodes, place_path, rep)
+        placement = Placement(groups=labels, segments=segments)
         out.extend(
             ComponentSpec(name=name, placement=placement, cpus_per_worker=cpus, path=format_path(path))
             for name in names
         )
     return tuple(out)
+
+
+def _node_group_labels(entry: Mapping[str, object]) -> tuple[str, ...]:
+    """An entry's `node_group` as the schema read it (sections.NODE_GROUP_REF: a tuple or a list of labels), or
+    the cluster's group when not written."""
+    labels = written(entry, "node_group")
+    assert labels is None or isinstance(labels, tuple | list), labels
+    return tuple(labels or (CLUSTER_GROUP,))
 
 
 def _first_definition(name: str, key: str, defined: dict[str, str], path: Path, rep: Reporter) -> bool:
@@ -406,12 +418,12 @@ def _check_placement(
     path: Path,
     rep: Reporter,
 ) -> None:
-    sizes = [_group_size(label, groups, num_nodes) for label in labels]
-    if all(s is not None for s in sizes):
-        total = sum(s[0] for s in sizes)  # type: ignore[index]
+    sizes = [size for label in labels if (size := _group_size(label, groups, num_nodes)) is not None]
+    if len(sizes) == len(labels):  # every group's size is known
+        total = sum(count for count, _ in sizes)
         beyond = [r for seg in segments for r in seg.resources or () if r >= total]
         if beyond:
-            what = " + ".join(f"'{label}' has {s[0]} {s[1]}" for label, s in zip(labels, sizes, strict=True))  # type: ignore[index]
+            what = " + ".join(f"'{label}' has {n} {noun}" for label, (n, noun) in zip(labels, sizes, strict=True))
             span = f"ranks run 0-{total - 1}" if total else "it has no resources"
             rep.add(path, f"resource rank {beyond[0]} is out of range: {what}, so {span}", beyond[0])
     nodes_are_resources = all(

@@ -12,15 +12,27 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator, Mapping
+from typing import Literal
 
-from rlplace.config.fields import INVALID, written
+from rlplace.config.fields import (
+    INVALID,
+    sections,
+    written,
+    written_as,
+    written_choice,
+    written_list,
+    written_section,
+)
 from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.ranges import format_ranks
 from rlplace.config.sections import CPU_KEYS, REMOTE_KEYS
 from rlplace.model import (
     COUNTED_COMPONENTS,
+    ENV_STRATEGIES,
+    MODES,
     POOL_COMPONENTS,
     RESERVED_LABELS,
+    STRATEGIES,
     ComponentSpec,
     JobSpec,
     NodeGroupSpec,
@@ -35,22 +47,27 @@ BUFFER_GPUS = 0.0
 
 def build(cluster: Mapping[str, object], base: Path, pools: object, pools_path: Path, rep: Reporter) -> JobSpec:
     """The JobSpec of a pools-dialect section; problems go to `rep` (the caller raises)."""
-    block = written(cluster, "placement") or {}
-    assert isinstance(block, Mapping)
+    block = written_section(cluster, "placement")
     settings = PlacementSettings(
-        mode=written(block, "mode") or "auto",  # type: ignore[arg-type]
-        strategy=written(block, "strategy"),  # type: ignore[arg-type]
-        env_strategy=written(block, "env_strategy"),  # type: ignore[arg-type]
-        is_colocated=written(cluster, "is_colocated"),  # type: ignore[arg-type]
-        enable_offload=written(cluster, "enable_offload"),  # type: ignore[arg-type]
-        buffer_worker_num=written(cluster, "buffer_worker_num"),  # type: ignore[arg-type]
+        mode=written_choice(block, "mode", MODES) or "auto",
+        strategy=written_choice(block, "strategy", STRATEGIES),
+        env_strategy=written_choice(block, "env_strategy", ENV_STRATEGIES),
+        is_colocated=written_as(cluster, "is_colocated", bool),
+        enable_offload=written_as(cluster, "enable_offload", bool),
+        buffer_worker_num=_buffer_worker_num(cluster),
     )
     if block.get("strategy") is not INVALID:  # a misspelt strategy is reported once, not as "not written"
         _check_settings(settings, base, rep)
     spec = _spec(cluster, base, settings, pools, pools_path, rep)
     components = _driver_and_cpus(spec.components, cluster, base)
     extras = {k: cluster[k] for k in ("rollout_env_interaction",) if k in cluster and cluster[k] is not INVALID}
-    return dataclasses.replace(spec, components=components, ray_address=written(cluster, "ray_address"), extras=extras)  # type: ignore[arg-type]
+    ray_address = written_as(cluster, "ray_address", str)
+    return dataclasses.replace(spec, components=components, ray_address=ray_address, extras=extras)
+
+
+def _buffer_worker_num(cluster: Mapping[str, object]) -> int | Literal["auto"] | None:
+    """`buffer_worker_num` as written: a count, or auto (sections._buffer_num)."""
+    return "auto" if written(cluster, "buffer_worker_num") == "auto" else written_as(cluster, "buffer_worker_num", int)
 
 
 def _spec(
@@ -61,9 +78,9 @@ def _spec(
     pools_path: Path,
     rep: Reporter,
 ) -> JobSpec:
-    block = written(cluster, "placement") or {}
+    block = written_section(cluster, "placement")
     mode_path = (*base, "placement", "mode")
-    if block.get("mode") is INVALID or pools is INVALID:  # type: ignore[union-attr]
+    if block.get("mode") is INVALID or pools is INVALID:
         return JobSpec("pools", settings, ())
     if settings.mode == "auto":
         if pools is not None:
@@ -82,8 +99,9 @@ def _spec(
             "manual",
         )
         return JobSpec("pools", settings, ())
-    groups, ranges = _pools(pools, pools_path, rep)  # type: ignore[arg-type]
-    written_in_pools = {c for pool in pools for c in POOL_COMPONENTS if c in pool}  # type: ignore[union-attr]
+    pool_sections = sections(pools)
+    groups, ranges = _pools(pool_sections, pools_path, rep)
+    written_in_pools = {c for pool in pool_sections for c in POOL_COMPONENTS if c in pool}
     components = _manual_components(cluster, base, settings, written_in_pools, ranges, rep)
     return JobSpec("pools", settings, components, node_groups=groups)
 
@@ -93,16 +111,14 @@ def _driver_and_cpus(
 ) -> tuple[ComponentSpec, ...]:
     """`<c>_each_cpu_num` and RLightning's `remote_<c>: false` on their components; a buffer that only these
     keys mention gets a component of its own (no placement: the planner places shards as usual)."""
-    cpus = {c: written(cluster, key) for key, c in CPU_KEYS.items()}
-    remote = {c: written(cluster, key) for key, c in REMOTE_KEYS.items()}
+    cpus = {c: n for key, c in CPU_KEYS.items() if (n := written_as(cluster, key, float)) is not None}
+    remote = {c: written_as(cluster, key, bool) for key, c in REMOTE_KEYS.items()}
     out = list(components)
-    if "buffer" not in {c.name for c in out} and (cpus["buffer"] is not None or remote["buffer"] is False):
+    if "buffer" not in {c.name for c in out} and ("buffer" in cpus or remote["buffer"] is False):
         out.append(ComponentSpec(name="buffer", gpus_per_worker=BUFFER_GPUS, path=format_path(base)))
     return tuple(
         dataclasses.replace(
-            c,
-            cpus_per_worker=c.cpus_per_worker if cpus.get(c.name) is None else cpus[c.name],  # type: ignore[arg-type]
-            remote=remote.get(c.name) is not False,
+            c, cpus_per_worker=cpus.get(c.name, c.cpus_per_worker), remote=remote.get(c.name) is not False
         )
         for c in out
     )
@@ -131,11 +147,11 @@ def _check_settings(s: PlacementSettings, base: Path, rep: Reporter) -> None:
 
 def _auto_component(name: str, cluster: Mapping[str, object], base: Path) -> ComponentSpec:
     count_key = f"{name}_worker_num"
-    gpus = written(cluster, f"{name}_each_gpu_num")
+    gpus = written_as(cluster, f"{name}_each_gpu_num", float)
     return ComponentSpec(
         name=name,
-        num_workers=written(cluster, count_key),  # type: ignore[arg-type]
-        gpus_per_worker=1.0 if gpus is None else gpus,  # type: ignore[arg-type]
+        num_workers=written_as(cluster, count_key, int),
+        gpus_per_worker=1.0 if gpus is None else gpus,
         path=format_path((*base, count_key) if count_key in cluster else base),
     )
 
@@ -164,11 +180,11 @@ def _pools(
         ranks, gpus, node_ids = shape
         total = sum(gpus)
         for comp in POOL_COMPONENTS:
-            rng = written(pool, comp)
+            rng = written_as(pool, comp, tuple)  # RANKS: a tuple of ranks
             if rng is None:
                 continue
             rng_path = (*path, comp)
-            beyond = [r for r in rng if r >= total]  # type: ignore[attr-defined]
+            beyond = [r for r in rng if r >= total]
             if beyond:
                 rep.add(
                     rng_path,
@@ -185,7 +201,7 @@ def _pools(
                     pool.get(comp),
                 )
             else:
-                ranges[comp] = (name, rng, rng_path)  # type: ignore[assignment]
+                ranges[comp] = (name, rng, rng_path)
         groups.append(
             NodeGroupSpec(label=name, node_ranks=ranks, gpus_per_node=gpus, node_ids=node_ids, path=format_path(path))
         )
@@ -202,7 +218,7 @@ def _claimed_nodes(pools: list[Mapping[str, object]], pools_path: Path, rep: Rep
     """Node ranks bound by integer node_ids; a node in two pools is an error (their GPU indices collide)."""
     claimed: dict[int, str] = {}
     for i, pool in enumerate(pools):
-        for j, node in enumerate(written(pool, "node_ids") or ()):  # type: ignore[arg-type]
+        for j, node in enumerate(written_list(pool, "node_ids")):
             if not isinstance(node, int):
                 continue
             if node in claimed:
@@ -228,13 +244,13 @@ def _pool_shape(
     pool: Mapping[str, object], path: Path, free: Iterator[int], rep: Reporter
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int | str, ...] | None] | None:
     """(node ranks, GPUs per node, node_ids) of a pool, or None when its size cannot be told."""
-    node_ids = written(pool, "node_ids")
-    num_node = written(pool, "num_node")
+    node_ids = written_as(pool, "node_ids", list)  # ints and labels (strs)
+    num_node = written_as(pool, "num_node", int)
     num_gpus = written(pool, "num_gpus")
     if pool.get("node_ids") is INVALID or pool.get("num_node") is INVALID or num_gpus is None:
         return None
     if node_ids is not None:
-        ids: tuple[int | str, ...] = tuple(node_ids)  # type: ignore[arg-type]
+        ids: tuple[int | str, ...] = tuple(node_ids)
         if len(set(map(str, ids))) != len(ids):
             rep.add((*path, "node_ids"), "node_ids lists a node twice; name each node once", list(ids))
             return None
@@ -255,7 +271,7 @@ def _pool_shape(
         rep.add((*path, "num_node"), "a resource pool needs num_node (or node_ids naming its nodes)")
         return None
     else:
-        count = num_node  # type: ignore[assignment]
+        count = num_node
         ids = ()
     gpus = _gpus_per_node(num_gpus, count, bool(ids), (*path, "num_gpus"), rep)
     if gpus is None:
@@ -268,7 +284,8 @@ def _pool_shape(
 def _gpus_per_node(num_gpus: object, count: int, bound: bool, path: Path, rep: Reporter) -> tuple[int, ...] | None:
     if isinstance(num_gpus, int):
         return (num_gpus,) * count
-    gpus = tuple(num_gpus)  # type: ignore[arg-type]
+    assert isinstance(num_gpus, list), num_gpus  # the schema's Switch: one count, or a list of counts
+    gpus = tuple(num_gpus)
     if len(gpus) != count:
         rep.add(
             path,
@@ -313,9 +330,9 @@ def _manual_components(
             count = settings.buffer_worker_num if isinstance(settings.buffer_worker_num, int) else None
             gpus = BUFFER_GPUS
         else:
-            count = written(cluster, f"{name}_worker_num")  # type: ignore[assignment]
-            gpus_written = written(cluster, f"{name}_each_gpu_num")
-            gpus = 1.0 if gpus_written is None else gpus_written  # type: ignore[assignment]
+            count = written_as(cluster, f"{name}_worker_num", int)
+            gpus_written = written_as(cluster, f"{name}_each_gpu_num", float)
+            gpus = 1.0 if gpus_written is None else gpus_written
         if count is not None:
             _check_demand(name, count, gpus, rng, (*base, f"{name}_worker_num"), rep)
         components.append(

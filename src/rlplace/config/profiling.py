@@ -21,6 +21,7 @@ from rlplace.config.fields import (
     Field,
     Flag,
     Integer,
+    Invalid,
     JsonSchema,
     Kind,
     ListOf,
@@ -61,10 +62,10 @@ BACKENDS: dict[str, Section] = {
 }
 
 
-class Profiling(Kind):
+class Profiling(Kind[dict[object, object]]):
     """`cluster.profiling`: a mapping checked against its backend's keys and RLinf's rules (module doc)."""
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> dict[object, object] | Invalid:
         if not isinstance(value, Mapping):
             rep.add(path, f"must be a mapping with backend: {' or '.join(BACKENDS)}, got {show(value)}", value)
             return INVALID
@@ -78,7 +79,7 @@ class Profiling(Kind):
             )
             return INVALID
         checked = BACKENDS[str(backend)].check(value, path, rep)
-        if checked is INVALID or any(v is INVALID for v in checked.values()):  # type: ignore[union-attr]
+        if checked is INVALID or any(v is INVALID for v in checked.values()):
             return INVALID
         _names(value, path, rep)
         if backend == "nsight":
@@ -95,14 +96,19 @@ class Profiling(Kind):
 def _names(value: Mapping[str, object], path: Path, rep: Reporter) -> None:
     """`worker_groups` and `flags` list names; a flag may not be empty (RLinf: 'must not contain empty names')."""
     for key in ("worker_groups", "flags"):
-        names = value.get(key)
-        items = [names] if isinstance(names, str) else list(names) if isinstance(names, list | tuple) else []
+        items = _listed(value.get(key))
         if key == "flags" and any(str(n) == "" for n in items):
             rep.add((*path, key), "a flag name is empty; write each nsys flag's name, like 'trace-fork-before-exec'")
 
 
+def _listed(names: object) -> list[object]:
+    """The names of `worker_groups` or `flags`: one name, or a list of them (checked by `_NAMES`)."""
+    return [names] if isinstance(names, str) else list(names) if isinstance(names, list | tuple) else []
+
+
 def _nsight(value: Mapping[str, object], path: Path, rep: Reporter) -> None:
-    options = dict(value.get("options") or {})
+    written = value.get("options")
+    options = dict(written) if isinstance(written, Mapping) else {}  # checked by _SCALARS: a mapping or null
     opath = (*path, "options")
     for a, b in (("stop-on-range-end", "capture-range-end"), ("o", "output")):
         if a in options and b in options:
@@ -110,8 +116,7 @@ def _nsight(value: Mapping[str, object], path: Path, rep: Reporter) -> None:
     if value.get("steps") is not None:  # RLinf gates steps with these unless the options set them
         options.setdefault("capture-range", "cudaProfilerApi")
         options.setdefault("capture-range-end", "stop")
-    flags = value.get("flags")
-    names = [flags] if isinstance(flags, str) else [str(f) for f in flags or ()]  # type: ignore[union-attr]
+    names = [str(f) for f in _listed(value.get("flags"))]
     both = sorted(set(names) & set(options))
     if both:
         added = " (RLinf adds it as an option because steps is set)" if "capture-range" in both else ""

@@ -146,14 +146,17 @@ def resolve_entry(text: str, key: Path, environ: Mapping[str, str], primary: str
 
 def _own_package_root(primary: str, top: str) -> str | None:
     """The folder holding the package `top` that `primary` lies inside (`/src/verl` for
-    `/src/verl/verl/experimental/x/config/a.yaml` and `verl`), or None when it lies in no such package."""
+    `/src/verl/verl/experimental/x/config/a.yaml` and `verl`), or None when it lies in no such package. Relative
+    to the current folder when inside it (`.` from a checkout's root), so messages name the files as the user's
+    own paths do."""
     folder = os.path.dirname(os.path.abspath(primary))
     while True:
         parent = os.path.dirname(folder)
         if os.path.basename(folder) == top and any(
             os.path.isfile(os.path.join(folder, f"__init__{s}")) for s in _SUFFIXES
         ):
-            return parent
+            inside = os.path.relpath(parent)
+            return parent if inside.startswith(os.pardir) else inside
         if parent == folder:
             return None
         folder = parent

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Literal
 
 from rlplace.config.fields import (
     INVALID,
@@ -17,6 +18,7 @@ from rlplace.config.fields import (
     Field,
     Flag,
     Integer,
+    Invalid,
     JsonSchema,
     Kind,
     ListOf,
@@ -32,7 +34,16 @@ from rlplace.config.problems import Path, Reporter, show
 from rlplace.config.profiling import Profiling
 from rlplace.config.ranges import parse_placement, parse_ranks
 from rlplace.config.sizes import SIZE_FORM, parse_size
-from rlplace.model import DEFAULT_TOPOLOGY, LABEL_KEY, MAX_DEVICES_PER_NODE, MAX_NODES, POOL_COMPONENTS
+from rlplace.model import (
+    DEFAULT_TOPOLOGY,
+    ENV_STRATEGIES,
+    LABEL_KEY,
+    MAX_DEVICES_PER_NODE,
+    MAX_NODES,
+    MODES,
+    POOL_COMPONENTS,
+    STRATEGIES,
+)
 
 _RANK_TERM = r"\s*[0-9]+\s*(-\s*[0-9]+\s*)?"
 RANKS = Parsed(
@@ -99,10 +110,10 @@ NODE_GROUP_REF = Switch(
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class EnvVars(Kind):
+class EnvVars(Kind[tuple[tuple[str, str], ...]]):
     """`env_vars`: a list of one-key dicts (`- KEY: value`), keys unique; values become strings."""
 
-    def check(self, value: object, path: Path, rep: Reporter) -> object:
+    def check(self, value: object, path: Path, rep: Reporter) -> tuple[tuple[str, str], ...] | Invalid:
         if isinstance(value, Mapping):
             first = next(iter(value), "KEY")
             rep.add(
@@ -185,7 +196,7 @@ ELASTIC_RANGE = Section(
     },
 )
 #: Keys of both dialects: they do not tell the dialect.
-BOTH_DIALECTS = ("elastic", "topology", "model_bytes")
+BOTH_DIALECTS = ("elastic", "topology", "model_bytes", "disaggregated_stages")
 #: `cluster.elastic`: component -> {min, max}; the rules relating it to the components are in `elastic.py`.
 ELASTIC = Field(
     Maybe(MapOf(Maybe(ELASTIC_RANGE), "component names to elastic ranges {min: N, max: M}")),
@@ -289,6 +300,15 @@ MODEL_BYTES = Field(
     "rlplace: the model's size for the estimate of weight sync across nodes, e.g. 14G, 512M, 2.2MiB (unsaid: 14 "
     "GB, a 7B model in bf16, shown as assumed)",
 )
+#: rlplace's own key, in both dialects: how components on GPUs of their own run within an iteration, for the time
+#: model (docs/guide.md, "Choosing a placement"; planner/phase_order.py).
+STREAMED, SEQUENTIAL = "streamed", "sequential"
+DISAGGREGATED_STAGES = Field(
+    Choice((STREAMED, SEQUENTIAL)),
+    "rlplace: how components on GPUs of their own run in an iteration, for the time model: streamed (each batch "
+    "moves on as soon as it is done, RLinf's pipelined group batches: the default in the node-groups dialect) or "
+    "sequential (a synchronous algorithm: each waits for the one before; the default in the pools dialect)",
+)
 #: Keys RLinf reads from its cluster section besides the placement: kept on JobSpec.extras for the app.
 RLINF_SWITCHES = (
     "auto_scheduler",
@@ -330,6 +350,7 @@ NODE_GROUPS_SECTION = Section(
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
         "model_bytes": MODEL_BYTES,
+        "disaggregated_stages": DISAGGREGATED_STAGES,
     },
     doc="Heterogeneous cluster: node groups and component placement (RLinf's dialect; docs/config.md).",
     lenient=True,
@@ -365,11 +386,9 @@ POOL = Section(
 PLACEMENT_BLOCK = Section(
     "placement",
     {
-        "mode": Field(Choice(("auto", "manual")), "auto (default): computed from worker counts; manual: resource_pool"),
-        "strategy": Field(Choice(("default", "disaggregate", "colocate")), "how auto mode partitions the cluster"),
-        "env_strategy": Field(
-            Choice(("default", "device-colocate", "node-affinity")), "how env workers meet eval workers"
-        ),
+        "mode": Field(Choice(MODES), "auto (default): computed from worker counts; manual: resource_pool"),
+        "strategy": Field(Choice(STRATEGIES), "how auto mode partitions the cluster"),
+        "env_strategy": Field(Choice(ENV_STRATEGIES), "how env workers meet eval workers"),
     },
     lenient=True,  # RLightning's pydantic models keep unknown keys
 )
@@ -391,7 +410,7 @@ REMOTE_KEYS = {"remote_train": "train", "remote_eval": "eval", "remote_storage":
 CPU_KEYS = {f"{c}_each_cpu_num": c for c in POOL_COMPONENTS}
 
 
-def _buffer_num(value: object) -> object:
+def _buffer_num(value: object) -> int | Literal["auto"]:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
         return value
     raise ValueError(f"must be auto or an integer >= 0, got {show(value)}")
@@ -429,6 +448,7 @@ POOLS_SECTION = Section(
         "elastic": ELASTIC,
         "topology": TOPOLOGY,
         "model_bytes": MODEL_BYTES,
+        "disaggregated_stages": DISAGGREGATED_STAGES,
     },
     doc="Placement strategy: worker counts, placement mode/strategy, resource pools (RLightning's; docs/config.md).",
     lenient=True,

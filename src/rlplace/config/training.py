@@ -9,6 +9,9 @@ framework launches workers from other keys too, and rlplace reads them the same 
   `buffer_worker_num` shards, or `storage.num_shards`), and GPUs per train/eval worker from
   `policy.train_num_gpus` / `policy.eval_num_gpus` when the cluster section does not say
   (rlightning/utils/placement/scheduling.py).
+- RLinf configs (a node-groups `cluster:` beside `actor:`, `critic:`, ...): the Megatron model-parallel groups
+  of each `<role>.model` (tensor x context-parallel, expert-parallel), whatever else the config has, which the
+  planner keeps inside NVLink domains.
 - RLinf reasoning configs (a node-groups `cluster:` placing actor and rollout, no env, beside `actor:` and
   `rollout:`): each rollout process spans `rollout.tensor_parallel_size` GPUs as RLinf's model-parallel
   placement does (rlinf/utils/placement.py): collocated with the actor (same GPUs), packed with a stride of
@@ -22,19 +25,20 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Mapping
+from typing import Literal
 
 from rlplace.config import model_parallel
-from rlplace.config.fields import INVALID, Choice, Integer, Kind, Number, checked, written
+from rlplace.config.fields import INVALID, Choice, Integer, Invalid, Kind, Number, checked, written, written_as
 from rlplace.config.model_parallel import size
 from rlplace.config.problems import Path, Reporter, format_path
 from rlplace.config.ranges import format_ranks
 from rlplace.config.values import Values
-from rlplace.model import ComponentSpec, JobSpec, ModelParallel, Placement, ProcessShape, Segment
+from rlplace.model import ComponentSpec, JobSpec, ModelParallel, Placement, PlacementSettings, ProcessShape, Segment
 
 #: The keys RLightning's MainConfig requires beside `cluster`: their presence makes a whole training config.
 RLIGHTNING_KEYS = ("env", "buffer", "policy", "train")
 
-_ENV_KEYS: dict[str, tuple[Kind, float]] = {
+_ENV_KEYS: dict[str, tuple[Kind[float], float]] = {
     "num_workers": (Integer(0), 1),
     "num_gpus": (Number(0.0, whole_above_one=True), 0.0),
     "num_cpus": (Number(0.0), 1.0),
@@ -51,6 +55,7 @@ def apply(
         return _rlightning(spec, cluster, values, rep)
     if spec.dialect == "node_groups":
         model_parallel.check(spec, values, rep)
+        spec = _model_parallel(spec, values, rep)  # every config: the groups do not depend on a rollout section
         if values.present(("rollout",)) and isinstance(top.get("rollout"), Mapping):
             return _rlinf_reasoning(spec, values, rep)
     return spec
@@ -81,16 +86,17 @@ def _rlightning(spec: JobSpec, cluster: Mapping[str, object], values: Values, re
 def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] | None:
     """(workers, GPUs and CPUs per worker, key path) of all `env:` groups together, or None if unreadable."""
     raw = values.shape(("env",))
-    groups = [(raw, ("env",))] if isinstance(raw, Mapping) else [(g, ("env", i)) for i, g in enumerate(raw or ())]
-    if not isinstance(raw, Mapping | list) or not all(isinstance(g, Mapping) for g, _ in groups):
+    groups = _env_group_list(raw)
+    if groups is None:
         rep.add(("env",), "env must be one env group (a mapping) or a list of them, as RLightning reads it", raw)
         return None
-    read = [{k: _env_value(g, p, k, values, rep) for k in _ENV_KEYS} for g, p in groups]
-    if any(v is INVALID for r in read for v in r.values()):
+    read = [_env_group(g, p, values, rep) for g, p in groups]
+    valid = [r for r in read if r is not None]
+    if len(valid) < len(read):
         return None
-    workers = sum(int(r["num_workers"]) for r in read)  # type: ignore[arg-type]
-    gpus = {float(r["num_gpus"]) for r in read if r["num_workers"]}  # type: ignore[arg-type]
-    cpus = {float(r["num_cpus"]) for r in read if r["num_workers"]}  # type: ignore[arg-type]
+    workers = sum(n for n, _, _ in valid)
+    gpus = {g for n, g, _ in valid if n}
+    cpus = {c for n, _, c in valid if n}
     if len(gpus) > 1 or len(cpus) > 1:
         rep.warn(
             ("env",),
@@ -101,7 +107,29 @@ def _env_groups(values: Values, rep: Reporter) -> tuple[int, float, float, str] 
     return workers, max(gpus, default=0.0), max(cpus, default=1.0), path
 
 
-def _env_value(group: Mapping[str, object], path: Path, key: str, values: Values, rep: Reporter) -> object:
+def _env_group_list(raw: object) -> list[tuple[Mapping[str, object], Path]] | None:
+    """The `env:` groups with their key paths: one mapping, or a list of them; None when `raw` is neither."""
+    if isinstance(raw, Mapping):
+        return [(raw, ("env",))]
+    if not isinstance(raw, list):
+        return None
+    groups: list[tuple[Mapping[str, object], Path]] = [
+        (g, ("env", i)) for i, g in enumerate(raw) if isinstance(g, Mapping)
+    ]
+    return groups if len(groups) == len(raw) else None
+
+
+def _env_group(
+    group: Mapping[str, object], path: Path, values: Values, rep: Reporter
+) -> tuple[int, float, float] | None:
+    """(workers, GPUs and CPUs per worker) of one env group, or None when one is written wrong (reported)."""
+    workers, gpus, cpus = [_env_value(group, path, k, values, rep) for k in _ENV_KEYS]
+    if workers is INVALID or gpus is INVALID or cpus is INVALID:
+        return None
+    return int(workers), float(gpus), float(cpus)
+
+
+def _env_value(group: Mapping[str, object], path: Path, key: str, values: Values, rep: Reporter) -> float | Invalid:
     """One key of an env group, resolved (the group's other keys are the application's: never resolved)."""
     kind, default = _ENV_KEYS[key]
     return default if key not in group else checked(kind, values.at((*path, key)), (*path, key), rep)
@@ -150,7 +178,7 @@ def _policy_gpus(c: ComponentSpec, cluster: Mapping[str, object], values: Values
     if theirs is INVALID:
         return c
     if mine is None:
-        return dataclasses.replace(c, gpus_per_worker=theirs, path=format_path(("policy", policy_key)))  # type: ignore[arg-type]
+        return dataclasses.replace(c, gpus_per_worker=theirs, path=format_path(("policy", policy_key)))
     if mine != theirs:
         rep.warn(
             ("cluster", key),
@@ -162,7 +190,7 @@ def _policy_gpus(c: ComponentSpec, cluster: Mapping[str, object], values: Values
 
 def _buffer(
     spec: JobSpec, cluster: Mapping[str, object], values: Values, rep: Reporter
-) -> tuple[object, ComponentSpec | None]:
+) -> tuple[PlacementSettings, ComponentSpec | None]:
     """Settings with RLightning's buffer count for `buffer.storage`, and the buffer component it implies."""
     where = ("buffer", "storage")
     storage = values.shape(where)
@@ -175,7 +203,7 @@ def _buffer(
     device = values.at((*where, "device"), "cpu")
     written_num = spec.settings.buffer_worker_num
     if kind == "unified":
-        count: object = 1
+        count: int | Literal["auto"] | Invalid | None = 1
         source = "buffer.storage.type"
         if written_num not in (None, "auto", 1):
             rep.warn(
@@ -212,7 +240,7 @@ def _buffer(
         return spec.settings, None
     if count is INVALID:
         return spec.settings, None
-    settings = dataclasses.replace(spec.settings, buffer_worker_num=count)  # type: ignore[arg-type]
+    settings = dataclasses.replace(spec.settings, buffer_worker_num=count)
     component = ComponentSpec(
         name="buffer",
         num_workers=count if isinstance(count, int) else None,
@@ -225,8 +253,8 @@ def _buffer(
 
 
 def _buffer_cpus(cluster: Mapping[str, object]) -> float:
-    cpus = written(cluster, "buffer_each_cpu_num")
-    return 1.0 if cpus is None else cpus  # type: ignore[return-value]
+    cpus = written_as(cluster, "buffer_each_cpu_num", float)
+    return 1.0 if cpus is None else cpus
 
 
 # --- RLinf reasoning ----------------------------------------------------------------------------------
@@ -243,13 +271,14 @@ def _rlinf_reasoning(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
     actor_tp = size(values, ("actor", "model", "tensor_model_parallel_size"), rep)
     rollout_tp = size(values, ("rollout", "tensor_parallel_size"), rep)
     rollout_pp = size(values, ("rollout", "pipeline_parallel_size"), rep)
-    if None in (actor_tp, rollout_tp, rollout_pp):
+    if actor_tp is None or rollout_tp is None or rollout_pp is None:
         return spec
-    spec = _auto_scheduled(spec, values, rollout_tp, rep)  # type: ignore[arg-type]
-    spec = _model_parallel(spec, values, rep)
+    spec = _auto_scheduled(spec, values, rollout_tp, rep)
     actor, rollout = spec.component("actor"), spec.component("rollout")
+    assert actor is not None and actor.placement is not None, "_auto_scheduled only widens the placements"
+    assert rollout is not None and rollout.placement is not None, "_auto_scheduled only widens the placements"
     task = model_parallel.task_type(values)
-    shape = _rollout_shape(spec, actor, rollout, actor_tp, rollout_tp, rollout_pp, task, rep)  # type: ignore[arg-type]
+    shape = _rollout_shape(spec, actor.placement, rollout.placement, actor_tp, rollout_tp, rollout_pp, task, rep)
     if shape is None or (shape.devices_per_process == 1 and shape.stride == 1):
         return spec
     shaped = tuple(dataclasses.replace(c, process_shape=shape) if c.name == "rollout" else c for c in spec.components)
@@ -262,7 +291,7 @@ def _eval_shape(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
     tp = size(values, ("rollout", "tensor_parallel_size"), rep)
     if rollout is None or rollout.placement is None or tp is None or tp == 1:
         return spec
-    if not _rollout_fits(tp, _gpus(rollout), rep):
+    if not _rollout_fits(tp, _gpus(rollout.placement), rep):
         return spec
     shape = ProcessShape(tp, 1, f"rollout.tensor_parallel_size: {tp}, model-parallel eval -> {tp} GPU(s) per process")
     shaped = tuple(dataclasses.replace(c, process_shape=shape) if c.name == "rollout" else c for c in spec.components)
@@ -295,7 +324,9 @@ def _model_parallel(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
         if c.name not in _MEGATRON_ROLES:
             out.append(c)
             continue
-        own = isinstance(values.certain((c.name, "model")), Mapping)
+        # Whether the role has a model section of its own, as written: resolving it whole would read keys placement
+        # never needs (a checkpoint path from ${oc.env:...} the user sets only where the job runs).
+        own = isinstance(values.shape((c.name, "model"), certain=True), Mapping)
         groups = _megatron_groups(c.name if own else _MEGATRON_ROLES[c.name], values, rep)
         out.append(dataclasses.replace(c, model_parallel=ModelParallel(groups)) if groups else c)
     return dataclasses.replace(spec, components=tuple(out))
@@ -303,7 +334,7 @@ def _model_parallel(spec: JobSpec, values: Values, rep: Reporter) -> JobSpec:
 
 def _megatron_groups(role: str, values: Values, rep: Reporter) -> tuple[tuple[str, int, str], ...]:
     base = (role, "model")
-    sizes = {}
+    sizes: dict[str, int] = {}
     for key in ("tensor_model_parallel_size", "context_parallel_size", "expert_model_parallel_size"):
         raw = values.certain((*base, key))
         size = 1 if raw is None else checked(Integer(1), raw, (*base, key), rep)
@@ -323,7 +354,7 @@ def _megatron_groups(role: str, values: Values, rep: Reporter) -> tuple[tuple[st
         groups.append((kind, tp * cp, origin))
     if ep > 1:
         origin = f"{where}expert_model_parallel_size: {ep}, expert_tensor_parallel_size: {etp}"
-        groups.append(("expert-parallel", etp * ep, origin))  # type: ignore[operator]
+        groups.append(("expert-parallel", etp * ep, origin))
     return tuple(groups)
 
 
@@ -338,7 +369,7 @@ def _auto_scheduled(spec: JobSpec, values: Values, rollout_tp: int, rep: Reporte
         return spec
     names = ("actor", "rollout", "inference", "actor_inference")
     order = [c for c in (spec.component(n) for n in names) if c is not None and c.placement is not None]
-    written = [_gpus(c) for c in order]
+    written = [_gpus(c.placement) for c in order if c.placement is not None]
     ranks = [r for r in written if r is not None and r == tuple(range(r[0], r[-1] + 1))]
     groups = {c.placement.groups for c in order if c.placement is not None}
     if len(groups) > 1 or len(ranks) < len(order):
@@ -386,8 +417,8 @@ def _auto_refusal(order: list[ComponentSpec], how: str) -> str:
 
 def _rollout_shape(
     spec: JobSpec,
-    actor: ComponentSpec,
-    rollout: ComponentSpec,
+    actor: Placement,
+    rollout: Placement,
     actor_tp: int,
     rollout_tp: int,
     rollout_pp: int,
@@ -399,7 +430,7 @@ def _rollout_shape(
     n = None if r is None else len(r)
     if not _rollout_fits(rollout_tp, r, rep):
         return None
-    if actor.placement.groups == rollout.placement.groups and a == r:  # type: ignore[union-attr]
+    if actor.groups == rollout.groups and a == r:
         if actor_tp > rollout_tp and actor_tp % rollout_tp:
             rep.add(
                 tp_path,
@@ -414,7 +445,7 @@ def _rollout_shape(
             f"collocated -> {rollout_tp} GPU(s) per process" + (f", stride {stride}" if stride > 1 else "")
         )
         return ProcessShape(rollout_tp, stride, origin)
-    if a is not None and r is not None and set(a) & set(r) and actor.placement.groups == rollout.placement.groups:  # type: ignore[union-attr]
+    if a is not None and r is not None and set(a) & set(r) and actor.groups == rollout.groups:
         if task in model_parallel.TRAIN_TASKS:
             return None  # refused by model_parallel.check
         rep.warn(
@@ -433,10 +464,10 @@ def _rollout_shape(
     return ProcessShape(per, 1, origin)
 
 
-def _gpus(c: ComponentSpec) -> tuple[int, ...] | None:
+def _gpus(placement: Placement) -> tuple[int, ...] | None:
     """The resource ranks of a placement, or None for `all`."""
     out: list[int] = []
-    for seg in c.placement.segments:  # type: ignore[union-attr]
+    for seg in placement.segments:
         if seg.resources is None:
             return None
         out.extend(seg.resources)

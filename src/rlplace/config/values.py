@@ -9,7 +9,9 @@ followed here; anything else is resolved by OmegaConf on the whole document (so 
 problem naming the extra to install.
 
 OmegaConf's `oc.env` is watched meanwhile (`from_env.watching`): Ray's token variables are refused, and every
-value read from the environment is recorded in the reporter, so that outputs show it as written.
+value read from the environment is recorded in the reporter, so that outputs show it as written. The work of all
+the resolutions of one load, rlplace's and OmegaConf's, is bounded (`interpolation.Work`): the first limit gone
+over is one problem at the key being read, and nothing more is resolved.
 
 Every read is also checked against the composition's gaps (configs left out because a search path's variable
 is not set, `compose.Gap`): a value that such a config could have supplied (under its package, and not
@@ -21,13 +23,18 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from rlplace.config import from_env
+from rlplace.config import from_env, interpolation
 from rlplace.config.compose import Gap
 from rlplace.config.fields import INVALID
 from rlplace.config.problems import Path, Reporter, format_path, show
 from rlplace.errors import Problem, first_line
 from rlplace.model import EnvValue
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 _MARK = "${"
 _ABSENT = object()
@@ -58,7 +65,7 @@ class Values:
         self,
         data: object,
         rep: Reporter,
-        root: object = None,
+        root: DictConfig | None = None,
         gaps: tuple[Gap, ...] = (),
         stamps: Mapping[Path, int] | None = None,
     ):
@@ -70,12 +77,14 @@ class Values:
         self._stamps = stamps or {}
         self._reported: set[tuple[str, Path]] = set()
         self._depth = 0
+        self.work = interpolation.Work()
+        self._resolving: tuple[str, Path] | None = None  # the last interpolation rlplace resolved: text, key
 
     def at(self, path: Path, default: object = None) -> object:
         """The value at `path` (resolved), or `default` when a key on the way is missing."""
         node = self._find(path)
         self._check(path, node)
-        return default if node is _ABSENT else self._tree(node, path)
+        return default if node is _ABSENT else self._resolved(node, path)
 
     def certain(self, path: Path, default: object = None) -> object:
         """As `at`, for a value placement can do without: `default` (and no problem) when a config left out could
@@ -83,7 +92,7 @@ class Values:
         node = self._find(path)
         if any(self._uncertain(gap, path, node) for gap in self._gaps):
             return default
-        return default if node is _ABSENT else self._tree(node, path)
+        return default if node is _ABSENT else self._resolved(node, path)
 
     def present(self, path: Path) -> bool:
         """Whether the document has a key at `path` (nothing is resolved); a key a gap could have supplied is
@@ -93,27 +102,46 @@ class Values:
             self._check(path, node)
         return node is not _ABSENT
 
-    def shape(self, path: Path) -> object:
+    def shape(self, path: Path, *, certain: bool = False) -> object:
         """The value at `path` as written, for its structure: a mapping or list is not resolved inside (its
-        keys are read one by one with `at`), an interpolation standing for the whole value is."""
+        keys are read one by one with `at`), an interpolation standing for the whole value is. `certain`: as
+        `certain` does, None (and no problem) where a config left out could have supplied it."""
         node = self._find(path)
-        self._check(path, node)
+        if certain:
+            if any(self._uncertain(gap, path, node) for gap in self._gaps):
+                return None
+        else:
+            self._check(path, node)
         if node is _ABSENT:
             return None
-        return self._tree(node, path) if isinstance(node, str) else node
+        return self._resolved(node, path) if isinstance(node, str) else node
 
     def tree(self, value: object, path: Path) -> object:
         """`value` (found at `path`) with every interpolation inside it resolved (INVALID where one could not
         be: that problem is reported)."""
         self._check(path, value)
-        return self._tree(value, path)
+        return self._resolved(value, path)
+
+    def _resolved(self, value: object, path: Path) -> object:
+        """`value` with its interpolations resolved, within the load's work (`interpolation.Work`): INVALID once
+        that is spent (said once, at the key where it ran out)."""
+        if not self._needed:
+            return value
+        if self.work.over is not None:
+            return INVALID
+        try:
+            return self._tree(value, path)
+        except interpolation.Exhausted as e:
+            text, where = self._resolving or (value, path)
+            self.rep.add(where, f"cannot resolve {show(text)}: {e}", text)
+            return INVALID
 
     def _find(self, path: Path) -> object:
         node = self.data
         for part in path:
-            if not _has(node, part):
+            node = _child(node, part)
+            if node is _ABSENT:
                 return _ABSENT
-            node = node[part]  # type: ignore[index]
         return node
 
     def _tree(self, value: object, path: Path) -> object:
@@ -121,6 +149,8 @@ class Values:
             return value
         if isinstance(value, str) and _MARK in value:
             return self._resolve(value, path)
+        if self._depth:
+            self.work.produced(value)  # what a followed reference produces
         if isinstance(value, Mapping):
             return {k: self._tree(v, (*path, k if isinstance(k, str | int) else str(k))) for k, v in value.items()}
         if isinstance(value, list):
@@ -159,6 +189,7 @@ class Values:
         return package[: len(path)] == path  # the gap is inside the mapping read
 
     def _resolve(self, text: str, path: Path) -> object:
+        self._resolving = (text, path)
         reference = _REFERENCE.fullmatch(text)
         if reference is not None and self._depth < _MAX_REFERENCES:
             return self._follow(reference.group(1), text, path)
@@ -175,6 +206,7 @@ class Values:
         if target == "???":
             return self._resolve_with_omegaconf(text, path)  # OmegaConf's message for a missing value
         self._check(target_path, target)
+        self.work.start()
         self._depth += 1
         try:
             return self._tree(target, target_path)
@@ -191,7 +223,7 @@ class Values:
                 text,
             )
             return INVALID
-        with from_env.watching(omegaconf) as reads:
+        with from_env.watching(omegaconf) as reads, interpolation.counting(self.work):
             try:
                 node = self._omega_root(omegaconf)
                 for part in path[:-1]:
@@ -200,28 +232,44 @@ class Values:
                 if isinstance(value, omegaconf.DictConfig | omegaconf.ListConfig):
                     value = omegaconf.OmegaConf.to_container(value, resolve=True)
             except Exception as e:  # OmegaConf raises many kinds (grammar, missing key, unknown resolver)
+                if self.work.over is not None:
+                    raise interpolation.Exhausted(self.work.over) from None  # OmegaConf wrapped it
                 why = from_env.token_variable_refused(reads.refused[0]) if reads.refused else first_line(e, limit=None)
                 self.rep.add(path, f"cannot resolve {show(text)}: {why}", text)
                 return INVALID
         if reads.read:
-            self.rep.from_env.append(
-                EnvValue(format_path(path), text, value if isinstance(value, str) else "", tuple(reads.read))
-            )
+            self.rep.from_env.extend(_env_values(path, text, value, tuple(reads.read)))
         return value
 
-    def _omega_root(self, omegaconf: object) -> object:
+    def _omega_root(self, omegaconf: ModuleType) -> DictConfig:
+        """The document as a DictConfig (it is a mapping: the loader reads no value of any other document)."""
         if self._root is None:
-            self._root = omegaconf.OmegaConf.create(self.data)  # type: ignore[attr-defined]
+            self._root = omegaconf.OmegaConf.create(self.data)
         return self._root
 
 
-def _has(node: object, part: str | int) -> bool:
+def _env_values(path: Path, written: str, value: object, variables: tuple[str, ...]) -> list[EnvValue]:
+    """The values an interpolation that read the environment produced, each shown as `written`: a text, a number
+    (`${oc.decode:${oc.env:PIN}}` is an int, and as secret), and every one inside a list or mapping it decoded."""
+    if isinstance(value, Mapping):
+        return [e for k, v in value.items() for e in _env_values((*path, str(k)), written, v, variables)]
+    if isinstance(value, list | tuple):
+        return [e for i, v in enumerate(value) for e in _env_values((*path, i), written, v, variables)]
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return []  # true/false and null are no secrets, and would hide every such word
+    return [EnvValue(format_path(path), written, str(value), variables)]
+
+
+def _child(node: object, part: str | int) -> object:
+    """`node[part]`, or _ABSENT when `node` has no such key or index."""
     if isinstance(node, Mapping):
-        return part in node
-    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        return node.get(part, _ABSENT)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return node[part]
+    return _ABSENT
 
 
-def _omegaconf() -> object | None:
+def _omegaconf() -> ModuleType | None:
     if "omegaconf" in sys.modules:
         return sys.modules["omegaconf"]
     try:

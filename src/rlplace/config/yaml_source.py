@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 
 import yaml
 
@@ -28,7 +29,7 @@ from rlplace.config.problems import Path, Reporter
 from rlplace.errors import Problem
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml's loader where built: a base chosen at run time
     """Scalars typed as OmegaConf's loader (so Hydra) types them: `1e-5` is a float, `2024-01-01` stays text."""
 
 
@@ -71,6 +72,7 @@ MAX_DEPTH = 64
 #: Configs one composition may load (RLinf's largest trees load about 20).
 MAX_CONFIGS = 256
 _TOO_DEEP = f"the document is nested more than {MAX_DEPTH} levels deep"
+_TOO_MANY_ALIASES = f"the document is too large: aliases expand it by more than {MAX_ALIAS_VALUES} values"
 
 
 class _TooLarge(Exception):
@@ -112,14 +114,13 @@ class _Builder:
         self.collections: set[int] = set()  # ids of mapping/list nodes built once: a second visit is an alias
         self.in_alias = False
         self.budget = budget  # its alias_values: values built again through aliases, in this config's files
+        self.flattened: dict[int, list[tuple[yaml.Node, yaml.Node]]] = {}  # mappings with merge keys, resolved
 
     def build(self, node: yaml.Node, path: Path) -> object:
         if self.in_alias:
             self.budget.alias_values += 1
             if self.budget.alias_values > MAX_ALIAS_VALUES:
-                raise _TooLarge(
-                    path[:3], f"the document is too large: aliases expand it by more than {MAX_ALIAS_VALUES} values"
-                )
+                raise _TooLarge(path[:3], _TOO_MANY_ALIASES)
         if len(path) > MAX_DEPTH:
             raise _TooLarge(path[:3], _TOO_DEEP)
         if isinstance(node, yaml.ScalarNode):
@@ -150,12 +151,11 @@ class _Builder:
 
     def _mapping(self, node: yaml.MappingNode, path: Path) -> dict:
         self._plain_tag(node, _MAP_TAG, path)
-        if any(k.tag == _MERGE_TAG for k, _ in node.value):
-            self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+        pairs = self._merged(node, path) if any(k.tag == _MERGE_TAG for k, _ in node.value) else node.value
         out: dict = {}
         first_line: dict[object, int] = {}
         lines = self.lines
-        for key_node, value_node in node.value:
+        for key_node, value_node in pairs:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
                 self.rep.add(path, f"line {line}: a key must be a plain word, not a list or mapping")
@@ -175,6 +175,43 @@ class _Builder:
             out[key] = self.build(value_node, key_path)
         return out
 
+    def _merged(self, node: yaml.MappingNode, path: Path) -> list[tuple[yaml.Node, yaml.Node]]:
+        """The pairs of a mapping with merge keys (`<<: *a`, `<<: [*a, *b]`), as YAML merges them: the merged
+        mappings' pairs (an earlier mapping's key wins over a later's), less those the mapping writes itself, then
+        its own, which win. Each merged pair is a value built again, counted against MAX_ALIAS_VALUES as an alias
+        is: PyYAML's own `flatten_mapping` copies every pair of every merge (before 6.0.3 with no deduplication:
+        `<<: [*a, *a, ...]` ten times a line grows tenfold a line), so a few lines would build millions."""
+        flat = self.flattened.get(id(node))
+        if flat is not None:
+            return flat
+        merged: dict[tuple[str, str], tuple[yaml.Node, yaml.Node]] = {}
+        own = []
+        for key_node, value_node in node.value:
+            if key_node.tag != _MERGE_TAG:
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"expected a mapping or list of mappings for merging, but found {source.id}",
+                        source.start_mark,
+                    )
+                pairs = (
+                    self._merged(source, path) if any(k.tag == _MERGE_TAG for k, _ in source.value) else source.value
+                )
+                self.budget.alias_values += len(pairs)
+                if self.budget.alias_values > MAX_ALIAS_VALUES:
+                    raise _TooLarge(path[:3], _TOO_MANY_ALIASES)
+                for pair in pairs:
+                    merged.setdefault(_key_of(pair[0]), pair)
+        written = {_key_of(k) for k, _ in own}
+        flat = [pair for key, pair in merged.items() if key not in written] + own
+        self.flattened[id(node)] = flat
+        return flat
+
     def _scalar(self, node: yaml.ScalarNode, path: Path) -> object:
         if not node.style:  # plain (None from PyYAML's parser, "" from libyaml's)
             self.raw_text[path] = node.value
@@ -191,6 +228,12 @@ class _Builder:
         if node.tag == _INT_TAG and text.isdigit() and (text[0] != "0" or text == "0"):
             return int(text)  # the common case, without the constructor's generality (0o, 0x, 1_000, 0123)
         return construct(self.loader, node)
+
+
+def _key_of(node: yaml.Node) -> tuple[str, str]:
+    """What makes two keys of a mapping the same key: their tag and text (`=`, YAML's value key, is text)."""
+    tag = _STR_TAG if node.tag == _YAML + "value" else node.tag
+    return (tag, node.value) if isinstance(node, yaml.ScalarNode) else (tag, str(id(node)))
 
 
 def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
@@ -228,7 +271,7 @@ def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
-        message = _yaml_message(e)
+        message = _tab_message(text, mark) or _yaml_message(e)
         if message == _TOO_DEEP:
             over_limit((), message, line)
         else:
@@ -244,6 +287,53 @@ def read_yaml(text: str, rep: Reporter, budget: Budget | None = None) -> object:
     return data
 
 
+def check_tree(data: object, rep: Reporter) -> None:
+    """A config handed over as Python data (`load(dict)`, `connect(dict)`) gets the limits a YAML file gets: at most
+    MAX_DEPTH levels, at most MAX_ALIAS_VALUES values reached again through a list or mapping it holds twice, and
+    no list or mapping that holds itself (a cycle: walking it never ends; the planner's recursion died with
+    RecursionError). The first one gone over is a problem in `rep` (and the Budget refusal of a file)."""
+    try:
+        _Tree().walk(data, ())
+    except _TooLarge as e:
+        rep.add(*e.args)
+
+
+class _Tree:
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.on_path: set[int] = set()
+        self.again = 0  # values walked again, inside a list or mapping walked before
+        self.inside_again = False
+
+    def walk(self, node: object, path: Path) -> None:
+        if self.inside_again:
+            self.again += 1
+            if self.again > MAX_ALIAS_VALUES:
+                raise _TooLarge(
+                    path[:3],
+                    f"the config is too large: lists and mappings it holds more than once expand it by "
+                    f"more than {MAX_ALIAS_VALUES} values",
+                )
+        if len(path) > MAX_DEPTH:
+            raise _TooLarge(path[:3], _TOO_DEEP)
+        if not isinstance(node, Mapping | list | tuple):
+            return
+        key = id(node)
+        if key in self.on_path:
+            raise _TooLarge(path, "this list or mapping holds itself (a config is a tree: write the values out)")
+        outer = self.inside_again
+        self.inside_again = outer or key in self.seen
+        self.seen.add(key)
+        self.on_path.add(key)
+        try:
+            items = node.items() if isinstance(node, Mapping) else enumerate(node)
+            for k, value in items:
+                self.walk(value, (*path, k if isinstance(k, str | int) else str(k)))
+        finally:
+            self.on_path.discard(key)
+            self.inside_again = outer
+
+
 def too_large(size: int, *, composed: bool = False) -> str:
     """The message for `size` bytes over MAX_BYTES: a file's (the loader checks the size before reading), or the
     files' of a composed config together."""
@@ -252,6 +342,19 @@ def too_large(size: int, *, composed: bool = False) -> str:
     return (
         f"{what} {size / 2**20:.1f} MiB{together}, and rlplace reads configs of up to {MAX_BYTES // 2**20} MiB "
         "(a cluster config is a few KiB)"
+    )
+
+
+def _tab_message(text: str, mark: yaml.Mark | None) -> str | None:
+    """A tab where YAML met something it cannot read, said as a tab: YAML's own words ("found character that
+    cannot start any token") do not name it, and a tab looks like spaces in an editor."""
+    if mark is None or mark.index >= len(text) or text[mark.index] != "\t":
+        return None
+    column = mark.column + 1
+    return (
+        f"a tab (column {column}); YAML indents with spaces only: replace the tab with spaces"
+        if not text[mark.index - mark.column : mark.index].strip()
+        else f"a tab (column {column}) where YAML cannot take one: replace it with spaces"
     )
 
 

@@ -66,7 +66,7 @@ def disaggregate(
     if sum(g for _, g in rest) >= rollout:
         train_nodes, rollout_nodes = gpu_nodes[:k], rest[: _nodes_for(rest, rollout)]
         level = _unit_level(topology)
-        if level is not None and t and rollout:
+        if level is not None and topology is not None and t and rollout:  # a level: topology is not None
             split = _by_unit(train_nodes + rollout_nodes, t, rollout, topology, level)
             train_nodes, rollout_nodes = split or (train_nodes, rollout_nodes)
         pools = [] if not t else [_pool("train_pool", train_nodes)]

@@ -9,10 +9,12 @@ exactly once, without per-worker scans.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 from itertools import chain, repeat
 from operator import itemgetter
+from typing import Protocol, TypeVar
 
 from rlplace.model import ProcessShape
 from rlplace.plan import (
@@ -255,7 +257,7 @@ class PlanBuilder:
         nodes, gpus, frac, visible, local = at
         if b.node_gpus is not None:
             visible = b.node_gpus if visible is None else [v or s for v, s in zip(b.node_gpus, visible, strict=True)]
-        columns = [
+        columns: list[Iterable[object]] = [
             repeat(b.component, n),
             b.ranks if b.ranks is not None else range(n),
             repeat(n, n),
@@ -304,7 +306,7 @@ class _SlotColumns:
         return self._columns
 
 
-def gpu_columns(nodes: list[int], counts: list[int]) -> tuple[list[int], list[tuple[int]]]:
+def gpu_columns(nodes: list[int], counts: list[int]) -> tuple[list[int], list[tuple[int, ...]]]:
     """(node rank, (local GPU,)) of every GPU of `nodes`, node by node, node i having `counts[i]` GPUs.
 
     Built per node, not per GPU: each node's run is replicated at C speed (chain of repeats), and the
@@ -319,7 +321,19 @@ def _single_gpus(n: int) -> tuple[tuple[int], ...]:
     return tuple((g,) for g in range(n))
 
 
-def gather(seq: list, idx: list[int]) -> list:
+Key = TypeVar("Key")
+Value = TypeVar("Value")
+_KeyIn = TypeVar("_KeyIn", contravariant=True)
+_ValueOut = TypeVar("_ValueOut", covariant=True)
+
+
+class Indexed(Protocol[_KeyIn, _ValueOut]):
+    """What `gather` reads from: a list by index, a dict by key."""
+
+    def __getitem__(self, key: _KeyIn, /) -> _ValueOut: ...
+
+
+def gather(seq: Indexed[Key, Value], idx: Sequence[Key]) -> list[Value]:
     """``[seq[i] for i in idx]``, at C speed (itemgetter) for the long lists of big plans."""
     if len(idx) < 2:
         return [seq[i] for i in idx]

@@ -12,7 +12,7 @@ from rlplace.errors import ConfigError, Problem
 from rlplace.inventory import Inventory
 from rlplace.model import COUNTED_COMPONENTS, JobSpec
 from rlplace.plan import EffectiveSettings, Plan
-from rlplace.planner import auto, buffer, elastic, notes
+from rlplace.planner import auto, buffer, elastic, notes, rack_hint
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, Unpinned
 from rlplace.planner.gc_pause import gc_paused
 from rlplace.planner.node_groups import plan_node_groups
@@ -27,6 +27,9 @@ def plan(spec: JobSpec, inventory: Inventory) -> Plan:
     carry their ranges (`Plan.elastic`), and the model's size where the config says it (`Plan.model_bytes`)."""
     with gc_paused():
         placed = elastic.attach(spec, _plan(spec, inventory), inventory)
+    hint = rack_hint.cross_rack_hint(spec, placed, inventory, plan)
+    if hint is not None:
+        placed = dataclasses.replace(placed, warnings=(*placed.warnings, hint))
     return dataclasses.replace(placed, model_bytes=spec.model_bytes) if spec.model_bytes else placed
 
 
@@ -44,8 +47,9 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
         n_buffer = sum(len(b.slots) for b in builder.blocks if isinstance(b, Block) and b.component == "buffer")
         return builder.finish(_settings(spec, r, is_colocated, n_buffer, builder.warnings))
     written_buffer = spec.settings.buffer_worker_num
-    if written_buffer is None and spec.component("buffer") is not None:
-        written_buffer = spec.component("buffer").num_workers
+    buffer_component = spec.component("buffer")
+    if written_buffer is None and buffer_component is not None:
+        written_buffer = buffer_component.num_workers
     in_driver = {c.name for c in spec.components if not c.remote}
     if r.mode == "auto":
         counts = auto_counts(spec)
@@ -80,9 +84,7 @@ def _plan(spec: JobSpec, inventory: Inventory) -> Plan:
         written_buffer,
         lambda w: buffer.aligned(builder, train, w, buffer_cpus(spec), train_pool, _buffer_path(spec)),
     )
-    is_colocated = r.is_colocated
-    if is_colocated is None:
-        is_colocated = _shares_gpu(builder, train, blocks.get("eval"))
+    is_colocated = r.is_colocated if r.is_colocated is not None else _shares_gpu(builder, train, blocks.get("eval"))
     builder.groups = [p.summary() for p in pools]
     if r.strategy == "disaggregate":
         notes.disaggregate_leftover(builder, pools)
@@ -177,10 +179,11 @@ def _manual_counts(spec: JobSpec, pools: list[Pool], notes_out: list[str]) -> di
 
 def _pack_pools(builder: PlanBuilder, pools: list[Pool], counts: dict[str, Counted], source) -> dict[str, Block]:
     pool_of = {c: p for p in pools for c in p.ranges}
-    blocks = {}
+    blocks: dict[str, Block] = {}
     for name in COUNTED_COMPONENTS:
         if name in counts and name in pool_of and counts[name].count:
-            blocks[name] = pack(builder, pool_of[name], counts[name], source)
+            partners = blocks.get("eval") if name == "env" else None  # env i steps with eval i * eval / env
+            blocks[name] = pack(builder, pool_of[name], counts[name], source, partners)
     return blocks
 
 

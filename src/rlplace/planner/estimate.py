@@ -213,8 +213,8 @@ def _role(by: dict[str, list[Worker]], *names: str) -> tuple[str, list[Worker]]:
 
 def _nodes(ws: list[Worker]) -> list[int] | None:
     """The node of each worker, or None if any has none (left to Ray, or in the driver: the traffic is unknown)."""
-    nodes = [w.node_rank for w in ws]
-    return None if None in nodes else nodes  # type: ignore[return-value]
+    nodes = [w.node_rank for w in ws if w.node_rank is not None]
+    return nodes if len(nodes) == len(ws) else None
 
 
 def _weight_flows(
@@ -227,12 +227,26 @@ def _weight_flows(
     if train_nodes is None or eval_nodes is None:
         return None
     roles[WEIGHTS] = (train_name, eval_name)
-    first = min((w.rank, w.node_rank) for w in train)[1]
+    first = min(zip((w.rank for w in train), train_nodes, strict=True))[1]  # the node of train's rank 0 (the lowest)
+    return weight_pulls(train_nodes, first, eval_nodes, model_bytes, topology, (train_name, eval_name))
+
+
+def weight_pulls(
+    train_nodes: list[int],
+    first: int,
+    eval_nodes: list[int],
+    model_bytes: int,
+    topology: PlanTopology,
+    names: tuple[str, str] = ("train", "eval"),
+) -> list[Flow]:
+    """The weight flows of train workers on `train_nodes` (rank 0 on `first`) to eval workers on `eval_nodes` (a
+    node per worker): one pull per eval node without a train worker, from the nearest train node (the module's
+    rule). `rlplace tune` calls it on node lists to bound placements before planning them."""
     served = set(train_nodes)
     pulls = Counter(n for n in eval_nodes if n not in served)
     source = topology.nearest(sorted(served, key=lambda n: n != first))
     return [
-        Flow(WEIGHTS, source(node, first), (node,), n, model_bytes, train_name, eval_name)
+        Flow(WEIGHTS, source(node, first), (node,), n, model_bytes, names[0], names[1])
         for node, n in sorted(pulls.items())
     ]
 

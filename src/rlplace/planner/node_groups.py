@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import cast
 
 from rlplace.config.hardware import kind_of
 from rlplace.errors import ConfigError, PlanError, Problem
@@ -28,7 +29,7 @@ from rlplace.plan import GroupSummary, hardware_resource_name
 from rlplace.planner import parallel
 from rlplace.planner.builder import Block, InDriver, PlanBuilder, gather, gpu_columns
 from rlplace.planner.ranges import format_ranks
-from rlplace.planner.robots import Robots, indexed
+from rlplace.planner.robots import Robots, indexed, unit_int
 
 EnvOf = tuple[dict[str, str], str | None]  # (env vars, interpreter) on one node
 
@@ -59,6 +60,7 @@ class Resources:
         nodes = gather(self.node, todo)
         gpus = gather(self.gpus, todo)
         resources = None
+        keys: list[tuple[object, ...]]
         if self.kind == "gpu":
             keys = list(zip(nodes, gpus, strict=True))
         elif self.kind == "node":
@@ -66,7 +68,7 @@ class Resources:
         else:
             keys = [("hw", self.label, i) for i in todo]
             units = gather(self.unit, todo)
-            resources = [{hardware_resource_name(str(u["type"]), int(u["index"])): 1.0} for u in units]
+            resources = [{hardware_resource_name(str(u["type"]), unit_int(u, "index")): 1.0} for u in units]
         for i, s in zip(todo, builder.slots(keys, nodes, gpus, self.label, resources), strict=True):
             self.slot[i] = s
 
@@ -206,7 +208,7 @@ def group_resources(
         robots = robots or Robots(spec, inventory)
         r = Resources(label, "hardware")
         r.unit = indexed(u for n in ranks for u in robots.on(n, g.hardware_type))
-        r.node = [int(u["node_rank"]) for u in r.unit]  # type: ignore[call-overload]
+        r.node = [unit_int(u, "node_rank") for u in r.unit]
         r.gpus = [()] * len(r.unit)
         return r
     if g.ignore_hardware:
@@ -235,9 +237,11 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         j = bisect_right(starts, k) - 1
         return res[j], k - starts[j]
 
+    assert c.placement is not None, c.name  # plan_node_groups refuses a component without one
     where = c.path or f"cluster.component_placement.{c.name}"
     ranks: list[int] = []
     picks: list[int | tuple[int, ...]] = []  # per process: the flat resource index (indices) it sits on
+    shaped: list[int] = []  # with a process shape: the resources, in order (the shape makes the processes)
     next_rank = 0
     several = False  # does any process own several resources?
     for seg in c.placement.segments:
@@ -251,7 +255,7 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
                 f"{'+'.join(r.label for r in res)}, {span} ({have}{_num_nodes_limit(spec)}){_robots_hint(res, spec)}"
             )
         if c.process_shape is not None:
-            picks.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does
+            shaped.extend(idx)  # resources only: the shape decides the processes (below), as RLinf does
             continue
         procs = range(next_rank, next_rank + len(idx)) if seg.processes is None else seg.processes
         n, m = len(procs), len(idx)
@@ -277,41 +281,56 @@ def _place(builder: PlanBuilder, c: ComponentSpec, res: list[Resources], envs: G
         ranks.extend(procs)
         next_rank = max(procs) + 1 if procs else next_rank
     if c.process_shape is not None:
-        picks = _shaped(c, c.process_shape, picks, where, spec)
+        picks = _shaped(c, c.process_shape, shaped, where, spec)
         ranks = list(range(len(picks)))
         several = c.process_shape.devices_per_process > 1
-    if c.model_parallel is not None and c.chosen and not several:  # rlplace's choice: whole groups per domain
-        picks = parallel.choose(c, picks, [_node_at(locate, k) for k in picks], builder.topology, builder.warnings)
-        ranks = list(range(len(picks)))
+    # Each process on one resource (not `several`): every pick is one flat rank, read at C speed below (a check
+    # of each pick would cost a pass over 32k of them).
+    flat = None if several else cast(list[int], picks)
+    if c.model_parallel is not None and c.chosen and flat is not None:  # rlplace's choice: whole groups per domain
+        flat = parallel.choose(c, flat, [_node_at(locate, k) for k in flat], builder.topology, builder.warnings)
+        ranks = list(range(len(flat)))
     _check_ranks(c, ranks, where, spec)
-    if c.model_parallel is not None and not several:
-        by_rank = sorted(zip(ranks, picks, strict=True))
+    if c.model_parallel is not None and flat is not None:
+        by_rank = sorted(zip(ranks, flat, strict=True))
         nodes = [_node_at(locate, k) for _, k in by_rank]
         capacity = parallel.domain_gpus(builder.topology, envs.inventory)
+
+        def available() -> list[tuple[int, int]]:  # every GPU of its node groups, for a split group's suggestion
+            return [(k, _node_at(locate, k)) for k in range(total) if locate(k)[0].kind == "gpu"]
+
         parallel.check(
-            c, nodes, [k for _, k in by_rank], builder.topology, capacity, builder.warnings, builder.split_groups
+            c,
+            nodes,
+            [k for _, k in by_rank],
+            builder.topology,
+            capacity,
+            builder.warnings,
+            builder.split_groups,
+            available,
         )
-    if len(res) == 1 and not several:  # the usual case: flat rank == group rank, one resource per process
+    if len(res) == 1 and flat is not None:  # the usual case: flat rank == group rank, one resource per process
         r = res[0]
-        r.place(list(dict.fromkeys(picks)), builder)
-        nodes = gather(r.node, picks)
+        r.place(list(dict.fromkeys(flat)), builder)
+        nodes = gather(r.node, flat)
         env, python = envs.columns(r.label, nodes)
-        hardware = gather(r.unit, picks) if r.kind == "hardware" else None
+        hardware: list[dict[str, object] | None] | None = gather(r.unit, flat) if r.kind == "hardware" else None
         seen = envs.node_gpus(nodes) if r.kind != "gpu" else None
-        return Block(
-            c.name, gather(r.slot, picks), c.cpus_per_worker, r.label, ranks, None, env, python, hardware, seen
-        )
-    info = {pick: _resolve(builder, c, pick, locate, envs, where) for pick in dict.fromkeys(picks)}  # once per resource
-    per = gather(info, picks)
+        return Block(c.name, gather(r.slot, flat), c.cpus_per_worker, r.label, ranks, None, env, python, hardware, seen)
+    processes: Sequence[int | tuple[int, ...]] = picks if flat is None else flat
+    info = {pick: _resolve(builder, c, pick, locate, envs, where) for pick in dict.fromkeys(processes)}  # once each
+    per = gather(info, processes)
     slots, groups, env, python, hardware, seen = ([x[k] for x in per] for k in range(6))  # not zip(*per): 80k iterators
     return Block(c.name, slots, c.cpus_per_worker, None, ranks, groups, env, python, hardware, seen)
 
 
 def _robots_hint(res: list[Resources], spec: JobSpec) -> str:
     """Where more robots come from: the config, or the environment of nodes it lists none for (RLinf's)."""
-    kinds = [spec.group(r.label) for r in res if r.kind == "hardware"]
-    for g in kinds:
-        kind = kind_of(g.hardware_type)  # type: ignore[arg-type]
+    for r in res:
+        g = spec.group(r.label)
+        if r.kind != "hardware" or g is None or g.hardware_type is None:
+            continue
+        kind = kind_of(g.hardware_type)
         bare = sorted(set(g.node_ranks) - {u.node_rank for u in g.hardware})
         if bare and kind.count_keys:
             var, n = " and ".join(k.upper() for k in kind.count_keys), bare[0]
@@ -426,7 +445,7 @@ def _units_slot(
             if not r.slot:
                 r.slot = [-1] * len(r.node)
             unit = r.unit[i]
-            builder.add_resource(slot, hardware_resource_name(str(unit["type"]), int(unit["index"])))  # type: ignore[call-overload]
+            builder.add_resource(slot, hardware_resource_name(str(unit["type"]), unit_int(unit, "index")))
             builder.slot_of[("hw", r.label, i)] = slot
             r.slot[i] = slot
     units = [r.unit[i] for r, i in mine]
@@ -435,8 +454,7 @@ def _units_slot(
 
 def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) -> None:
     if sorted(ranks) != list(range(len(ranks))):
-        seen: set[int] = set()
-        dup = next((r for r in ranks if r in seen or seen.add(r)), None)
+        dup = _first_repeat(ranks)
         what = (
             f"process rank {dup} appears twice"
             if dup is not None
@@ -450,6 +468,16 @@ def _check_ranks(c: ComponentSpec, ranks: list[int], where: str, spec: JobSpec) 
                 message=(f"{what}; the processes of {c.name} must be numbered 0-{len(ranks) - 1}, each once"),
             )
         )
+
+
+def _first_repeat(ranks: list[int]) -> int | None:
+    """The first rank that appears a second time, reading in order."""
+    seen: set[int] = set()
+    for r in ranks:
+        if r in seen:
+            return r
+        seen.add(r)
+    return None
 
 
 class GroupEnvs:

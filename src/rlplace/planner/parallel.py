@@ -12,7 +12,7 @@ group, its ranks, the domains and a placement that would not split it (docs/plan
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from rlplace.inventory import Inventory
 from rlplace.model import ComponentSpec
@@ -60,7 +60,8 @@ def _fewest_domains(runs: list[list[int]], size: int, need: int) -> list[int]:
     kept: list[int] = []
     j, offset = 0, 0
     while j < len(runs):
-        group, spans, k, o = [], 0, j, offset
+        group: list[int] = []
+        spans, k, o = 0, j, offset
         while len(group) < size and k < len(runs):
             take = runs[k][o : o + size - len(group)]
             group += take
@@ -104,12 +105,36 @@ def check(
     capacity: dict[str | int, int],
     warnings: list[str],
     split: list[MixedGroup],
+    available: Callable[[], Sequence[tuple[int, int]]] = tuple,
 ) -> None:
     """Warn for each group of `c` (rank r on node `nodes[r]`, resource rank `picks[r]`) that spans more NVLink
-    domains than it must; record it in `split`. The placement is kept as written."""
-    assert c.model_parallel is not None
+    domains than it must; record it in `split`. The placement is kept as written; the warning suggests resource
+    ranks for as many whole groups, the written ones first, then the others of `available()` ((resource rank,
+    node) of every GPU the component's node groups have; asked only for a warning)."""
     largest = max(capacity.values(), default=0)
     of_rank = domains(topology, nodes)
+    for (kind, size, origin), need, bad in spanning(c, of_rank, largest, split):
+        if size > largest and of_rank:
+            warnings.append(
+                f"{c.name}: its {kind} groups of {size} ranks ({origin}) are larger than every NVLink domain (the "
+                f"largest has {largest} GPUs), so each spans at least {need} domains"
+            )
+        if bad:
+            warnings.append(
+                _split_warning(
+                    c, (kind, size, origin), bad, len(of_rank) // size, nodes, of_rank, picks, topology, available
+                )
+            )
+
+
+def spanning(
+    c: ComponentSpec, of_rank: Sequence[str | int], largest: int, split: list[MixedGroup]
+) -> Iterator[tuple[tuple[str, int, str], int, list[tuple[int, list]]]]:
+    """For each kind of model-parallel group of `c` (rank r in the NVLink domain `of_rank[r]`, the largest domain
+    holding `largest` GPUs): (kind, size, origin), the fewest domains a group of that size needs, and the groups
+    (first rank, their domains) that span more than that. Every group that spans domains at all is recorded in
+    `split`, for the pictures."""
+    assert c.model_parallel is not None
     for kind, size, origin in c.model_parallel.groups:
         need = max(1, math.ceil(size / largest)) if largest else 1
         bad = []
@@ -121,15 +146,7 @@ def check(
                 )
                 if len(spanned) > need:
                     bad.append((start, spanned))
-        if size > largest and of_rank:
-            warnings.append(
-                f"{c.name}: its {kind} groups of {size} ranks ({origin}) are larger than every NVLink domain (the "
-                f"largest has {largest} GPUs), so each spans at least {need} domains"
-            )
-        if bad:
-            warnings.append(
-                _split_warning(c, (kind, size, origin), bad, len(of_rank) // size, nodes, of_rank, picks, topology)
-            )
+        yield (kind, size, origin), need, bad
 
 
 def _split_warning(
@@ -141,7 +158,9 @@ def _split_warning(
     of_rank: list,
     picks: Sequence[int],
     topology: PlanTopology,
+    available: Callable[[], Sequence[tuple[int, int]]],
 ) -> str:
+    assert c.model_parallel is not None  # as in spanning: only components with groups are checked
     kind, size, origin = group
     named = []
     for start, spanned in bad[:_SHOWN]:
@@ -152,12 +171,47 @@ def _split_warning(
         )
         named.append(f"group {start // size} (ranks {start}-{start + size - 1}) spans {where}")
     more = f"; and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""
-    fix = choose(c, list(picks), list(nodes), topology, [])
-    return (
+    head = (
         f"{c.name}: {len(bad)} of its {total} {kind} groups ({size} consecutive ranks each: {origin}) span NVLink "
-        f"domains: {'; '.join(named)}{more}. Kept as written; resource ranks that keep every group in one domain: "
-        f"{ranks_brief(fix)}"
+        f"domains: {'; '.join(named)}{more}. Kept as written"
     )
+    fix = _holding(c, picks, nodes, available(), topology)
+    if len(fix) >= total * c.model_parallel.size:
+        return f"{head}; resource ranks that keep every group in one domain: {ranks_brief(fix)}"
+    if not fix:
+        return f"{head}; no NVLink domain of its node groups holds a whole group"
+    held = len(fix) // c.model_parallel.size
+    return (
+        f"{head}; no choice of its node groups' GPUs keeps all {total} groups each in one domain: their NVLink "
+        f"domains hold {held} whole group(s), on resource ranks {ranks_brief(fix)}"
+    )
+
+
+def _holding(
+    c: ComponentSpec,
+    picks: Sequence[int],
+    nodes: Sequence[int],
+    available: Sequence[tuple[int, int]],
+    topology: PlanTopology,
+) -> list[int]:
+    """Resource ranks for as many whole groups as `picks` holds, each group inside one NVLink domain (so a
+    suggestion never names ranks that cannot hold the groups): the written ranks first, then the other GPUs of
+    `available`, domain by domain in that order; sorted. A group larger than every domain: `choose`'s fewest
+    domains, of the written ranks."""
+    assert c.model_parallel is not None
+    size = c.model_parallel.size
+    written = set(picks)
+    order = [*zip(picks, nodes, strict=True), *((k, n) for k, n in available if k not in written)]
+    by_domain: dict[str | int, list[int]] = {}
+    for (k, _), d in zip(order, domains(topology, [n for _, n in order]), strict=True):
+        by_domain.setdefault(d, []).append(k)
+    if size > max(map(len, by_domain.values())):
+        return choose(c, list(picks), list(nodes), topology, [])
+    want = len(picks) - len(picks) % size
+    kept: list[int] = []
+    for ps in by_domain.values():
+        kept += ps[: min(len(ps) - len(ps) % size, want - len(kept))]
+    return sorted(kept)
 
 
 def _what(c: ComponentSpec) -> str:

@@ -37,7 +37,7 @@ class Pool:
     num_gpus: list[int]  # the pool's GPUs on each node
     ranges: dict[str, list[int]] = field(default_factory=dict)  # component -> pool-global GPU indices
     paths: dict[str, str] = field(default_factory=dict)  # component -> key path, for messages
-    _flat: tuple[list[int], list[tuple[int]]] | None = None
+    _flat: tuple[list[int], list[tuple[int, ...]]] | None = None
     _slot: list[int] | None = None  # pool-global index -> slot id (-1: no worker yet)
     _multi: dict[int, int] = field(default_factory=dict)  # index -> slot of a multi-GPU worker owning it
 
@@ -45,7 +45,7 @@ class Pool:
     def size(self) -> int:
         return len(self.flat()[0])
 
-    def flat(self) -> tuple[list[int], list[tuple[int]]]:
+    def flat(self) -> tuple[list[int], list[tuple[int, ...]]]:
         """(node rank, (local GPU,)) of every pool-global index, built once."""
         if self._flat is None:
             self._flat = gpu_columns(self.nodes, self.num_gpus)
@@ -200,8 +200,11 @@ def default_count(range_size: int, gpus: float) -> int:
     return range_size // round(gpus)
 
 
-def pack(builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None) -> Block:
-    """Pack `c.count` workers in index order onto the GPUs of `c.name`'s range in `pool`."""
+def pack(
+    builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None, partners: Block | None = None
+) -> Block:
+    """Pack `c.count` workers in index order onto the GPUs of `c.name`'s range in `pool`; CPU-only workers go
+    beside the worker of `partners` each steps with (`_cpu_slots`)."""
     rng = pool.ranges[c.name]
     path = pool.paths.get(c.name) or f"resource_pool.{pool.name}.{c.name}"
     g = c.gpus
@@ -226,7 +229,7 @@ def pack(builder: PlanBuilder, pool: Pool, c: Counted, source: str | None = None
             )
         )
     if g <= 0:
-        slots = _cpu_slots(builder, pool, c, rng)
+        slots = _cpu_slots(builder, pool, c, rng, partners)
     elif g < 1:
         k = per_gpu(g)
         slots = _single(builder, pool, [rng[i // k] for i in range(c.count)], c)
@@ -299,11 +302,24 @@ def _exclusive(pool: Pool, c: Counted, clash: list[int]) -> None:
         )
 
 
-def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int]) -> list[int]:
-    """CPU-only workers (0 GPUs): round-robin over the nodes of the range (or of the pool)."""
+def _cpu_slots(builder: PlanBuilder, pool: Pool, c: Counted, rng: list[int], partners: Block | None) -> list[int]:
+    """CPU-only workers (0 GPUs) on the nodes of the range (or of the pool): worker i on the node of the partner
+    it steps with, partner i * partners / workers (the estimate's pairing, `rlplace.planner.estimate`: an env worker
+    and its eval worker exchange every step's observations and actions), where that node is one of them; else
+    round-robin over them."""
     nodes, _ = pool.flat()
     on = list(dict.fromkeys(nodes[p] for p in rng)) or pool.nodes
-    return [builder.slot(("cpu", c.name, i), on[i % len(on)], (), pool.name) for i in range(c.count)]
+    beside = [builder.slot_node[s] for s in partners.slots] if partners is not None and partners.slots else []
+    allowed = set(on)
+
+    def node(i: int) -> int:
+        if beside:
+            partner = beside[i * len(beside) // c.count]
+            if partner in allowed:
+                return partner
+        return on[i % len(on)]
+
+    return [builder.slot(("cpu", c.name, i), node(i), (), pool.name) for i in range(c.count)]
 
 
 def _idle_warning(pool: Pool, c: Counted, rng: list[int], need: int) -> str:

@@ -8,6 +8,10 @@ unit per comma-separated value of the type's identifying variable (`ROBOT_IP` fo
 GimArm, `ROBOT_URL` for DOSW1, both arm IPs for DualFranka), every key taken from its variable. A variable of
 the type that holds another number of values than the node has units is refused, on every node, as RLinf
 refuses it when its cluster starts. Each value taken from a node's environment is named in the unit's `from`.
+
+The units, listed and made from environments, are counted before any is made: more than
+`model.MAX_HARDWARE_UNITS` in all is refused (a 600 KB inventory of 16,384 nodes with 50,000 `ROBOT_IP` values each
+asked for 800 million, and ran out of memory).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from rlplace.config.hardware import REGISTRY, HardwareType
 from rlplace.config.problems import Reporter
 from rlplace.errors import PlanError
 from rlplace.inventory import Inventory, Node
-from rlplace.model import HardwareUnit, JobSpec
+from rlplace.model import MAX_HARDWARE_UNITS, HardwareUnit, JobSpec
 
 Unit = dict[str, object]  # the worker's record of one unit: type, index, node_rank, its keys, `from`
 
@@ -38,6 +42,39 @@ class Robots:
             for u in g.hardware:
                 self._listed.setdefault((u.node_rank, u.type), []).append(u)
         self._units: dict[tuple[int, str], list[Unit]] = {}
+        self._check_count()
+
+    def _check_count(self) -> None:
+        """PlanError when the units of the plan would be more than MAX_HARDWARE_UNITS, counted from the config's
+        lists and the nodes' variables (by their commas: nothing is split or made yet)."""
+        total = sum(len(units) for units in self._listed.values())
+        commas: dict[str, int] = {}  # a value shared by many nodes (one inventory entry's) is counted once
+        for node in self.inventory.nodes:
+            if not node.env:
+                continue
+            for name, kind in REGISTRY.items():
+                if (node.rank, name) in self._listed:
+                    continue
+                found = [(var, node.env[var]) for k in kind.count_keys if (var := k.upper()) in node.env]
+                if not found:
+                    continue
+                var, raw = found[0]
+                n = commas.get(raw)
+                if n is None:
+                    n = commas[raw] = raw.count(",") + 1
+                total += n
+                if total > MAX_HARDWARE_UNITS:
+                    raise PlanError(
+                        f"{self._where.get(name, f'node {node.rank}')}: the plan would have more than "
+                        f"{MAX_HARDWARE_UNITS} robots (hardware units) in all, the most rlplace plans for: {total} by "
+                        f"node {node.rank}, whose {var} holds {n} comma-separated value(s), a {name} {kind.noun} "
+                        f"each{_source(node)}"
+                    )
+        if total > MAX_HARDWARE_UNITS:
+            raise PlanError(
+                f"the config lists {total} robots (hardware units), more than the {MAX_HARDWARE_UNITS} rlplace "
+                "plans for"
+            )
 
     def check(self) -> None:
         """RLinf's refusals at start: on every node whose environment names a variable of a type, the lists
@@ -78,7 +115,9 @@ class Robots:
                 if unit.get(k) is None:
                     unit[k] = _value(field_kind, chunk, node, var, kind)
                     of = f", value {i + 1} of {len(units)}" if len(units) > 1 else ""
-                    unit.setdefault("from", {})[k] = f"{var} of node {node.rank}{of}"  # type: ignore[index]
+                    sources = unit.setdefault("from", {})
+                    assert isinstance(sources, dict)  # written here only: {key: the variable it came from}
+                    sources[k] = f"{var} of node {node.rank}{of}"
         return units
 
     def _count(self, node: Node, kind: type[HardwareType]) -> int:
@@ -145,3 +184,10 @@ def _at(spec: JobSpec, path: str) -> str:
 def indexed(units: Iterable[Unit]) -> list[Unit]:
     """The units of a group numbered 0, 1, ... in node-rank order (their ranks and resource names)."""
     return [{"type": u["type"], "index": i, **u} for i, u in enumerate(units)]
+
+
+def unit_int(unit: Unit, key: str) -> int:
+    """A unit's `index` or `node_rank`: the ints `indexed` and `Robots` write there."""
+    value = unit[key]
+    assert isinstance(value, int), (key, value)
+    return value

@@ -99,7 +99,7 @@ def domains(topology: PlanTopology, nodes: Iterable[int]) -> list[str | int]:
     values = topology.units.get(NVLINK_DOMAIN)
     if values is None:
         return list(nodes)
-    return [r if values[r] is None else values[r] for r in nodes]
+    return [r if (value := values[r]) is None else value for r in nodes]
 
 
 def domain_name(unit: str | int) -> str:

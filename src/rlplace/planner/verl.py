@@ -17,15 +17,14 @@ span NVLink domains.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from rlplace.errors import PlanError
 from rlplace.inventory import Inventory
 from rlplace.model import ComponentSpec, JobSpec, NodeGroupSpec
-from rlplace.plan import GroupSummary, MixedGroup
+from rlplace.plan import GroupSummary
 from rlplace.planner.builder import Block, PlanBuilder
-from rlplace.planner.parallel import domain_gpus
+from rlplace.planner.parallel import domain_gpus, spanning
 from rlplace.planner.ranges import idle_by_node
 from rlplace.planner.topology import domain_name, domains
 
@@ -52,11 +51,12 @@ def plan_verl(builder: PlanBuilder, spec: JobSpec, inventory: Inventory) -> bool
     seen: set[int] = set()
     ranks: dict[str, dict[str, list[int]]] = {label: {} for label in bound}  # pool -> role -> its ranks there
     for c in spec.components:
-        labels = c.placement.groups if c.placement else ()
+        assert c.placement is not None, c.name  # every verl role is placed on its pools (config/verl)
+        labels = c.placement.groups
         nodes = [n for label in labels for n in bound[label].nodes]
         gpus = [g for label in labels for g in bound[label].gpus]
         pools = [label for label in labels for _ in bound[label].nodes]
-        picks = range(len(nodes)) if c.placement.segments[0].resources is None else c.placement.segments[0].resources  # type: ignore[union-attr]
+        picks = range(len(nodes)) if c.placement.segments[0].resources is None else c.placement.segments[0].resources
         nodes, gpus, pools = [nodes[i] for i in picks], [gpus[i] for i in picks], [pools[i] for i in picks]
         slots = [builder.slot((n, g), n, g, p) for n, g, p in zip(nodes, gpus, pools, strict=True)]
         shared = shared or bool(seen & set(slots))
@@ -167,20 +167,9 @@ def _models(spec: JobSpec, bound: dict[str, Bound], inventory: Inventory, warnin
 def _check_domains(c: ComponentSpec, nodes: list[int], builder: PlanBuilder, inventory: Inventory) -> None:
     """Warn for each group of consecutive ranks of `c` that spans more NVLink domains than it must (verl takes
     ranks in bundle order, so the layout is fixed by the pool sizes); record it for the pictures."""
-    assert c.model_parallel is not None
     of_rank = domains(builder.topology, nodes)
     largest = max(domain_gpus(builder.topology, inventory).values(), default=0)
-    for kind, size, origin in c.model_parallel.groups:
-        need = max(1, math.ceil(size / largest)) if largest else 1
-        bad = []
-        for start in range(0, len(of_rank) - len(of_rank) % size, size):
-            spanned = list(dict.fromkeys(of_rank[start : start + size]))
-            if len(spanned) > 1:
-                builder.split_groups.append(
-                    MixedGroup(c.name, kind, tuple(range(start, start + size)), tuple(map(domain_name, spanned)))
-                )
-                if len(spanned) > need:
-                    bad.append((start, spanned))
+    for (kind, size, origin), _, bad in spanning(c, of_rank, largest, builder.split_groups):
         if bad:
             named = "; ".join(
                 f"group {start // size} (ranks {start}-{start + size - 1}) spans "

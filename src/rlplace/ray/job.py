@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
+import sys
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -27,13 +29,14 @@ from rlplace.errors import PlacementError, RlplaceError
 from rlplace.inventory import Inventory, Node
 from rlplace.lifecycle import NodeMark
 from rlplace.model import JobSpec
-from rlplace.phases import Phases
+from rlplace.phases import Phases, PhaseTimes, cuda_peak_gb
 from rlplace.plan import Plan, Worker
-from rlplace.ray import auth
+from rlplace.ray import auth, handoff
 from rlplace.ray.failover.mover import DEATH_WAIT_S, RankMover
 from rlplace.ray.failover.rules import health_notes
 from rlplace.ray.failover.watcher import NodeWatcher
 from rlplace.ray.group import WorkerGroup, wait_dead
+from rlplace.ray.interrupt import exit_130_on_interrupt
 from rlplace.ray.join import address_to_join, join, reachable_address
 from rlplace.ray.launch import Launcher
 from rlplace.ray.nodes import live_inventory
@@ -89,6 +92,9 @@ class Job:
             cluster, self.state, self._reservation, self._rendezvous, self.launcher, self.groups, self._starters
         )
         self._watcher = NodeWatcher(cluster, self.state, self._reservation, self._mover)
+        #: The seconds of every phase the job ran (`job.phase`, `Phases.for_job`); under `rlplace run --profile-out`
+        #: written where run said ($RLPLACE_PHASE_TIMES), for the profile it makes.
+        self.phase_times = PhaseTimes(handoff.phase_times_path())
 
     # -- what the job is ---------------------------------------------------------------------------
 
@@ -173,6 +179,11 @@ class Job:
         """Kill every actor and remove every placement group of this job; wait until Ray agrees."""
         if self.state.closed:
             return
+        if self.phase_times.path is not None and self.phase_times.seconds and self.cluster.connected():
+            try:  # under `rlplace run --profile-out`: the workers' memory, while they live; never at tear-down's cost
+                self.record_memory()
+            except Exception as e:
+                log.info("job %s: no memory figures for the profile: %s", self.name, e)
         # The one mark of a job that is over (the state's): from now on the mover starts nothing, the watcher acts
         # on nothing, waiting calls wake and raise, and the record is no longer rewritten.
         self.state.close()
@@ -305,6 +316,23 @@ class Job:
         """`with job.phase("rollout"): ...` runs RLightning's offload hooks around the block."""
         return self.phases.phase(name)
 
+    def record_memory(self, timeout_s: float = 10.0) -> dict[str, float]:
+        """Each launched component's peak GPU memory per GPU, GB (the largest of its workers'; torch's
+        max_memory_allocated, where torch has used CUDA in them), into `phase_times`; components none of whose workers
+        reports one are left out. A worker that does not answer within `timeout_s` is left out too (logged)."""
+        pending = [(name, g, g.call_async("__ray_call__", cuda_peak_gb)) for name, g in self.groups.items()]
+        peaks: dict[str, float] = {}
+        for name, group, refs in pending:
+            try:
+                found = [gb for gb in group.get(refs, "cuda_peak_gb", timeout_s) if gb is not None]
+            except RlplaceError as e:
+                log.info("job %s: no memory figure for %s: %s", self.name, name, e)
+                continue
+            if found:
+                peaks[name] = max(found)
+        self.phase_times.set_memory(peaks)
+        return peaks
+
     def verify(self, timeout_s: float | None = 60) -> list[WorkerPlacement]:
         """Ask every launched worker where it runs; raise PlacementError if any is off its plan."""
         pending = [(g, g.placements_async()) for g in self.groups.values()]  # all groups start at once
@@ -326,7 +354,9 @@ def connect(
     replace_within_s: float = REPLACE_WITHIN_S,
 ) -> Job:
     """Plan `config` (a Plan, a JobSpec, or anything `rlplace.config.load` takes) and reserve it on Ray; without
-    `config`, the job `rlplace run CONFIG -- COMMAND` planned for the command it started (`$RLPLACE_CONFIG`).
+    `config`, the job `rlplace run CONFIG -- COMMAND` planned and showed for the command it started: its plan as
+    shown (`$RLPLACE_PLAN`, `rlplace.ray.handoff`), not planned again; a PlacementError names what changed when the
+    live cluster is no longer the one it was planned on.
 
     `inventory` plans against declared nodes instead of the live ones (the live cluster must still hold
     the plan, its nodes labelled with the plan's racks and domains: `rlplace.ray.topology.check_live`). Without
@@ -337,12 +367,18 @@ def connect(
     replacement node to take over, then raise NodeLostError (0: at once).
     """
     spec = _spec(config)
+    handed = handoff.read_handoff() if config is None and inventory is None else None
+    exit_130_on_interrupt()
     if not RAY.connected():
         _join(address_to_join(address, spec))
     live = live_inventory()
     access = auth.connected_access(RAY.gcs_address())
     auth.warn_if_open(access, [n.address for n in live.nodes], [RAY.driver_ip()])
-    plan = config if spec is None else planner.plan(spec, inventory or live)
+    if handed is not None:  # the plan `rlplace run` showed, for the nodes it was made for
+        plan, planned_on = handed
+        handoff.check_unchanged(planned_on, live)
+    else:
+        plan = config if spec is None else planner.plan(spec, inventory or live)
     job = Job(plan, live, timeout_s=timeout_s, name=name, replace_within_s=replace_within_s, spec=spec).start()
     if export_path is not None:
         _export(plan, export_path)
@@ -385,5 +421,10 @@ def _export(plan: Plan, path: str | os.PathLike) -> None:
     except ImportError:
         log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    write_resource_pool(plan, os.fspath(path))
-    log.info("wrote the computed resource pool to %s", path)
+    written = write_resource_pool(plan, os.fspath(path), written_by=f"rlplace.connect() in {_command_line()}")
+    (log.warning if written.path != written.asked else log.info)("%s", written.describe())
+
+
+def _command_line() -> str:
+    """This process's command line as typed (`train.py --lr 3e-4`, `rlplace run job.yaml`), for the export's header."""
+    return shlex.join([os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]])

@@ -126,3 +126,27 @@ def join(address: str, *, hint: str = JOIN_HINT, quiet: bool = True) -> Access:
     except (ConnectionError, RuntimeError) as e:
         raise RlplaceError(f"could not join the Ray cluster at {resolved}: {e}") from None
     return access
+
+
+def named_address(given: str | None, spec: JobSpec | None = None) -> str:
+    """The cluster `rlplace run` joins: the one the user named (`--address`, $RAY_ADDRESS; `--address auto`: the one
+    running on this machine, on purpose), as `address_to_join` tells. With none named, a cluster that happens to run
+    on this machine (another user's, a test's) is not joined: a ConfigError names it and how to join it, or to
+    simulate one."""
+    address = address_to_join(given, spec)
+    if address is not None:
+        return address
+    try:
+        found = _compat.bootstrap_address("auto")
+    except (ConnectionError, ValueError):
+        found = None
+    ways = "--simulate NODES (an embedded cluster of its own, e.g. --simulate 2x8) or --address HOST:PORT"
+    if found is None:
+        message = f"no cluster named: pass {ways} (or set $RAY_ADDRESS)"
+    else:
+        message = (
+            f"not given, and a Ray cluster runs on this machine (head at {found}); rlplace run joins only a cluster "
+            f"you name: --address {found} (or --address auto: the cluster running here) to run there, or --simulate "
+            "NODES for an embedded cluster of its own (e.g. --simulate 2x8)"
+        )
+    raise ConfigError(Problem(path="--address", value=None, message=message))

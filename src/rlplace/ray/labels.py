@@ -15,6 +15,9 @@ ACCELERATOR_LABEL = "rlplace/accelerator"
 #: A hot spare (`rlplace start --spare`): no rank, no work, until a ranked node is lost and the job moves that
 #: node's workers onto it. Value "true".
 SPARE_LABEL = "rlplace/spare"
+#: A node of a cluster rlplace simulates on this machine (`rlplace run --simulate`, `rlplace demo`,
+#: `rlplace.simulated_cluster`): an embedded cluster, started and stopped by one run. Value "true".
+SIMULATED_LABEL = "rlplace/simulated"
 #: Ray sets this label on every node itself; used to pin bundles when the nodes carry no rank labels.
 RAY_NODE_ID_LABEL = "ray.io/node-id"
 

@@ -130,11 +130,21 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
             )
         )
     rows += _driver_rows(records, names)
-    workers = sorted(rows, key=lambda r: (r.job, r.component, r.rank))
+    order = _plan_order(records)
+    workers = sorted(rows, key=lambda r: (r.job, order.get((r.job, r.component), len(order)), r.component, r.rank))
     alive = {n["NodeID"] for n in raw_nodes if n.get("Alive")}
     draining = {node_id: ms for node_id, ms in cluster.draining_nodes().items() if node_id in alive}
     now = cluster.wall()
     return _node_rows(records, down, names, now) + _draining_rows(records, draining, names, raw_nodes, now), workers
+
+
+def _plan_order(records: list[JobRecord]) -> dict[tuple[str, str], int]:
+    """(Ray job id, component) -> its place in the plan (train before eval and env, as the plan lists them); a
+    component no record holds sorts after, by name."""
+    out: dict[tuple[str, str], int] = {}
+    for r in sorted(records, key=lambda r: r.written_at):
+        out.update({(r.ray_job_id, name): i for i, name in enumerate(r.components)})
+    return out
 
 
 def _current_ranks(records: list[JobRecord]) -> dict[tuple[str, str], tuple[str, int]]:

@@ -58,14 +58,14 @@ class BufferShard:
     def stats(self) -> dict[str, int]:
         return {**self._counts, "size": len(self._items)}
 
-    def rng_state(self) -> object:
+    def rng_state(self) -> tuple[object, ...]:
         """The state of the sampling RNG: a driver that redoes a training step keeps it with its checkpoint, so
         that the redone step draws what the step would have drawn (a shard relaunched elsewhere starts afresh)."""
         return self._rng.getstate()
 
-    def set_rng_state(self, state: object) -> None:
+    def set_rng_state(self, state: tuple[object, ...]) -> None:
         """Draw on from a state `rng_state()` returned (this shard's, or another's to replace it)."""
-        self._rng.setstate(state)  # type: ignore[arg-type]
+        self._rng.setstate(state)
 
 
 #: Per process: the running turn for each set of shards. A router is unpickled afresh for every call it is

@@ -117,8 +117,10 @@ def init_component_group(
     wait_s = wait_seconds(rendezvous_timeout_s)
     who = f"component {p.component!r}"
     store = _rendezvous(addr, port, rank, world, wait_s, who, _where(p))
-    kwargs = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
-    dist.init_process_group(backend, store=dist.PrefixStore("rlplace/pg", store), rank=rank, world_size=world, **kwargs)
+    timeout = datetime.timedelta(seconds=timeout_s) if timeout_s else None  # None: torch's default
+    dist.init_process_group(
+        backend, store=dist.PrefixStore("rlplace/pg", store), rank=rank, world_size=world, timeout=timeout
+    )
     _component_store = store
     _component = ComponentGroup(p.component, rank, world, backend, device, addr, port, time.perf_counter() - start)
     return _component

@@ -131,7 +131,7 @@ class Offloader:
         )
 
     def _tensors(self, kind: Kind) -> list[torch.Tensor]:
-        params = list(self.module.parameters())
+        params: list[torch.Tensor] = list(self.module.parameters())
         if kind == "params":
             return params
         if kind == "grads":
@@ -155,8 +155,9 @@ class Offloader:
         return buckets
 
     def _to_host(self, b: _Bucket) -> None:
-        if _is_laid_out_in(b):
-            b.host.copy_(b.device_flat, non_blocking=self.pin)
+        flat = _laid_out_flat(b)
+        if flat is not None:
+            b.host.copy_(flat, non_blocking=self.pin)
         elif b.device.type == "cpu":  # host to host: straight into the bucket, a staging copy would double it
             for t, view in b.views(b.host):
                 view.copy_(t.detach())
@@ -216,17 +217,18 @@ def flat_views(tensors: list[torch.Tensor], flat: torch.Tensor) -> Iterator[tupl
         offset += n
 
 
-def _is_laid_out_in(b: _Bucket) -> bool:
-    """True when every tensor is still the view of `b.device_flat` that the last reload made."""
-    if b.device_flat is None:
-        return False
-    base, esize = b.device_flat.data_ptr(), b.device_flat.element_size()
+def _laid_out_flat(b: _Bucket) -> torch.Tensor | None:
+    """`b.device_flat` when every tensor is still the view of it that the last reload made, else None."""
+    flat = b.device_flat
+    if flat is None:
+        return None
+    base, esize = flat.data_ptr(), flat.element_size()
     offset = 0
     for t in b.tensors:
         if t.data_ptr() != base + offset * esize or not t.is_contiguous():
-            return False
+            return None
         offset += t.numel()
-    return True
+    return flat
 
 
 def _synchronize() -> None:

@@ -126,7 +126,8 @@ def node_runs(
         for node in facts.ranks:
             ws = by_node.get(node, [])
             keys, ranks = list(map(_KEY, ws)), list(map(_RANK, ws))
-            head = (facts.head[node], health.get(node), None if units is None else plan.topology.unit(level, node))
+            unit = None if units is None or level is None else plan.topology.unit(level, node)  # units: of a level
+            head = (facts.head[node], health.get(node), unit)
             if not detail and run is not None and run.takes(head, keys, ranks):
                 continue
             if run is not None:
@@ -309,8 +310,8 @@ class _NodeFacts:
         gpus: dict[int, int] = {}
         groups: dict[int, list[str]] = {}
         for g in plan.groups:
-            for r, n in zip(g.node_ranks, g.gpus_per_node, strict=False):
-                gpus[r] = max(gpus.get(r, 0), n)
+            for r, count in zip(g.node_ranks, g.gpus_per_node, strict=False):
+                gpus[r] = max(gpus.get(r, 0), count)
             for r in dict.fromkeys(g.node_ranks):
                 groups.setdefault(r, []).append(g.name)
         cpus: dict[int, float] = {}
@@ -465,7 +466,8 @@ def _slot(kind: str, key: tuple, ws: list[Worker], shares: _Shares, detail: bool
                 w0.visible_gpus if w0.sees_node_gpus else None,
             )
         )
-    rest, rest_to = 0.0, ()
+    rest = 0.0
+    rest_to: tuple[str, ...] = ()
     if kind == GPU:
         rest = shares.rest(key[0])
         if detail:

@@ -4,6 +4,10 @@ The table prints one line per component above the node table and the JSON has th
 the place for further per-component facts. Read from the table's node runs (their first nodes stand for the
 alike others) and the workers without a node, so a 100,000-worker plan costs a few thousand look-ups, not a
 pass per fact over every worker.
+
+A verl plan's lines also name each role's resource pools (`actor_rollout: 16 workers, ..., in global_pool`):
+verl's users think in its pools, a role may span several (`rollout` in `rollout_pool_0..rollout_pool_3`) and
+several roles share one, and the node table alone does not say which pool a GPU's workers are in.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from operator import attrgetter
 
 from rlplace.model import ProcessShape
 from rlplace.plan import Plan, SizeRange, Worker
+from rlplace.planner.ranges import format_ranks
 from rlplace.viz.collapse import NodeRun
 from rlplace.viz.text import counted, cpus, fraction_label
 
@@ -33,6 +38,8 @@ class ComponentFacts:
     where: str  # "pinned" | "left to Ray" | "in the driver" | "mixed"
     origin: str = ""  # where a process shape came from (RLinf's tensor-parallel sizes)
     elastic: SizeRange | None = None  # the sizes it may take while the job runs (`cluster.elastic`)
+    #: verl plans: the pools its workers are in, in order, with their ranks there.
+    pools: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_dict(self) -> dict:
         out: dict = {"workers": self.workers, "gpus": self.gpus, "cpus": self.cpus, "where": self.where}
@@ -46,7 +53,19 @@ class ComponentFacts:
             return f"{workers}, in the driver process (remote: false), nothing reserved{self._elastic()}"
         origin = f" (from {self.origin})" if self.origin else ""
         where = "" if self.where == "pinned" else f", {self.where}"
-        return f"{workers}, {self.gpus}{origin}, {self.cpus} CPU each{where}{self._elastic()}"
+        return f"{workers}, {self.gpus}{origin}, {self.cpus} CPU each{where}{self._pools()}{self._elastic()}"
+
+    def _pools(self) -> str:
+        """`, in global_pool`; `, in rollout_pool_0..rollout_pool_3 (2 each, ranks in pool order)`."""
+        if not self.pools:
+            return ""
+        if len(self.pools) == 1:
+            return f", in {self.pools[0][0]}"
+        sizes = {len(ranks) for _, ranks in self.pools}
+        in_order = [r for _, ranks in self.pools for r in ranks] == sorted(r for _, ranks in self.pools for r in ranks)
+        if len(sizes) == 1 and in_order:
+            return f", in {self.pools[0][0]}..{self.pools[-1][0]} ({sizes.pop()} each, ranks in pool order)"
+        return ", in " + "; ".join(f"{name} (ranks {format_ranks(ranks)})" for name, ranks in self.pools)
 
     def _elastic(self) -> str:
         r = self.elastic
@@ -78,6 +97,11 @@ def component_facts(
             for fraction in set(map(attrgetter("gpu_fraction"), members)):
                 for cpus_each in set(map(attrgetter("num_cpus"), members)):
                     shapes[c][(c, (), fraction, None, False, where == "in the driver", cpus_each)] = where
+    pools: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    if plan.settings.dialect == "verl":
+        for g in plan.groups:
+            for c, ranks in g.components.items():
+                pools.setdefault(c, []).append((g.name, ranks))
     out = []
     for name in counts:
         shape = plan.process_shapes.get(name)
@@ -94,6 +118,7 @@ def component_facts(
                 where,
                 origin,
                 plan.elastic.get(name),
+                tuple(pools.get(name, ())),
             )
         )
     return out

@@ -35,6 +35,7 @@ from rlplace.planner.estimate import (
     Estimate,
     format_bytes,
 )
+from rlplace.printable import printable
 from rlplace.viz.collapse import HARDWARE as HARDWARE_KIND
 from rlplace.viz.environments import environments
 from rlplace.viz.layout import (
@@ -134,9 +135,10 @@ def svg(
     streams the arrows draw (default: `rlplace.planner.estimate(plan, inventory=inventory)`).
 
     Alike nodes share a box, so a 4,096-node plan draws as its few patterns. Boxes past the first `max_nodes`
-    are not drawn; their workers are listed, as rank ranges, in one area below.
+    are not drawn; their workers are listed, as rank ranges, in one area below. A terminal control in the config's
+    text is written as a visible escape (`printable`): XML allows none, and `cat plan.svg` would obey it.
     """
-    return _Drawing(build_scene(plan, inventory, health, estimate), max_nodes).render()
+    return printable(_Drawing(build_scene(plan, inventory, health, estimate), max_nodes).render())
 
 
 def write_svg(
@@ -158,11 +160,12 @@ def html(
     health: NodeMarks | None = None,
     estimate: Estimate | None = None,
 ) -> str:
-    """A self-contained page: the picture, the plan table, streams, warnings and notes (no external files)."""
+    """A self-contained page: the picture, the plan table, streams, warnings and notes (no external files); terminal
+    controls written as visible escapes, as in `svg`."""
     from rlplace.viz.page import render_page
 
     scene = build_scene(plan, inventory, health, estimate)
-    return render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False))
+    return printable(render_page(scene, _Drawing(scene, max_nodes).render(xml_declaration=False)))
 
 
 def write_html(
@@ -291,7 +294,7 @@ class _Drawing:
     def _legend_row(self, y: float, heading: str, items: list[tuple[str, str, str]]) -> float:
         x0 = MARGIN + 150
         self.out.text(MARGIN, y + 12, heading, class_="legend bold")
-        x = x0
+        x: float = x0
         for key, label, kind in items:
             w = 22 + text_width(label, LEGEND) + 18
             if x + w > self.width - MARGIN and x > x0:
@@ -451,8 +454,8 @@ class _Drawing:
                 self.out.text(cx + 5, cy + 10, name, class_="small", fill="#fff")
                 cx += w + 4
             cy += CHIPS_H
-        for row in node.rows:
-            cy = self._run_row(node, row, x + NODE_PAD, cy)
+        for run_row in node.rows:
+            cy = self._run_row(node, run_row, x + NODE_PAD, cy)
         ch = cell_h(node)
         for i, dev in enumerate(node.devices):
             col, row = i % GPU_COLS, i // GPU_COLS

@@ -13,6 +13,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from rlplace.inventory import Inventory
 from rlplace.lifecycle import NodeMark
@@ -220,9 +221,30 @@ def build_scene(
     )
 
 
+class _BoxFields(TypedDict):
+    """The fields of a NodeView that a box of one node and a box of several take alike from their run."""
+
+    gpu_model: str | None
+    groups: tuple[str, ...]
+    state: str
+    note: str
+    gpus: int
+    label: str
+    where: str
+    units: tuple[str | int, ...]
+
+
 def _box(run: NodeRun) -> NodeView:
-    common = dict(gpu_model=run.gpu_model, groups=run.groups, state=run.state, note=run.note, gpus=run.gpus)
-    common |= dict(label=run.label if run.where else "", where=run.where, units=run.units)
+    common = _BoxFields(
+        gpu_model=run.gpu_model,
+        groups=run.groups,
+        state=run.state,
+        note=run.note,
+        gpus=run.gpus,
+        label=run.label if run.where else "",
+        where=run.where,
+        units=run.units,
+    )
     if len(run.ranks) > 1 or not run.devices:
         rows = tuple(
             RunRow(
@@ -292,7 +314,8 @@ def _hardware_detail(s: SlotRun) -> str:
         return ", ".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
 
     fields = dict(s.unit)
-    sources = dict(fields.pop("from", None) or ())  # type: ignore[arg-type]
+    written = fields.pop("from", None)
+    sources = dict(written) if isinstance(written, dict) else {}  # robots' {key: where its value came from}
     return "; ".join(
         f"{k}: {show(v)}" + (f" (from {sources[k]})" if k in sources else "") for k, v in sorted(fields.items())
     )

@@ -2,7 +2,9 @@
 
 By default the table has a row per run of alike nodes and devices (`rlplace.viz.collapse`), so it grows with
 what differs, not with the cluster: `nodes 0-7 (8x A800) | GPU 0-7 | actor 0-63, one per GPU`. `detail=True`
-(`rlplace plan --detail`) gives a row per device of every node. The rows' text is the HTML page's too.
+(`rlplace plan --detail`) gives a row per device of every node. The rows' text is the HTML page's too. Text from
+the config goes through `printable` before rich makes a `Text` of it (rlplace's consoles, `viz.console`, do the
+same for every string and segment they print).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rich.text import Text
 
 from rlplace.inventory import Inventory
 from rlplace.plan import Plan, Worker
+from rlplace.printable import printable
 from rlplace.viz.collapse import COLUMNS, NodeRun, node_runs, ranks_text, rows
 from rlplace.viz.components import component_facts, unplaced
 from rlplace.viz.environments import environments
@@ -28,19 +31,19 @@ def render(plan: Plan, inventory: Inventory | None = None, detail: bool = False)
     parts: list = [Parts("plan ", settings_parts(plan))]
     accelerators = sorted({b.accelerator for b in plan.bundles if b.gpus} - {"GPU"})
     if accelerators:
-        parts.append(Text(f"devices are {' and '.join(accelerators)} accelerators (Ray resource names)"))
+        parts.append(Text(printable(f"devices are {' and '.join(accelerators)} accelerators (Ray resource names)")))
     runs = node_runs(plan, inventory, detail)
-    parts += [Text(f.line()) for f in component_facts(plan, runs)]
+    parts += [Text(printable(f.line())) for f in component_facts(plan, runs)]
     if runs:
         parts.append(node_table(runs))
-    parts += [Text(e.line()) for e in environments(plan)]  # node groups' env vars and interpreters
+    parts += [Text(printable(e.line())) for e in environments(plan)]  # node groups' env vars and interpreters
     free, driver = unplaced(plan)
     if free:
-        parts.append(Text("left to Ray's scheduler (not pinned): " + _listed(free, requested=True)))
+        parts.append(Text(printable("left to Ray's scheduler (not pinned): " + _listed(free, requested=True))))
     if driver:
-        parts.append(Text("in the driver process (remote: false, nothing reserved): " + _listed(driver)))
-    parts += [Text(f"warning: {w}", style="yellow") for w in plan.warnings]
-    parts += [Text(f"note: {n}", style="cyan") for n in plan.notes]
+        parts.append(Text(printable("in the driver process (remote: false, nothing reserved): " + _listed(driver))))
+    parts += [Text(printable(f"warning: {w}"), style="yellow") for w in plan.warnings]
+    parts += [Text(printable(f"note: {n}"), style="cyan") for n in plan.notes]
     return Group(*parts)
 
 
@@ -82,7 +85,7 @@ class Parts:
                 line = joined
         lines.append(line)
         for i, text in enumerate(lines):
-            out = Text(text)
+            out = Text(printable(text))
             if i == 0:
                 out.stylize("bold", 0, len(self.head.rstrip()))
             yield out

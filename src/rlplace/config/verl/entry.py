@@ -8,6 +8,11 @@ puts it first on the path), else on `sys.path` (an installed verl), each located
 what the module's `@hydra.main(config_path=..., config_name=...)` names, read from its source with `ast`;
 `--config-path` / `--config-name` replace them as they do on verl's command line (a relative path is relative to
 the module's folder, as Hydra reads it).
+
+Only verl's RL trainers are taken as entry modules: verl's other entry points compose the same trainer config
+(`verl.trainer.main_generation_server` composes `ppo_trainer`) but place their workers their own way, so planning
+them as a trainer would show a placement verl never makes. Such a module is refused (a config file passed as
+FILE is planned as the trainer its keys name).
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ import pathlib
 import re
 
 from rlplace.config.search_path import package_folder
+from rlplace.config.verl.layout import FULLY_ASYNC, MAIN_PPO, ONE_STEP_OFF
 from rlplace.errors import ConfigError, Problem
 
 _MODULE = re.compile(r"^verl(\.[A-Za-z_]\w*)+$")
+#: The entry modules whose placement rlplace reads (config/verl/layout.py).
+TRAINERS = (MAIN_PPO, ONE_STEP_OFF, FULLY_ASYNC)
 
 
 def is_entry(name: str) -> bool:
@@ -31,6 +39,16 @@ def is_entry(name: str) -> bool:
 def config_file(module: str, config_name: str | None = None, config_path: str | None = None) -> pathlib.Path:
     """The config file `python -m MODULE [--config-path P] [--config-name N]` composes."""
     source = _module_file(module)
+    if module not in TRAINERS:
+        raise ConfigError(
+            Problem(
+                "",
+                f"{module} is not one of the verl RL trainers whose placement rlplace reads ({', '.join(TRAINERS)}): "
+                "its workers are not placed as a trainer's are, so rlplace does not plan it (a config file passed "
+                "as FILE is planned as the trainer its keys name)",
+                file=source,
+            )
+        )
     path, name = _hydra_main(source, module)
     folder = pathlib.Path(source).parent / (config_path if config_path is not None else path or "")
     name = config_name or name

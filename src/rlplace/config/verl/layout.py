@@ -120,8 +120,35 @@ def layout(r: Reader) -> Layout | None:
     if trainer is None:
         return None
     out.pools.append(trainer)
+    if entry != FULLY_ASYNC and not _megatron_divides(r, trainer):  # validate_config: not the fully async main
+        return None
     ok = _main(r, out, trainer) if entry == MAIN_PPO else _separated(r, out, trainer)
     return out if ok else None
+
+
+def _megatron_divides(r: Reader, pool: Pool) -> bool:
+    """verl's `validate_config` (main_ppo and the one-step-off trainer call it first): without dynamic batch size, a
+    Megatron actor's tensor x pipeline x context parallel size must divide `trainer.nnodes x n_gpus_per_node`."""
+    if r.text("actor_rollout_ref.actor.strategy") != "megatron" or r.flag(
+        "actor_rollout_ref.actor.use_dynamic_bsz", False
+    ):
+        return True
+    base = "actor_rollout_ref.actor.megatron"
+    tp = r.integer(f"{base}.tensor_model_parallel_size", 1, minimum=1)
+    pp = r.integer(f"{base}.pipeline_model_parallel_size", 1, minimum=1)
+    cp = r.integer(f"{base}.context_parallel_size", 1, minimum=1)
+    if tp is None or pp is None or cp is None:
+        return False
+    if pool.size % (tp * pp * cp):
+        r.refuse(
+            f"{base}.tensor_model_parallel_size",
+            f"n_gpus ({pool.size}) must be divisible by model_parallel_size ({tp * pp}) times context_parallel_size "
+            f"({cp}) (verl's validate_config: trainer.nnodes x trainer.n_gpus_per_node over the actor's Megatron "
+            f"tensor {tp} x pipeline {pp} x context {cp} parallel size, without actor.use_dynamic_bsz)",
+            tp,
+        )
+        return False
+    return True
 
 
 # --- verl.trainer.main_ppo ----------------------------------------------------------------------------------------
@@ -311,13 +338,14 @@ def _reward(r: Reader, out: Layout, trainer: Pool, standalone: bool) -> bool:
         return _standalone(r, out, "rm", section, engine, nnodes, gpus, start=0, prefix="reward_")
     pool = trainer
     if own:
-        pool = _pool(r, "reward_pool", section, separated=False)  # type: ignore[assignment]
-        if pool is None:
+        reward_pool = _pool(r, "reward_pool", section, separated=False)
+        if reward_pool is None:
             return False
         if not enable:
-            out.unused.append(pool)
+            out.unused.append(reward_pool)
             return True
-        out.pools.append(pool)
+        out.pools.append(reward_pool)
+        pool = reward_pool
     if not enable or engine is None:
         return True
     if pool.size % engine.world:
@@ -403,10 +431,10 @@ def _engine(r: Reader, section: str) -> Engine | None:
     dp = r.integer(f"{section}.data_parallel_size", 1, minimum=1)
     pp = r.integer(f"{section}.pipeline_model_parallel_size", 1, minimum=1)
     ep = r.integer(f"{section}.expert_parallel_size", 1, minimum=1)
-    if None in (tp, dp, pp, ep):
+    if tp is None or dp is None or pp is None or ep is None:
         return None
     name = r.text(f"{section}.name")
-    if name != "trtllm" and ep > 1 and ep != tp * dp:  # type: ignore[operator]
+    if name != "trtllm" and ep > 1 and ep != tp * dp:
         r.refuse(
             f"{section}.expert_parallel_size",
             "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size (verl: "
@@ -414,14 +442,14 @@ def _engine(r: Reader, section: str) -> Engine | None:
             ep,
         )
         return None
-    if pp > 1 and name in _NO_PIPELINE:  # type: ignore[operator]
+    if pp > 1 and name in _NO_PIPELINE:
         r.refuse(
             f"{section}.pipeline_model_parallel_size",
             f"Current rollout {name} not implemented pipeline_model_parallel_size > 1 yet (verl)",
             pp,
         )
         return None
-    world = tp * dp * pp  # type: ignore[operator]
+    world = tp * dp * pp
     if r.flag(f"{section}.disaggregation.enabled", False):
         prefill = r.integer(f"{section}.disaggregation.prefill_replicas", 1, minimum=1)
         decode = r.integer(f"{section}.disaggregation.decode_replicas", 1, minimum=1)
@@ -429,10 +457,10 @@ def _engine(r: Reader, section: str) -> Engine | None:
         decode_tp = (
             tp if raw is None else r.integer(f"{section}.disaggregation.decode_tensor_model_parallel_size", 1, 1)
         )
-        if None in (prefill, decode, decode_tp):
+        if prefill is None or decode is None or decode_tp is None:
             return None
-        world = (tp * prefill + decode_tp * decode) * dp * pp  # type: ignore[operator]
-    return Engine(section, tp, dp, pp, world)  # type: ignore[arg-type]
+        world = (tp * prefill + decode_tp * decode) * dp * pp
+    return Engine(section, tp, dp, pp, world)
 
 
 def _hybrid_role(r: Reader) -> str | None:
@@ -471,16 +499,16 @@ def _actor_groups(r: Reader) -> tuple[tuple[str, int, str], ...]:
         ep = r.integer(f"{base}.expert_model_parallel_size", 1, minimum=1)
         raw = r.raw(f"{base}.expert_tensor_parallel_size")
         etp = tp if raw is None else r.integer(f"{base}.expert_tensor_parallel_size", 1, minimum=1)
-        if None in (tp, cp, ep, etp):
+        if tp is None or cp is None or ep is None or etp is None:
             return ()
         out = []
-        if tp * cp > 1:  # type: ignore[operator]
+        if tp * cp > 1:
             what = "actor tensor-parallel" if cp == 1 else "actor tensor/context-parallel"
-            origin = f"{base}.tensor_model_parallel_size: {tp}" + (f", context_parallel_size: {cp}" if cp > 1 else "")  # type: ignore[operator]
-            out.append((what, tp * cp, origin))  # type: ignore[operator]
-        if ep > 1:  # type: ignore[operator]
+            origin = f"{base}.tensor_model_parallel_size: {tp}" + (f", context_parallel_size: {cp}" if cp > 1 else "")
+            out.append((what, tp * cp, origin))
+        if ep > 1:
             origin = f"{base}.expert_model_parallel_size: {ep}, expert_tensor_parallel_size: {etp}"
-            out.append(("actor expert-parallel", etp * ep, origin))  # type: ignore[operator]
+            out.append(("actor expert-parallel", etp * ep, origin))
         return tuple(out)
     for path in (
         "actor_rollout_ref.actor.ulysses_sequence_parallel_size",

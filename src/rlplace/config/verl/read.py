@@ -3,7 +3,9 @@
 verl reads its OmegaConf config attribute by attribute, so a key its own tree defines is always there; a value
 rlplace needs that the composed config lacks is verl's default (the one its YAML writes). Every value is read
 through `Values` (interpolations resolved, file and line kept), checked once, and an invalid one is reported and
-read as None, so the caller skips what depends on it and goes on checking the rest.
+read as None, so the caller skips what depends on it and goes on checking the rest. A value left `???` (verl's
+trees leave `actor_rollout_ref.rollout.name: ???` for the command line to set) is refused as verl refuses it: its
+OmegaConf config raises MissingMandatoryValue when the trainer reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from dataclasses import dataclass
 from rlplace.config.fields import INVALID, Flag, Integer, checked
 from rlplace.config.problems import Path, Reporter
 from rlplace.config.values import Values
+
+#: OmegaConf's mandatory value that the config leaves to be set.
+MISSING = "???"
 
 
 def key(path: str) -> Path:
@@ -29,21 +34,34 @@ class Reader:
 
     def integer(self, path: str, default: int, minimum: int = 0) -> int | None:
         """An integer >= `minimum` at `path` (`default` when the key is missing); None when invalid (reported)."""
-        raw = self.values.at(key(path), default)
-        value = checked(Integer(minimum), raw, key(path), self.rep)
-        return None if value is INVALID else value  # type: ignore[return-value]
+        raw = self._read(path, default)
+        value = raw if raw is INVALID else checked(Integer(minimum), raw, key(path), self.rep)
+        return None if value is INVALID else value
 
     def flag(self, path: str, default: bool) -> bool | None:
         """A boolean at `path` (`default` when missing or null, as verl's truthiness reads null)."""
-        raw = self.values.at(key(path), default)
+        raw = self._read(path, default)
         if raw is None:
             return default
-        value = checked(Flag(), raw, key(path), self.rep)
-        return None if value is INVALID else value  # type: ignore[return-value]
+        value = raw if raw is INVALID else checked(Flag(), raw, key(path), self.rep)
+        return None if value is INVALID else value
 
     def text(self, path: str, default: str | None = None) -> str | None:
-        raw = self.values.at(key(path), default)
+        raw = self._read(path, default)
         return raw if isinstance(raw, str) else default
+
+    def _read(self, path: str, default: object) -> object:
+        """The value at `path`; INVALID (reported) when it is the mandatory `???` not set."""
+        raw = self.values.at(key(path), default)
+        if raw == MISSING:
+            self.rep.add(
+                key(path),
+                f"is {MISSING}, a mandatory value not set: verl stops with MissingMandatoryValue when its trainer "
+                f"reads it; set it ({path}=VALUE)",
+                raw,
+            )
+            return INVALID
+        return raw
 
     def raw(self, path: str, default: object = None) -> object:
         return self.values.at(key(path), default)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from rlplace.cli_types import positive_seconds
 from rlplace.errors import RlplaceError
@@ -94,7 +95,20 @@ def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
     return simulated_spares("1" if text is None and goes is not None else text, nodes, like=goes)
 
 
-def node_fault(args: argparse.Namespace, cluster: Any | None) -> NodeKiller:
+class FaultyCluster(Protocol):
+    """What the node-loss flags do to the embedded cluster (rlplace.ray.local_raylets): each returns when."""
+
+    @property
+    def nodes(self) -> Mapping[int, object]: ...
+
+    def lose_node(self, rank: int) -> float: ...
+
+    def drain_node(self, rank: int, deadline_s: float) -> float: ...
+
+    def add_node(self, rank: int) -> float: ...
+
+
+def node_fault(args: argparse.Namespace, cluster: FaultyCluster | None) -> NodeKiller:
     """What the demo does to a node during training (--kill-node or --drain-node; nothing without either)."""
     if getattr(args, "drain_node", None) is not None:
         return NodeDrainer(cluster, args.drain_node, args.drain_after, args.deadline)
@@ -108,7 +122,9 @@ class NodeKiller:
     first iteration that ends A seconds after the loss; the run does not stop early (solved) before the job has
     dealt with that, and the timer is cancelled when the iteration budget ends first."""
 
-    def __init__(self, cluster: Any | None, rank: int | None, after_s: float, add_after_s: float | None = None):
+    def __init__(
+        self, cluster: FaultyCluster | None, rank: int | None, after_s: float, add_after_s: float | None = None
+    ):
         self.cluster, self.rank, self.after_s, self.add_after_s = cluster, rank, after_s, add_after_s
         self.at: float | None = None  # when the node was removed (time.time())
         self.added_at: float | None = None  # when it was started again
@@ -123,7 +139,7 @@ class NodeKiller:
         def advance(iteration: int, curve: Any) -> None:
             self._finished = iteration
             due = self.at is not None and self.add_after_s is not None and time.time() >= self.at + self.add_after_s
-            if due and self.added_at is None:
+            if due and self.added_at is None and self.cluster is not None and self.rank is not None:  # due: both
                 self.added_at = self.cluster.add_node(self.rank)
             progress(iteration, curve)
 
@@ -131,7 +147,7 @@ class NodeKiller:
 
     def start(self) -> None:
         if self.cluster is not None and self.rank is not None:
-            self._timer = threading.Timer(self.after_s, self._strike)
+            self._timer = threading.Timer(self.after_s, self._strike, (self.cluster, self.rank))
             self._timer.daemon = True
             self._timer.start()
 
@@ -147,9 +163,9 @@ class NodeKiller:
             return EventKind.GROWN in kinds
         return bool(kinds & {EventKind.SPARE, EventKind.REPLACEMENT, EventKind.FAILED, EventKind.SHRUNK})
 
-    def _strike(self) -> None:
+    def _strike(self, cluster: FaultyCluster, rank: int) -> None:
         self.done = self._finished
-        self.at = self.cluster.lose_node(self.rank)
+        self.at = cluster.lose_node(rank)
 
     def describe(self, events: list) -> str:
         if self.at is None:
@@ -182,21 +198,21 @@ class NodeDrainer(NodeKiller):
     left already (Ray lets a drained node go as soon as nothing runs there). Training goes on; the report says how
     long before the deadline the job had moved the workers."""
 
-    def __init__(self, cluster: Any | None, rank: int | None, after_s: float, deadline_s: float):
+    def __init__(self, cluster: FaultyCluster | None, rank: int | None, after_s: float, deadline_s: float):
         super().__init__(cluster, rank, after_s)
         self.deadline_s = deadline_s
         self._removal: threading.Timer | None = None
 
-    def _strike(self) -> None:
+    def _strike(self, cluster: FaultyCluster, rank: int) -> None:
         self.done = self._finished
-        self.at = self.cluster.drain_node(self.rank, self.deadline_s)
-        self._removal = threading.Timer(self.deadline_s, self._remove)
+        self.at = cluster.drain_node(rank, self.deadline_s)
+        self._removal = threading.Timer(self.deadline_s, self._remove, (cluster, rank))
         self._removal.daemon = True
         self._removal.start()
 
-    def _remove(self) -> None:
-        if self.rank in self.cluster.nodes:
-            self.cluster.lose_node(self.rank)
+    def _remove(self, cluster: FaultyCluster, rank: int) -> None:
+        if rank in cluster.nodes:
+            cluster.lose_node(rank)
 
     def describe(self, events: list) -> str:
         if self.at is None:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from rlplace.examples.cartpole_ppo.ppo import PPOConfig
 from rlplace.examples.cartpole_ppo.workers import EnvWorker, EvalWorker, TrainWorker
 from rlplace.lifecycle import EventKind
 from rlplace.model import JobSpec
+
+if TYPE_CHECKING:
+    from rlplace.runtime.sync import Transport
 
 __all__ = ["COMPONENTS", "Budget", "RunResult", "check_config", "elastic_spec", "run_pipeline"]
 
@@ -135,8 +138,9 @@ def run_pipeline(
     start = time.perf_counter()
     if distributed is None:
         distributed = importlib.util.find_spec("torch") is not None
-    scratch = None if checkpoint_dir else tempfile.mkdtemp(prefix="rlplace-ckpt-")
-    checkpoint = str(Path(checkpoint_dir or scratch) / "train.npz")
+    folder = checkpoint_dir or tempfile.mkdtemp(prefix="rlplace-ckpt-")
+    scratch = None if checkpoint_dir else folder  # removed afterwards
+    checkpoint = str(Path(folder) / "train.npz")
     try:
         return _run(job, budget, progress, checkpoint, on_start, start, distributed, may_stop)
     finally:
@@ -169,7 +173,7 @@ def _run(
     shards = job.launch("buffer", BufferShard, capacity=-(-rows // n_shards), seed=budget.seed)
     router = ShardRouter.from_group(shards)  # follows the shards when the buffer changes size
 
-    transport = "collective" if distributed else "object_store"
+    transport: Transport = "collective" if distributed else "object_store"
     phases = Phases.for_job(job)  # sees the groups launched above; hooks run only with offload enabled
     result = RunResult()
     result.placed = [p for group in (train, evals, envs, shards) for p in group.placements()]

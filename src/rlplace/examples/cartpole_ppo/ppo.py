@@ -37,6 +37,12 @@ def _layer_shapes(hidden: int, out: int) -> list[tuple[int, ...]]:
     return [(OBS_DIM, hidden), (hidden,), (hidden, hidden), (hidden,), (hidden, out), (out,)]
 
 
+def parameter_bytes(hidden: int = PPOConfig.hidden) -> int:
+    """The bytes of the actor's and critic's parameters (one float64 vector): what each weight sync ships."""
+    shapes = _layer_shapes(hidden, N_ACTIONS) + _layer_shapes(hidden, 1)
+    return sum(int(np.prod(s)) for s in shapes) * np.dtype(np.float64).itemsize
+
+
 class Agent:
     """Actor (logits over actions) and critic (state value), two tanh MLPs over one flat parameter vector."""
 

@@ -31,8 +31,10 @@ there; an env worker takes its new rank (which eval worker it uses).
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,7 @@ import ray
 from rlplace.examples.cartpole_ppo.learner import Learner
 from rlplace.examples.cartpole_ppo.ppo import Agent, PPOConfig
 from rlplace.examples.cartpole_ppo.rollout import EnvPool
+from rlplace.output_files import write_file
 
 
 class Stash:
@@ -131,11 +134,12 @@ class TrainWorker:
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return
-        tmp = f"{self.checkpoint}.tmp.npz"
-        arrays = {name: self.stash.value(name) for name in ("params", "adam_m", "adam_v")}
+        params, adam_m, adam_v = (self.stash.value(name) for name in ("params", "adam_m", "adam_v"))
         rng = json.dumps(self.learner.rng.bit_generator.state)  # every replica's: they draw alike
-        np.savez(tmp, step=np.array(self.learner.optim.t), rng=np.array(rng), **arrays)
-        os.replace(tmp, self.checkpoint)
+        saved = io.BytesIO()
+        step = np.array(self.learner.optim.t)
+        np.savez(saved, step=step, rng=np.array(rng), params=params, adam_m=adam_m, adam_v=adam_v)
+        write_file(self.checkpoint, saved.getvalue())  # whole or not at all, never through a link
 
     def restore(self) -> bool:
         """Load the last checkpoint (False when there is none yet: the worker keeps its initial weights)."""
@@ -245,7 +249,7 @@ class EvalWorker:
         self.rng = np.random.default_rng(seed)
         self.stash = Stash(self)
         self._incoming: np.ndarray | None = None
-        self._start: tuple[int, dict[str, Any]] | None = None  # (iteration, action RNG state at its start)
+        self._start: tuple[int, Mapping[str, Any]] | None = None  # (iteration, action RNG state at its start)
 
     def start_iteration(self, iteration: int) -> None:
         """Before `iteration`'s rollout: remember the action RNG; when the iteration is redone (a node's workers

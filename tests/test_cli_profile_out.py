@@ -1,0 +1,98 @@
+"""`rlplace run ... --profile-out FILE` end to end: the phases of the user's own driver (`with job.phase(...)`) and
+of the bundled pipeline become a profile that `rlplace tune --profile` reads as it is; a driver that times no phase
+gets no file, a line saying why and exit 1. Each run starts a simulated cluster or joins the session's: slow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+from tests.test_cli_run import left_running, rlplace_run
+
+from rlplace.cli import main
+from rlplace.examples.cartpole_ppo import CONFIGS
+
+#: RLinf's names: rollout and actor taking turns on every GPU of two nodes.
+JOB = """\
+cluster:
+  num_nodes: 2
+  model_bytes: 3M
+  component_placement:
+    actor,rollout: all
+"""
+#: A user's driver: its own worker class, each iteration's parts in phases (or none, with `none`).
+DRIVER = """\
+import sys, time
+import rlplace
+
+class Worker:
+    def work(self, seconds):
+        time.sleep(seconds)
+
+with rlplace.connect() as job:
+    rollout, actor = job.launch("rollout", Worker), job.launch("actor", Worker)
+    for iteration in range(3):
+        if sys.argv[1] == "none":
+            rollout.call("work", 0.2)
+            continue
+        with job.phase("rollout"):
+            rollout.call("work", 0.2)
+        with job.phase("train"):
+            actor.call("work", 0.1)
+"""
+
+
+def tune_json(capsys, config: str, nodes: str, profile: str) -> dict:
+    code = main(["tune", config, "--nodes", nodes, "--profile", profile, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phases", ["timed", "none"])
+def test_a_drivers_phases_become_the_profile_tune_reads(tmp_path, capsys, phases):
+    (tmp_path / "job.yaml").write_text(JOB)
+    (tmp_path / "train.py").write_text(DRIVER)
+    argv = ["job.yaml", "--simulate", "2x2:A800", "--profile-out", "profile.yaml", "--", "python", "train.py", phases]
+    proc, mark = rlplace_run(tmp_path, *argv)
+    _, err = proc.communicate(timeout=300)
+    assert left_running(mark) == []
+    if phases == "none":
+        assert proc.returncode == 1, err[-3000:]
+        assert "rlplace: profile.yaml not written: the command finished no phase" in err
+        assert not (tmp_path / "profile.yaml").exists()
+        return
+    assert proc.returncode == 0, err[-3000:]
+    assert "rlplace: profile written to profile.yaml: rollout" in err
+    profile = yaml.safe_load((tmp_path / "profile.yaml").read_text())
+    assert profile["measured"] == {"gpus": 4, "gpu": "A800"} and profile["model_bytes"] == 3_000_000
+    seconds = {c: cost["seconds"] for c, cost in profile["components"].items()}
+    assert list(seconds) == ["rollout", "actor"] and list(seconds["rollout"]) == [4] == list(seconds["actor"])
+    assert 0.2 <= seconds["rollout"][4] < 1.0 and 0.1 <= seconds["actor"][4] < 0.5  # waited on the workers
+    doc = tune_json(capsys, str(tmp_path / "job.yaml"), "2x2:A800", str(tmp_path / "profile.yaml"))
+    assert doc["as_written"]["seconds"] == pytest.approx(seconds["rollout"][4] + seconds["actor"][4], rel=1e-3)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_bundled_pipelines_phases_become_the_profile_tune_reads(ray_cluster, tmp_path, capsys):
+    config = str(CONFIGS / "disaggregate.yaml")
+    args = ["run", config, "--address", ray_cluster.address, "--iterations", "2", "--out", str(tmp_path)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlplace.cli", *args, "--profile-out", str(tmp_path / "p.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"profile written to {tmp_path / 'p.yaml'}: eval" in " ".join(proc.stdout.split())
+    profile = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    assert sorted(profile["components"]) == ["eval", "train"]  # the pipeline's rollout and train phases
+    assert profile["model_bytes"] > 0  # the CartPole networks it syncs
+    nodes = ",".join(f"1x{n.num_gpus}:{n.gpu_model}" if n.num_gpus else "1x0" for n in ray_cluster.inventory.nodes)
+    doc = tune_json(capsys, config, nodes, str(tmp_path / "p.yaml"))
+    assert doc["best"]["seconds"] > 0
