@@ -497,6 +497,11 @@ class SimCluster:
             for n in self.nodes_by_id.values()
         ]
 
+    def labelled(self, key: str, value: str) -> list[SimNode]:
+        """The nodes carrying label `key=value`, in the order they joined (through the label index: the explorer
+        asks for the spares before every move, on clusters of a thousand nodes)."""
+        return [self.nodes_by_id[i] for i in self._by_label.get((key, value), {})]
+
     def free_resources(self) -> dict[str, dict[str, float]]:
         self._request()
         return {n.node_id: self._free(n) for n in self.nodes_by_id.values() if not n.reported_dead}

@@ -28,6 +28,7 @@ saw happen rather than from what the job believes:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -466,23 +467,19 @@ class World:
         """A hot spare that could take node `node_rank` over now, with nothing else in trouble wanting it."""
         return bool(self._ready_spares(node_rank)) and not self._disturbed()
 
-    def _ready_spares(self, node_rank: int) -> list[SimNode]:
+    def _ready_spares(
+        self, node_rank: int, idle: list[SimNode] | None = None, demand: dict[str, float] | None = None
+    ) -> list[SimNode]:
         """The hot spares that could take node rank `node_rank` over now (the explorer's own reading of the rules of
-        docs/runtime.md: same GPUs, model, enough CPUs and what the rank reserved free; no robot on the rank)."""
-        state = self.job.state
-        lost = state.live.node(node_rank)
-        demand: dict[str, float] = {}
-        for b in state.plan.bundles:
-            if b.node_rank == node_rank:
-                for k, v in bundle_resources(b, lost.accelerator_resource).items():
-                    demand[k] = demand.get(k, 0.0) + v
+        docs/runtime.md: same GPUs, model, enough CPUs and what the rank reserved free; no robot on the rank).
+        `idle` and `demand` (`_idle_spares`, `_demands`): already read for every rank at once."""
+        lost = self.job.state.live.node(node_rank)
+        if demand is None:
+            demand = self._demands().get(node_rank, {})
         if any(k not in ("CPU", "GPU", lost.accelerator_resource) for k in demand):
             return []  # a robot cannot move
-        serving = {str(n.node_id) for n in state.live.nodes}
         out = []
-        for n in self.sim.nodes_by_id.values():
-            if SPARE_LABEL not in n.labels or n.node_id in serving or not _up(n) or n.drain_deadline_ms is not None:
-                continue
+        for n in self._idle_spares() if idle is None else idle:
             if n.resources.get("GPU", 0) != lost.num_gpus or (
                 lost.num_gpus and n.labels.get(ACCELERATOR_LABEL) != lost.gpu_model
             ):
@@ -492,14 +489,35 @@ class World:
                 out.append(n)
         return out
 
+    def _idle_spares(self) -> list[SimNode]:
+        """The hot spares up, not draining and serving no rank of the job."""
+        serving = {str(n.node_id) for n in self.job.state.live.nodes}
+        return [
+            n
+            for n in self.sim.labelled(SPARE_LABEL, "true")
+            if n.node_id not in serving and _up(n) and n.drain_deadline_ms is None
+        ]
+
+    def _demands(self) -> dict[int, dict[str, float]]:
+        """What the plan's bundles reserve on each node rank, summed."""
+        state = self.job.state
+        out: dict[int, dict[str, float]] = {}
+        for b in state.plan.bundles:
+            demand = out.setdefault(b.node_rank, {})
+            for k, v in bundle_resources(b, state.live.node(b.node_rank).accelerator_resource).items():
+                demand[k] = demand.get(k, 0.0) + v
+        return out
+
     def _nearest_ready(self) -> dict[int, tuple[Node, dict[str, int]]]:
         """Before a move: for each rank, its node and how far each ready spare is from it (the nearest check)."""
         state = self.job.state
-        if state.closed:
+        idle = self._idle_spares()
+        if state.closed or not idle:
             return {}
+        demands = self._demands()
         out = {}
         for rank in state.pinned_ranks():
-            spares = self._ready_spares(rank)
+            spares = self._ready_spares(rank, idle, demands.get(rank, {}))
             if spares:
                 lost = state.live.node(rank)
                 out[rank] = (lost, dict(zip([s.node_id for s in spares], _distances(lost, spares, state), strict=True)))
@@ -581,8 +599,8 @@ class World:
 
     def _ranks(self) -> str | None:
         state = self.job.state
-        serving = [str(n.node_id) for r, n in enumerate(state.live.nodes) if r not in state.down]
-        twice = sorted({n[:8] for n in serving if serving.count(n) > 1})
+        serving = collections.Counter(str(n.node_id) for r, n in enumerate(state.live.nodes) if r not in state.down)
+        twice = sorted({n[:8] for n, count in serving.items() if count > 1})
         if twice:
             return f"one node serves one rank: {', '.join(twice)} serves several ranks of the job"
         for name, group in self.job.groups.items():
@@ -633,12 +651,16 @@ class World:
             if master.address != rank0.address:
                 return f"MASTER_ADDR is rank 0's node: {c}'s master is {master.address}, rank 0 is on {rank0.address}"
             nodes = sorted({w.node_rank for w in workers if w.node_rank is not None})
+            group_rank = {n: i for i, n in enumerate(nodes)}
+            on_node: dict[int | None, list[int]] = {}
+            for w in workers:
+                on_node.setdefault(w.node_rank, []).append(w.rank)
             for w, actor in zip(workers, group.actors, strict=False):
                 p = _settled(actor, self.sim)
                 env = (p.payload or {}).get("env") if p is not None else None
                 if env is None:
                     continue
-                here = [v.rank for v in workers if v.node_rank == w.node_rank]
+                here = on_node[w.node_rank]
                 assert w.node_rank is not None
                 expected = {
                     "RANK": str(w.rank),
@@ -646,7 +668,7 @@ class World:
                     "LOCAL_RANK": str(here.index(w.rank)),
                     "LOCAL_WORLD_SIZE": str(len(here)),
                     "NODE_RANK": str(w.node_rank),
-                    "GROUP_RANK": str(nodes.index(w.node_rank)),
+                    "GROUP_RANK": str(group_rank[w.node_rank]),
                     "GROUP_WORLD_SIZE": str(len(nodes)),
                     "MASTER_ADDR": master.address,
                     "MASTER_PORT": str(master.port),
