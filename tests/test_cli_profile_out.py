@@ -1,6 +1,8 @@
 """`rlplace run ... --profile-out FILE` end to end: the phases of the user's own driver (`with job.phase(...)`) and
 of the bundled pipeline become a profile that `rlplace tune --profile` reads as it is; a driver that times no phase
-gets no file, a line saying why and exit 1. Each run starts a simulated cluster or joins the session's: slow."""
+gets no file, a line saying why and exit 1. Each run joins the session's cluster (`--address`): what `run` does
+with the phases does not depend on whose cluster it is, and `run --simulate` starting and stopping its own is
+tests/test_cli_run.py's."""
 
 from __future__ import annotations
 
@@ -15,13 +17,13 @@ from tests.test_cli_run import left_running, rlplace_run
 from rlplace.cli import main
 from rlplace.examples.cartpole_ppo import CONFIGS
 
-#: RLinf's names: rollout and actor taking turns on every GPU of two nodes.
+#: RLinf's names: rollout and actor taking turns on two GPUs (node 0's A800s on the session cluster).
 JOB = """\
 cluster:
-  num_nodes: 2
+  num_nodes: 1
   model_bytes: 3M
   component_placement:
-    actor,rollout: all
+    actor,rollout: 0-1
 """
 #: A user's driver: its own worker class, each iteration's parts in phases (or none, with `none`).
 DRIVER = """\
@@ -52,13 +54,13 @@ def tune_json(capsys, config: str, nodes: str, profile: str) -> dict:
     return json.loads(out)
 
 
-@pytest.mark.slow
+@pytest.mark.ray
 @pytest.mark.parametrize("phases", ["timed", "none"])
-def test_a_drivers_phases_become_the_profile_tune_reads(tmp_path, capsys, phases):
+def test_a_drivers_phases_become_the_profile_tune_reads(ray_cluster, tmp_path, capsys, phases):
     (tmp_path / "job.yaml").write_text(JOB)
     (tmp_path / "train.py").write_text(DRIVER)
-    argv = ["job.yaml", "--simulate", "2x2:A800", "--profile-out", "profile.yaml", "--", "python", "train.py", phases]
-    proc, mark = rlplace_run(tmp_path, *argv)
+    argv = ["job.yaml", "--address", ray_cluster.address, "--profile-out", "profile.yaml", "--", "python", "train.py"]
+    proc, mark = rlplace_run(tmp_path, *argv, phases)
     _, err = proc.communicate(timeout=300)
     assert left_running(mark) == []
     if phases == "none":
@@ -69,17 +71,23 @@ def test_a_drivers_phases_become_the_profile_tune_reads(tmp_path, capsys, phases
     assert proc.returncode == 0, err[-3000:]
     assert "rlplace: profile written to profile.yaml: rollout" in err
     profile = yaml.safe_load((tmp_path / "profile.yaml").read_text())
-    assert profile["measured"] == {"gpus": 4, "gpu": "A800"} and profile["model_bytes"] == 3_000_000
+    gpus = sum(n.num_gpus for n in ray_cluster.inventory.nodes)  # the cluster's, and the model the workers ran on
+    assert profile["measured"] == {"gpus": gpus, "gpu": "A800"} and profile["model_bytes"] == 3_000_000
     seconds = {c: cost["seconds"] for c, cost in profile["components"].items()}
-    assert list(seconds) == ["rollout", "actor"] and list(seconds["rollout"]) == [4] == list(seconds["actor"])
-    assert 0.2 <= seconds["rollout"][4] < 1.0 and 0.1 <= seconds["actor"][4] < 0.5  # waited on the workers
-    doc = tune_json(capsys, str(tmp_path / "job.yaml"), "2x2:A800", str(tmp_path / "profile.yaml"))
-    assert doc["as_written"]["seconds"] == pytest.approx(seconds["rollout"][4] + seconds["actor"][4], rel=1e-3)
+    assert list(seconds) == ["rollout", "actor"] and list(seconds["rollout"]) == [2] == list(seconds["actor"])
+    assert 0.2 <= seconds["rollout"][2] < 1.0 and 0.1 <= seconds["actor"][2] < 0.5  # waited on the workers
+    doc = tune_json(capsys, str(tmp_path / "job.yaml"), "1x2:A800", str(tmp_path / "profile.yaml"))
+    assert doc["as_written"]["seconds"] == pytest.approx(seconds["rollout"][2] + seconds["actor"][2], rel=1e-3)
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_the_bundled_pipelines_phases_become_the_profile_tune_reads(ray_cluster, tmp_path, capsys):
+def test_the_bundled_pipeline_on_an_existing_cluster_writes_its_files_and_the_profile_tune_reads(
+    ray_cluster, tmp_path, capsys
+):
+    """About 15 s. `rlplace run CONFIG --address ...`: a second driver joins the session cluster, runs the pipeline,
+    writes the picture, the computed pools (auto mode) and the profile of its rollout and train phases, and cleans
+    up after itself (the session's leftover check)."""
     config = str(CONFIGS / "disaggregate.yaml")
     args = ["run", config, "--address", ray_cluster.address, "--iterations", "2", "--out", str(tmp_path)]
     proc = subprocess.run(
@@ -89,6 +97,9 @@ def test_the_bundled_pipelines_phases_become_the_profile_tune_reads(ray_cluster,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Where each worker ran" in proc.stdout and "Embedded cluster" not in proc.stdout
+    assert (tmp_path / "topology.svg").exists()
+    assert (tmp_path / "resource_pool_auto.yaml").exists()  # auto mode writes the computed pools
     assert f"profile written to {tmp_path / 'p.yaml'}: eval" in " ".join(proc.stdout.split())
     profile = yaml.safe_load((tmp_path / "p.yaml").read_text())
     assert sorted(profile["components"]) == ["eval", "train"]  # the pipeline's rollout and train phases

@@ -4,7 +4,8 @@ The scripts are written here, as a user writes one: they call `rlplace.connect()
 their own actor class on the plan. Every process a run starts (the simulated cluster's GCS, raylets and workers,
 the command) inherits a marker of the test's in its environment, so "nothing left running" is checked in the
 process table. Measured on the loaded 2-core machine (load 4-8): 15-30 s per run, most of it starting the
-simulated cluster.
+simulated cluster; so each simulated cluster here checks every fact of its run, and what does not need a cluster of
+its own (`kill -INT` of `run` alone being passed on) runs on the session's (`--address`, marked `ray`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ from rlplace.examples.cartpole_ppo import CONFIGS
 
 RLPLACE = str(pathlib.Path(sys.executable).with_name("rlplace"))
 MARK = "RLPLACE_TEST_RUN"
-#: The user's script: its own actor class, launched on the plan `run` made; it prints where each worker ran and
-#: exits with the code it is given.
+#: The user's script: edits the config `run` planned before it connects (the plan it gets is still the one shown),
+#: launches its own actor class on that plan, prints where each worker ran, the overrides it was given and the first
+#: line of `rlplace status`, and waits to be interrupted, without catching KeyboardInterrupt itself.
 MY_TRAIN = """\
-import os, sys
+import os, pathlib, subprocess, sys, time
 import rlplace
+
+config = pathlib.Path("job.yaml")
+config.write_text(config.read_text().replace("train_worker_num: 3", "train_worker_num: 1"))
 
 class Learner:
     def __init__(self, lr):
@@ -46,10 +51,12 @@ class Learner:
         return f"{p.component} {p.rank} node {p.node_rank} {p.accelerator} gpus {list(p.gpus)} lr {self.lr}"
 
 with rlplace.connect() as job:
-    for line in job.launch("train", Learner, lr=float(sys.argv[2])).call("where"):
+    for line in job.launch("train", Learner, lr=float(sys.argv[1])).call("where"):
         print(line)
     print("overrides", os.environ["RLPLACE_OVERRIDES"])
-sys.exit(int(sys.argv[1]))
+    print(subprocess.run(["rlplace", "status"], capture_output=True, text=True).stdout.splitlines()[0])
+    print("ready", flush=True)
+    time.sleep(600)
 """
 #: A script that waits to be interrupted, cleans up when it is, and says how many SIGINTs it got (a second one
 #: would interrupt its clean-up).
@@ -97,22 +104,34 @@ def left_running(mark: str) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("code", [0, 3])
-def test_run_runs_the_users_script_on_the_plan_and_exits_with_its_code(tmp_path, code):
+def test_run_runs_the_users_script_on_the_plan_shown_and_ctrl_c_ends_it_with_130(tmp_path):
+    """About 12 s. The script's stdout is its own (the plan and run's lines go to stderr); the plan `run` showed (3
+    train workers) is the one the command runs, though the config says 1 by then; `rlplace status` does not call the
+    simulated cluster OPEN; and a Ray-connected driver that Ctrl-C ends exits 130, as an interrupted command does
+    (Ray alone makes it 1). That `run` exits with the command's own code: the Ctrl-C test below (7) and the guide's
+    block of `rlplace run` (0)."""
     (tmp_path / "my_train.py").write_text(MY_TRAIN)
-    (tmp_path / "job.yaml").write_text((CONFIGS / "disaggregate.yaml").read_text())
-    argv = ["job.yaml", "cluster.train_worker_num=3", "--simulate", "2x8:A800,1x4", "--"]
-    proc, mark = rlplace_run(tmp_path, *argv, "python", "my_train.py", str(code), "3e-4")
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == code, err[-3000:]
-    assert out.splitlines() == [  # stdout is the script's alone: the plan and run's own lines go to stderr
+    text = (CONFIGS / "disaggregate.yaml").read_text()
+    (tmp_path / "job.yaml").write_text(text.replace("train_worker_num: 2", "train_worker_num: 3"))
+    argv = ["job.yaml", "cluster.eval_worker_num=1", "--simulate", "2x8:A800,1x4", "--", "python", "my_train.py"]
+    proc, mark = rlplace_run(tmp_path, *argv, "3e-4")
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(5)]
+    assert proc.stdout.readline().strip() == "ready", "".join(lines) + (proc.stderr.read() if proc.stderr else "")
+    os.kill(proc.pid, signal.SIGINT)  # to `run` alone: passed on to the command
+    out, err = proc.communicate(timeout=120)
+    assert [line.rstrip("\n") for line in lines[:4]] == [
         "train 0 node 0 A800 gpus [0] lr 0.0003",
         "train 1 node 0 A800 gpus [1] lr 0.0003",
         "train 2 node 0 A800 gpus [2] lr 0.0003",
-        'overrides ["cluster.train_worker_num=3"]',
+        'overrides ["cluster.eval_worker_num=1"]',
     ]
+    # `rlplace status` on the cluster run simulates: no OPEN warning (nothing to do about it), what it is instead
+    assert lines[4].startswith("cluster ") and " is simulated by rlplace on this machine " in lines[4], lines[4]
+    assert out == ""  # nothing but the script's lines on stdout
     assert "train 0-2, one per GPU" in err  # the plan, shown before the cluster started
-    assert "rlplace: simulated cluster stopped, none of its processes left" in err
+    assert proc.returncode == 130, err[-3000:]
+    assert "KeyboardInterrupt" in err and "rlplace: simulated cluster stopped, none of its processes left" in err
     assert left_running(mark) == []
 
 
@@ -123,33 +142,48 @@ def _on_a_terminal(slave: int) -> None:
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sent_to", ["Ctrl-C at the terminal", "kill -INT of run alone"])
-def test_ctrl_c_stops_the_command_then_the_simulated_cluster(tmp_path, sent_to):
-    """Ctrl-C typed at a terminal (a pty here) reaches `run` and the command, one foreground process group, and
-    `run` sends no second one; `kill -INT` of `run` alone is passed on. Either way the command cleans up and ends
-    with its own code, then the cluster goes."""
+def interrupt_the_waiter(tmp_path: pathlib.Path, where: list[str], by_terminal: bool) -> tuple[int, str, str, str]:
+    """`rlplace run job.yaml WHERE -- python waiter.py`, its stdin a terminal (a pty), interrupted once the waiter is
+    ready: by Ctrl-C at the terminal, or by `kill -INT` of `run` alone. Returns its exit code, stdout, stderr, mark."""
     (tmp_path / "waiter.py").write_text(WAITER)
     (tmp_path / "job.yaml").write_text((CONFIGS / "disaggregate.yaml").read_text())
     master, slave = pty.openpty()
     try:
         proc, mark = rlplace_run(
-            tmp_path, "job.yaml", "--simulate", "1x4,1x4", "--", "python", "waiter.py", stdin=slave,
+            tmp_path, "job.yaml", *where, "--", "python", "waiter.py", stdin=slave,
             preexec_fn=lambda: _on_a_terminal(slave),
         )  # fmt: skip
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
-        if sent_to == "kill -INT of run alone":
-            os.kill(proc.pid, signal.SIGINT)
-        else:
+        if by_terminal:
             os.write(master, b"\x03")  # the terminal's interrupt character: SIGINT to its foreground group
+        else:
+            os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         os.close(master)
         os.close(slave)
-    assert proc.returncode == 7, err[-3000:]
+    return proc.returncode, out, err, mark
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_the_terminal_stops_the_command_then_the_simulated_cluster(tmp_path):
+    """About 12 s. Ctrl-C typed at a terminal reaches `run` and the command, one foreground process group, and
+    `run` sends no second one; the command cleans up and ends with its own code, then the cluster goes."""
+    code, out, err, mark = interrupt_the_waiter(tmp_path, ["--simulate", "1x4,1x4"], by_terminal=True)
+    assert code == 7, err[-3000:]
     assert out.splitlines() == ["interrupted: the job is shut down; SIGINTs received: 1"]
     assert "rlplace: simulated cluster stopped, none of its processes left" in err
+    assert left_running(mark) == []
+
+
+@pytest.mark.ray
+def test_kill_int_of_run_alone_is_passed_on_to_the_command_once(ray_cluster, tmp_path):
+    """`kill -INT` of `run` alone (not its process group) is passed on, once; the command ends with its own code.
+    On the session's cluster: what `run` does with the signal does not depend on whose cluster it is."""
+    code, out, err, mark = interrupt_the_waiter(tmp_path, ["--address", ray_cluster.address], by_terminal=False)
+    assert code == 7, err[-3000:]
+    assert out.splitlines() == ["interrupted: the job is shut down; SIGINTs received: 1"]
     assert left_running(mark) == []
 
 
@@ -219,50 +253,6 @@ def test_connect_without_a_config_outside_run_says_what_to_do(env, said):
     with pytest.raises(RlplaceError) as e:
         load_driver_config(env)
     assert str(e.value).startswith(said)
-
-
-#: A script that edits the config `run` planned before it connects (the plan it gets is still the one shown),
-#: prints its train workers, and waits to be interrupted, without catching KeyboardInterrupt itself.
-EDITS_THEN_WAITS = """\
-import pathlib, subprocess, time
-import rlplace
-
-config = pathlib.Path("job.yaml")
-config.write_text(config.read_text().replace("train_worker_num: 3", "train_worker_num: 1"))
-
-class Echo:
-    def rank(self):
-        return rlplace.worker_placement().rank
-
-with rlplace.connect() as job:
-    print("train ranks", job.launch("train", Echo).call("rank"), flush=True)
-    print(subprocess.run(["rlplace", "status"], capture_output=True, text=True).stdout.splitlines()[0], flush=True)
-    print("ready", flush=True)
-    time.sleep(600)
-"""
-
-
-@pytest.mark.slow
-def test_the_command_runs_the_plan_shown_and_ctrl_c_ends_it_with_130(tmp_path):
-    """The plan `run` showed (3 train workers) is the one the command runs, though the config says 1 by then;
-    `rlplace status` does not call the simulated cluster OPEN; and a Ray-connected driver that Ctrl-C ends exits
-    130, as an interrupted command does (Ray alone makes it 1)."""
-    (tmp_path / "edits.py").write_text(EDITS_THEN_WAITS)
-    text = (CONFIGS / "disaggregate.yaml").read_text()
-    (tmp_path / "job.yaml").write_text(text.replace("train_worker_num: 2", "train_worker_num: 3"))
-    assert "train_worker_num: 3" in (tmp_path / "job.yaml").read_text()
-    proc, mark = rlplace_run(tmp_path, "job.yaml", "--simulate", "2x4", "--", "python", "edits.py")
-    assert proc.stdout is not None
-    first, status = proc.stdout.readline(), proc.stdout.readline()
-    assert proc.stdout.readline().strip() == "ready", first + (proc.stderr.read() if proc.stderr else "")
-    os.kill(proc.pid, signal.SIGINT)  # to `run` alone: passed on to the command
-    _, err = proc.communicate(timeout=120)
-    assert first.strip() == "train ranks [0, 1, 2]"
-    # `rlplace status` on the cluster run simulates: no OPEN warning (nothing to do about it), what it is instead
-    assert status.startswith("cluster ") and " is simulated by rlplace on this machine " in status, status
-    assert proc.returncode == 130, err[-3000:]
-    assert "KeyboardInterrupt" in err and "rlplace: simulated cluster stopped, none of its processes left" in err
-    assert left_running(mark) == []
 
 
 @pytest.mark.slow

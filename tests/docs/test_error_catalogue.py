@@ -639,7 +639,7 @@ def rlplace_as_user(*argv: str, cluster: str | None = None, token: str | None = 
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
         return done.stderr
 
-    provoke.cluster = cluster  # type: ignore[attr-defined]  # the session cluster's rows carry the `ray` marker
+    provoke.cluster = cluster  # type: ignore[attr-defined]  # the session clusters' rows carry the `ray` marker
     return provoke
 
 
@@ -932,7 +932,9 @@ NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "p
 NEEDS_RAY |= {
     q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected, cluster_found_here)
 }
-NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) == "ray_cluster"}
+# The rows on the secured head too: the tests marked `ray` start it anyway (`make test` runs them in one process, the
+# others in another, which would start a second head for these two rows alone).
+NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) in ("ray_cluster", "secured_head")}
 
 
 def test_every_quoted_message_has_a_provoker_and_every_provoker_a_quote():

@@ -73,23 +73,6 @@ def test_run_reports_a_plan_that_cannot_fit_before_starting_the_simulated_cluste
     assert "Starting an embedded Ray cluster" not in captured.out
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_run_on_an_existing_cluster(ray_cluster, tmp_path):
-    """`rlplace run CONFIG --address ...`: a second driver joins the session cluster and cleans up after itself."""
-    args = ["run", str(CONFIGS / "disaggregate.yaml"), "--address", ray_cluster.address, "--iterations", "1"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlplace.cli", *args, "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Where each worker ran" in proc.stdout and "Embedded cluster" not in proc.stdout
-    assert (tmp_path / "topology.svg").exists()
-    assert (tmp_path / "resource_pool_auto.yaml").exists()  # auto mode writes the computed pools
-
-
 def test_the_cli_starts_without_importing_the_demos_dependencies():
     """`rlplace validate` must stay fast and work without the demo extra: the demo's options are light."""
     code = "import sys; from rlplace.cli import build_parser; build_parser(); print(sorted(sys.modules))"

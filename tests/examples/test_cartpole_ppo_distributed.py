@@ -1,9 +1,11 @@
 """The demo's two communication paths: torch.distributed (all-reduce among the train workers, collective weight
-sync) where torch is installed, and the numpy path (driver averages, object store) without it."""
+sync) where torch is installed, and the numpy path (driver averages, object store) without it. These are also the
+demo config's runs of test_cartpole_ppo_placed.py: every worker where its plan put it."""
 
 from __future__ import annotations
 
 import pytest
+from tests.examples.test_cartpole_ppo_placed import assert_ran_where_planned
 
 import rlplace
 from rlplace.examples.cartpole_ppo import DEMO_CONFIG
@@ -16,13 +18,16 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 def _run(distributed: bool) -> RunResult:
     with rlplace.connect(DEMO_CONFIG, export_path=None) as job:
-        return run_pipeline(job, Budget(iterations=3, stop_when_solved=False), distributed=distributed)
+        result = run_pipeline(job, Budget(iterations=3, stop_when_solved=False), distributed=distributed)
+    assert_ran_where_planned(job.plan, result)
+    return result
 
 
 def test_all_reduce_path_trains_exactly_like_the_driver_average(ray_cluster):
-    """8-25 s: the demo config twice, three iterations each."""
+    """8-25 s (up to 44 s under load): the demo config twice, three iterations each."""
+    by_numpy = _run(distributed=False)  # first: the demo config's placement is checked with or without torch
     pytest.importorskip("torch")
-    by_torch, by_numpy = _run(distributed=True), _run(distributed=False)
+    by_torch = _run(distributed=True)
 
     assert (by_torch.gradients, by_torch.sync_transport) == ("all-reduce (gloo)", "collective (gloo)")
     assert (by_numpy.gradients, by_numpy.sync_transport) == ("driver (numpy)", "object_store")

@@ -94,14 +94,22 @@ class Member:
         return [w.view(torch.uint8).numpy().tobytes() for w in self.weights], self.updates
 
 
-def test_four_workers_on_two_nodes_all_reduce_the_exact_sum(ray_cluster):
+def test_four_workers_on_two_nodes_all_reduce_the_exact_sum_and_a_restarted_one_rejoins(ray_cluster):
+    """One group of four checks both (each worker imports torch: a group costs seconds of CPU)."""
     with rlplace.connect(JOB, export_path=None, name="coll-a") as job:
-        learner = job.launch("learner", Member)
+        learner = job.launch("learner", Member, max_restarts=1, max_task_retries=-1)
         joined = learner.call("join")
         assert [(b, r, w) for b, r, w, _ in joined] == [("gloo", r, 4) for r in range(4)]
         values = [1.5, 2.25, 1e12, -3.0]
         refs = [a.all_reduce.remote(v) for a, v in zip(learner.actors, values, strict=True)]
         assert learner.get(refs) == [sum(values)] * 4
+
+        pid = learner.call("pid", rank=2)
+        os.kill(pid, signal.SIGKILL)  # the process dies at once; the next calls wait for its restart
+        assert learner.call("pid", rank=2) != pid
+        learner.call("rejoin")  # every rank destroys and re-initialises; the restarted one has the same env
+        refs = [a.all_reduce.remote(float(r + 1)) for r, a in enumerate(learner.actors)]
+        assert learner.get(refs) == [10.0] * 4
 
 
 @pytest.mark.slow
@@ -133,22 +141,11 @@ def test_a_worker_that_never_arrives_is_named_within_the_timeout(ray_cluster):
             learner.call("join", 2.0, rank=1, timeout_s=30)
 
 
-def test_a_restarted_worker_rejoins_its_component_group(ray_cluster):
-    with rlplace.connect(JOB, export_path=None, name="coll-c") as job:
-        learner = job.launch("learner", Member, max_restarts=1, max_task_retries=-1)
-        learner.call("join")
-        pid = learner.call("pid", rank=2)
-        os.kill(pid, signal.SIGKILL)  # the process dies at once; the next calls wait for its restart
-        assert learner.call("pid", rank=2) != pid
-        learner.call("rejoin")  # every rank destroys and re-initialises; the restarted one has the same env
-        refs = [a.all_reduce.remote(float(r + 1)) for r, a in enumerate(learner.actors)]
-        assert learner.get(refs) == [10.0] * 4
-
-
 def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
+    """Also: after a target restarted, the sync rebuilds its groups (one job checks both: torch in seven workers)."""
     with rlplace.connect(JOB, export_path=None, name="coll-d") as job:
         learner = job.launch("learner", Member, seed=7)
-        evals = job.launch("eval", Member, zeros=True)
+        evals = job.launch("eval", Member, zeros=True, max_restarts=1, max_task_retries=-1)
         critic = job.launch("critic", Member, zeros=True)
 
         report = sync_weights(learner, [evals], transport="collective", bucket_mb=0.1)  # several buckets
@@ -168,19 +165,24 @@ def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
         want, _ = learner.call("digest", rank=0)
         assert [d for d, _ in evals.call("digest")] == [want, want]
 
+        # A target restarted (its weights zeros again, its group membership gone): the groups are built anew.
+        os.kill(evals.call("pid", rank=1), signal.SIGKILL)
+        report = sync_weights(learner, [evals], transport="collective", timeout_s=30)
+        assert report.transport == "collective" and [d for d, _ in evals.call("digest")] == [want, want]
+
         # A target whose tensors changed after the groups were built: nobody broadcasts, the error names it.
         evals.call("__ray_call__", lambda self: self.weights.__setitem__(0, torch.zeros(3)), rank=1)
         with pytest.raises(PlacementError, match=r"rlplace:eval:1's weight tensors \(4 tensors"):
             sync_weights(learner, [evals], transport="collective")
 
 
-# learner and eval on both A800 nodes, two of each per node; critic on node 3, where no learner is.
+# learner and eval on both A800 nodes, one of each per node; critic on node 3, where no learner is.
 BESIDE = """
 cluster:
   num_nodes: 4
   component_placement:
-    learner: {node_group: a800, placement: "0-1,4-5"}
-    eval: {node_group: a800, placement: "2-3,6-7"}
+    learner: {node_group: a800, placement: "0,4"}
+    eval: {node_group: a800, placement: "1,5"}
     critic: {node_group: node, placement: "3"}
   node_groups:
     - {label: a800, node_ranks: 0-1}
@@ -189,12 +191,14 @@ cluster:
 
 @pytest.mark.slow
 def test_nearest_sends_each_eval_worker_the_weights_of_the_learner_on_its_node(ray_cluster):
-    """8-15 s: nine workers import torch. Learner rank 2 (node 1) is made to differ from rank 0 (node 0), so what
-    each target holds afterwards says where it read from; the critic's node has no learner: it reads rank 0."""
+    """8-12 s under load: five workers import torch (one learner and one eval worker a node: which of a node's
+    learners is read is test_sync_routes.py's). Learner rank 1 (node 1) is made to differ from rank 0 (node 0), so what
+    each target holds afterwards says where it read from; the critic's node has no learner: it reads rank 0, beside
+    node 0's eval worker."""
     with rlplace.connect(BESIDE, export_path=None, name="coll-n") as job:
         learner = job.launch("learner", Member, seed=3)
-        learner.call("__ray_call__", lambda self: [w.add_(1) for w in self.weights if w.is_floating_point()], rank=2)
-        node0, node1 = (learner.call("digest", rank=r)[0] for r in (0, 2))
+        learner.call("__ray_call__", lambda self: [w.add_(1) for w in self.weights if w.is_floating_point()], rank=1)
+        node0, node1 = (learner.call("digest", rank=r)[0] for r in (0, 1))
         assert node0 != node1
         evals = job.launch("eval", Member, zeros=True)
         critic = job.launch("critic", Member, zeros=True)
@@ -204,8 +208,8 @@ def test_nearest_sends_each_eval_worker_the_weights_of_the_learner_on_its_node(r
             report = sync_weights(
                 learner, [evals, critic], source="nearest", topology=job.plan.topology, transport=transport
             )
-            assert (report.transport, report.sources, report.targets) == (transport, (0, 2), 5)
-            assert [d for d, _ in evals.call("digest")] == [node0, node0, node1, node1]
+            assert (report.transport, report.sources, report.targets) == (transport, (0, 1), 3)
+            assert [d for d, _ in evals.call("digest")] == [node0, node1]
             assert critic.call("digest", rank=0)[0] == node0
         assert report.objects == 2  # the object store's: one object per learner read
 
@@ -235,17 +239,6 @@ def test_every_train_rank_sends_its_shard_and_a_mismatch_is_named(ray_cluster):
         critic.call("__ray_call__", lambda self: self.weights.pop())
         with pytest.raises(PlacementError, match=r"rlplace:critic:0's weight tensors \(3 tensors"):
             sync_weights(learner, [critic], transport="collective")
-
-
-def test_sync_rebuilds_its_groups_after_a_target_restarted(ray_cluster):
-    with rlplace.connect(JOB, export_path=None, name="coll-f") as job:
-        learner = job.launch("learner", Member, seed=3)
-        evals = job.launch("eval", Member, zeros=True, max_restarts=1, max_task_retries=-1)
-        sync_weights(learner, [evals], transport="collective")
-        os.kill(evals.call("pid", rank=1), signal.SIGKILL)
-        report = sync_weights(learner, [evals], transport="collective", timeout_s=30)
-        want, _ = learner.call("digest", rank=0)
-        assert report.transport == "collective" and [d for d, _ in evals.call("digest")] == [want, want]
 
 
 @pytest.mark.gpu

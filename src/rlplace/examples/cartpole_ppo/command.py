@@ -147,6 +147,7 @@ def _train(spec: Any, console: Any, args: argparse.Namespace, picture_stem: str,
                 checkpoint_dir=args.checkpoint_dir,
                 on_start=kill.start,
                 may_stop=lambda: kill.settled(job.events),
+                stop=(lambda: kill.settled(job.events)) if getattr(args, "stop_when_handled", False) else None,
             )
         if getattr(args, "profile_out", None):
             _write_profile(job, spec, args, console)

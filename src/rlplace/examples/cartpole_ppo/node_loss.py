@@ -73,6 +73,13 @@ def add_node_loss_arguments(p: argparse.ArgumentParser) -> None:
         help="with --kill-node: start the lost node again this many seconds after it went (the "
         "shrunk components grow back onto it)",
     )
+    g.add_argument(
+        "--stop-when-handled",
+        action="store_true",
+        help="with --kill-node or --drain-node: end the run at the first iteration finished after the job has dealt "
+        "with the node (a spare took over, the components shrank, or grew back with --add-node-after), solved or "
+        "not; without it training goes on until CartPole is solved or the budget ends",
+    )
 
 
 def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
@@ -90,6 +97,11 @@ def simulated_spares_of(args: argparse.Namespace, nodes: Any) -> tuple:
             )
     if getattr(args, "add_node_after", None) is not None and kill is None:
         raise RlplaceError("--add-node-after needs --kill-node RANK: it starts that node again after the loss")
+    if getattr(args, "stop_when_handled", False) and kill is None and drain is None:
+        raise RlplaceError(
+            "--stop-when-handled needs --kill-node RANK or --drain-node RANK: it ends the run once the "
+            "job has dealt with that node"
+        )
     goes = kill if kill is not None else drain
     text = getattr(args, "spare", None)
     return simulated_spares("1" if text is None and goes is not None else text, nodes, like=goes)
@@ -120,7 +132,8 @@ class NodeKiller:
     """`--kill-node RANK --kill-after S`: removes the embedded cluster's node RANK abruptly S seconds after
     training starts (`start`), from a timer thread, and with `--add-node-after A` starts it again after the
     first iteration that ends A seconds after the loss; the run does not stop early (solved) before the job has
-    dealt with that, and the timer is cancelled when the iteration budget ends first."""
+    dealt with that (`settled`; with `--stop-when-handled` it stops then), and the timer is cancelled when the
+    iteration budget ends first."""
 
     def __init__(
         self, cluster: FaultyCluster | None, rank: int | None, after_s: float, add_after_s: float | None = None

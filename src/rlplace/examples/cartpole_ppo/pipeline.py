@@ -98,6 +98,7 @@ class RunResult:
     hook_calls: int = 0  # offload hook calls the phase engine made (0 with offload disabled)
     buffer_local_fraction: float = 1.0
     seconds: float = 0.0
+    stopped: bool = False  # ended by run_pipeline's `stop` before its budget
     failover: list[str] = field(default_factory=list)  # what the job's node events meant for training
     seconds_lost: float = 0.0  # wall time of iterations thrown away by node losses, recovery included
     gradients: str = ""  # how gradients were averaged: "all-reduce (gloo)", "driver (numpy)", "one train worker"
@@ -124,6 +125,7 @@ def run_pipeline(
     *,
     distributed: bool | None = None,
     may_stop: Callable[[], bool] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> RunResult:
     """Train PPO on CartPole with the components of `job` (an `rlplace.connect` Job); returns the result.
 
@@ -132,7 +134,8 @@ def run_pipeline(
     single machine). `on_start` is called when the first iteration starts. `distributed`: all-reduce the
     gradients and broadcast the weights with torch.distributed (default: where torch is installed).
     `may_stop`: asked before stopping early once solved (`rlplace demo --kill-node` holds the run until its
-    node is gone, so the loss is shown even when training is quick).
+    node is gone, so the loss is shown even when training is quick). `stop`: asked after each finished iteration;
+    True ends the run there, solved or not (`rlplace demo --stop-when-handled`: once the job has dealt with the node).
     """
     _require_components(job.plan.components)
     start = time.perf_counter()
@@ -142,7 +145,7 @@ def run_pipeline(
     scratch = None if checkpoint_dir else folder  # removed afterwards
     checkpoint = str(Path(folder) / "train.npz")
     try:
-        return _run(job, budget, progress, checkpoint, on_start, start, distributed, may_stop)
+        return _run(job, budget, progress, checkpoint, on_start, start, distributed, may_stop, stop)
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -157,6 +160,7 @@ def _run(
     start: float,
     distributed: bool,
     may_stop: Callable[[], bool] | None,
+    stop: Callable[[], bool] | None,
 ) -> RunResult:
     from rlplace.runtime import BufferShard, Phases, ShardRouter, sync_weights
 
@@ -250,6 +254,9 @@ def _run(
         if progress:
             progress(it, result.curve)
         if budget.stop_when_solved and result.curve.solved and (may_stop is None or may_stop()):
+            break
+        if stop is not None and stop():
+            result.stopped = it < budget.iterations
             break
     if result.failover:  # workers moved: where they run now
         result.placed = [p for group in (train, evals, envs, shards) for p in group.placements()]

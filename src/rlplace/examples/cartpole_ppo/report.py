@@ -25,8 +25,11 @@ def outcome(result: RunResult) -> str:
             f"(>= {SOLVED_RETURN:g}) after {result.iterations} iterations, {episodes} episodes, {result.seconds:.1f} s."
         )
     window = min(episodes, SOLVED_WINDOW)
+    ended = (
+        "Stopped before solving, as asked (--stop-when-handled)" if result.stopped else "Not solved within the budget"
+    )
     return (
-        f"Not solved within the budget: average return {curve.average:.1f} over the last {window} episodes "
+        f"{ended}: average return {curve.average:.1f} over the last {window} episodes "
         f"(target {SOLVED_RETURN:g} over {SOLVED_WINDOW}) after {result.iterations} iterations, {episodes} episodes, "
         f"{result.seconds:.1f} s."
     )
