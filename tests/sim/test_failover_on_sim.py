@@ -467,3 +467,24 @@ def test_a_node_drained_again_after_a_cancelled_drain_is_acted_on():
     assert [e.kind for e in job.events] == ["draining", "draining", "spare"] and str(job.live.node(1).node_id) == spare
     assert train.call("step", 1, timeout_s=30) == [1, 1]
     job.shutdown()
+
+
+def test_a_node_declared_lost_takes_no_rank_over_while_ray_still_lists_it_alive():
+    """Found by the explorer's drain invariant (run 1, seeds 1002915 and 1004246): node 1's processes died and the
+    watcher declared it lost (its raylet refused) before Ray's health checks did; a replacement took the rank over
+    and was drained at once. The drain's takeover chose the lost node itself, still listed alive and labelled with
+    rank 1, waited 5 s to reach it, and the deadline passed before the second replacement took the rank."""
+    sim, job = started()
+    train = job.launch("train", Echo)
+    first, second = add(sim, job, rank=1), add(sim, job, rank=1)
+    refs = train.call_async("step", 1)
+    lose(sim, job, 1)
+    assert train.get(refs, "step", timeout_s=30) == [1, 1] and str(job.live.node(1).node_id) == first
+    drained_at = sim.wall()
+    sim.drain_node(first, 1.0)
+    sim.advance(1.0)
+    assert [e.kind for e in job.events] == ["lost", "replacement", "draining", "replacement"]
+    assert str(job.live.node(1).node_id) == second
+    assert job.events[-1].at <= drained_at + 1.0  # it took 5 s: the wait on the lost node
+    assert train.call("step", 2, timeout_s=30) == [2, 2]
+    job.shutdown()

@@ -115,6 +115,9 @@ class NodeWatcher:
         self.period_s = period_s
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
+        #: nodes declared lost (their raylet refused, or Ray declared them dead): never take anything over, though
+        #: Ray may list them alive for a health-check delay yet
+        self._lost: set[str] = set()
         self._notices: set[str] = set()  # draining nodes acted on (once per drain)
         self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
         self._ticker: Ticker | None = None
@@ -258,6 +261,8 @@ class NodeWatcher:
                 return
             node = self._state.live.node(rank)
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
+            if notice is None:
+                self._lost.add(str(node.node_id))
             workers = self._mover.workers_on(rank)
             now, wall = self._cluster.now(), self._cluster.wall()
             window = self._state.replace_within_s
@@ -338,8 +343,10 @@ class NodeWatcher:
         self, rank: int, lost: Node, raw: list[dict[str, Any]], refusals: dict[str, str]
     ) -> list[tuple[Takeover, Node]]:
         """The nodes that may take `rank` (served by `lost`) over now (`failover.candidates`; why a node is not
-        taken goes into `refusals`)."""
-        alive = [n for n in raw if n.get("Alive")]
+        taken goes into `refusals`). A node declared lost is none of them, though Ray lists it alive until its health
+        checks fail: its processes are gone, a takeover would wait on it until the timeout (found by the explorer,
+        docs/ray.md)."""
+        alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._lost]
         spares = any(is_spare(n) for n in alive)  # free resources matter to spares only (one request less)
         free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if spares else {}
         serving = {str(n.node_id) for n in self._state.live.nodes}
