@@ -488,3 +488,30 @@ def test_a_node_declared_lost_takes_no_rank_over_while_ray_still_lists_it_alive(
     assert job.events[-1].at <= drained_at + 1.0  # it took 5 s: the wait on the lost node
     assert train.call("step", 2, timeout_s=30) == [2, 2]
     job.shutdown()
+
+
+def test_a_call_that_failed_on_a_lost_node_never_declares_the_spare_that_took_it_over_lost():
+    """Found by the explorer (run 4, seed 4000124; first as a liveness violation): a call on node 1 failed as its
+    machine vanished, and its probe waited for Ray's verdict on the node; meanwhile the watcher declared node 1 lost
+    and a spare took it over. The probe, back from its wait (held up here by a drain waiting for hung calls), saw
+    the old node dead and declared node 1 lost again: the spare serving it now, healthy, was dropped, and the rank
+    failed at the window's end."""
+    sim, job = started()
+    train = job.launch("train", Echo, max_restarts=1)
+    first, second = add(sim, job, rank=None), add(sim, job, rank=None)
+    drained, vanished = str(job.live.node(0).node_id), str(job.live.node(1).node_id)
+    sim.drain_node(drained, 10.0)
+    sim.vanish_node(vanished)
+    sim.behaviour.hang_method = "step"  # the drain waits for the calls on node 0 until half its time
+    with pytest.raises(PlacementError, match="did not finish step"):
+        train.call("step", 1, timeout_s=8)
+    sim.behaviour.hang_method = None
+    sim.advance(10)
+    assert [(e.kind, e.node_rank, e.node_id) for e in job.events] == [
+        ("draining", 0, drained),
+        ("lost", 1, vanished),
+        ("spare", 1, first),
+        ("spare", 0, second),
+    ]
+    assert str(job.live.node(1).node_id) == first and job.state.health(1) == "ok"
+    job.shutdown()

@@ -149,19 +149,25 @@ class NodeWatcher:
     def check(self, rank: int) -> bool:
         """A call on a worker of node `rank` just failed: is the node lost? Declares the loss at once when the
         node's raylet refuses connections (its processes are known dead) without waiting for Ray's health
-        checks; waits for Ray's verdict while the probe is inconclusive."""
+        checks; waits for Ray's verdict while the probe is inconclusive. The node is the one serving the rank when
+        asked: once the rank is declared lost meanwhile (by the watcher's tick) the answer is yes, and a node that
+        took the rank over since is never declared lost for it (found by the explorer, docs/ray.md)."""
         if self._state.health(rank) != NodeHealth.OK:
             return True
         node = self._state.live.node(rank)
+        node_id = str(node.node_id)
         deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
         while not self._state.closed:
-            raylet = self._raylets.get(str(node.node_id))
+            if self._state.health(rank) != NodeHealth.OK or str(self._state.live.node(rank).node_id) != node_id:
+                return True
+            raylet = self._raylets.get(node_id)
             refused = self._cluster.raylet_refuses(*raylet) if raylet is not None else None
             if refused and raylet is not None:
-                self._declare(rank, f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)")
+                why = f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)"
+                self._declare(rank, why, node_id=node_id)
                 return True
-            if str(node.node_id) not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
-                self._declare(rank, "Ray declared it dead")
+            if node_id not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
+                self._declare(rank, "Ray declared it dead", node_id=node_id)
                 return True
             if refused is False or self._cluster.now() >= deadline:
                 return False
@@ -228,7 +234,7 @@ class NodeWatcher:
             node_id = self._state.live.node(rank).node_id
             if self._state.health(rank) == NodeHealth.OK and str(node_id) not in alive:
                 dead = next((n for n in raw if n["NodeID"] == node_id), {})
-                self._declare(rank, "Ray declared it dead" + death_reason(dead))
+                self._declare(rank, "Ray declared it dead" + death_reason(dead), node_id=str(node_id))
         usable = [n for n in raw if n["NodeID"] not in draining]  # a node that goes takes nothing over
         self._notices &= set(draining)  # a drain cancelled is forgotten: the node may be drained again later
         for rank in self._state.pinned_ranks():
@@ -252,14 +258,17 @@ class NodeWatcher:
 
     # -- deciding --------------------------------------------------------------------------------------
 
-    def _declare(self, rank: int, why: str, *, notice: NodeEvent | None = None) -> None:
+    def _declare(self, rank: int, why: str, *, node_id: str | None = None, notice: NodeEvent | None = None) -> None:
         """Node `rank` is lost (records a `lost` event); or, given the `notice` of its drain (its `draining` event,
-        recorded already), it is being left: the loss counts from the notice, and the window from now."""
+        recorded already), it is being left: the loss counts from the notice, and the window from now. `node_id`:
+        the node found lost; nothing happens when another serves the rank by now (it took over meanwhile)."""
         with self._work:
             expected = NodeHealth.OK if notice is None else NodeHealth.DRAINING
             if self._state.health(rank) != expected or self._state.closed:
                 return
             node = self._state.live.node(rank)
+            if node_id is not None and str(node.node_id) != node_id:
+                return
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
             if notice is None:
                 self._lost.add(str(node.node_id))
