@@ -515,3 +515,38 @@ def test_a_call_that_failed_on_a_lost_node_never_declares_the_spare_that_took_it
     ]
     assert str(job.live.node(1).node_id) == first and job.state.health(1) == "ok"
     job.shutdown()
+
+
+def test_a_resize_and_another_jobs_takeover_choosing_ports_at_once_never_share_one():
+    """Found by the explorer's port invariant (run 1, seed 1005880): job a's rollout shrank onto a replacement while
+    the other job's learner moved there. Each read the other's record before it showed a port there, and both chose
+    the first free one; the takeover checked for a clash after its change (none yet), the resize never did. Now
+    every choice of masters is checked after its change, and whoever sees its new port held moves."""
+    a_text = PINNED + "  elastic: {train: {min: 1, max: 3}}\n"  # train rank 0 on node 1
+    learner = 'learner: {node_group: a800, placement: "6"}'  # on node 1 too
+    b_text = PINNED.replace('train: {node_group: a800, placement: "4,1"}', learner)
+    b_text = b_text.replace('    eval: {node_group: a800, placement: "2"}\n', "")
+    cases = [case_of(a_text, NODES), case_of(b_text, NODES)]
+    sim = SimCluster()
+    for node in cases[0].inventory.nodes:
+        sim.add_node(node_resources(node), node_labels(node, node.rank))
+    jobs = []
+    for (case, port), name in zip(((cases[0], sim), (cases[1], sim.driver("02000000"))), "ab", strict=True):
+        jobs.append(Job(case.plan, inventory_from_nodes(sim.nodes()), name=name, spec=case.spec, cluster=port).start())
+        sim.advance(0.1)  # b's watcher looks 0.1 s after a's
+    a, b = jobs
+    a.launch("train", Echo)
+    b.launch("learner", Echo)
+    replacement = add(sim, a, rank=1)
+    sim.drain_node(str(a.live.node(1).node_id), 30.0)
+    while str(a.live.node(1).node_id) != replacement:  # a moved; b notices the drain 0.1 s later
+        sim.advance(0.01)
+    sim.behaviour.call_s = 0.5  # the port's probe on the replacement takes long enough for b to move meanwhile
+    a.resize("train", 1)
+    sim.behaviour.call_s = 0.01
+    sim.advance(3)
+    assert str(b.live.node(1).node_id) == replacement
+    ours, theirs = a.master("train"), b.master("learner")
+    assert (ours.node_id, theirs.node_id) == (replacement, replacement) and ours.port != theirs.port
+    for job in jobs:
+        job.shutdown()

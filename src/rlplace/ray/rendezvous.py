@@ -145,11 +145,11 @@ class Rendezvous:
                     raise PlacementError(f"{state.worker(name, 0).name}: node has no address; is it alive?")
                 todo[name] = node
         if todo:
-            taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-            for name in todo:  # the old port stays out of the draw
+            last: dict[str, set[int]] = {}  # the old ports stay out of the draw
+            for name in todo:
                 old = state.masters()[name]
-                taken.setdefault(old.address, set()).add(old.port)
-            state.apply(Change(masters=self._allocate(todo, taken)))
+                last.setdefault(old.address, set()).add(old.port)
+            self._choose_masters(todo, last)
 
     def joined(self) -> None:
         """The new workers of a resize are started: from now on their payloads carry the whole rendezvous."""
@@ -185,20 +185,27 @@ class Rendezvous:
         known = state.master(component)
         if known is not None and known.node_id == node.node_id:
             return
-        taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-        state.apply(Change(masters=self._allocate({component: node}, taken)))
-        for _ in range(3):  # two drivers that allocated at the same moment: the one that sees it moves
-            clash = self._clashes()
+        self._choose_masters({component: node})
+
+    def _choose_masters(self, todo: dict[str, Node], avoid: dict[str, set[int]] | None = None) -> None:
+        """Masters for the components of `todo` on the nodes given, on ports that other live jobs' records do not
+        hold there (nor `avoid`: address -> ports); into the state. Two drivers choosing at one moment may take the
+        same port, each before the other's record shows it: after the change, whoever sees a port it just chose held
+        moves (a master chosen earlier stays: its workers have it, and the other driver sees the clash)."""
+        state = self._state
+
+        def taken() -> dict[str, set[int]]:
+            held = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
+            for address, ports in (avoid or {}).items():
+                held.setdefault(address, set()).update(ports)
+            return held
+
+        state.apply(Change(masters=self._allocate(todo, taken())))
+        for _ in range(3):
+            clash = [name for name in self._clashes() if name in todo]
             if not clash:
                 return
-            taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-            moved = {name: node for name in clash if (node := self._master_node(name)) is not None}
-            state.apply(Change(masters=self._allocate(moved, taken)))
-
-    def _master_node(self, component: str) -> Node | None:
-        """The node serving the rank of `component`'s master now."""
-        master = self._state.master(component)
-        return None if master is None else self._state.node(master.node_rank)
+            state.apply(Change(masters=self._allocate({name: todo[name] for name in clash}, taken())))
 
     def _allocate(self, todo: dict[str, Node], taken: dict[str, set[int]]) -> dict[str, Master]:
         """Ports for the masters in `todo`, all of one address at once: bound here when the address is this

@@ -48,7 +48,7 @@ import heapq
 import itertools
 import random
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -250,6 +250,7 @@ class _Ticker:
     stopped: bool = False
     running: bool = False
     again: bool = False
+    driver: str = ""  # the Ray job id of the driver whose thread it is
 
     def wake(self) -> None:
         if not self.stopped:
@@ -264,7 +265,7 @@ class _Ticker:
         if self.stopped or self.running:
             self.again = self.running  # a wake during the tick: the next one follows at once
             return
-        if self.cluster._held_outside_ticks:  # a change holds a lock the tick may need: as a thread, it waits
+        if self.cluster._held_outside_ticks[self.driver]:  # a change of its driver holds a lock the tick may need
             self.cluster._schedule(self.cluster.now() + max(self.period_s, LOCK_POLL_S), self._run)
             return
         self.running, self.again = True, False
@@ -283,23 +284,25 @@ class _Ticker:
 @dataclass
 class _SimLock:
     """`SimCluster.lock`: re-entrant (one thread runs everything), and counted while held outside a tick, so the
-    watcher's ticks wait for the change that holds it, as its thread would on Ray."""
+    watcher's ticks wait for the change that holds it, as its thread would on Ray. Counted per driver: another
+    driver's watcher, a thread of another process, never waits for it."""
 
     cluster: SimCluster
+    driver: str
     depth: int = 0
     outside: bool = False
 
     def __enter__(self) -> _SimLock:
         if self.depth == 0:
             self.outside = not self.cluster._ticking
-            self.cluster._held_outside_ticks += self.outside
+            self.cluster._held_outside_ticks[self.driver] += self.outside
         self.depth += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.depth -= 1
         if self.depth == 0:
-            self.cluster._held_outside_ticks -= self.outside
+            self.cluster._held_outside_ticks[self.driver] -= self.outside
             self.outside = False
 
 
@@ -327,7 +330,8 @@ class SimCluster:
         #: Cluster operations left before the current move counts as spinning (`SimHang`); None: no limit.
         self.budget: int | None = None
         self._ticking = 0  # ticks under way (nested in a service's wait)
-        self._held_outside_ticks = 0  # locks (`lock()`) held by the schedule's own moves
+        #: driver -> locks (`lock()`) held by the schedule's own moves on its jobs
+        self._held_outside_ticks: Counter[str] = Counter()
         self._observing = 0  # the explorer reads the cluster (`observing`)
         self._pending_faults = 0  # `_fault`s scheduled and not run yet
         #: Every call sent to an actor, and every call that ran its body, in order (the explorer counts each
@@ -461,12 +465,12 @@ class SimCluster:
         self.every(0.0, once, name)
 
     def every(self, period_s: float, tick: Callable[[], bool], name: str) -> _Ticker:
-        ticker = _Ticker(self, period_s, tick)
+        ticker = _Ticker(self, period_s, tick, driver=self.job)
         self._schedule(self._now, ticker._run)  # the first look at once, as the thread's
         return ticker
 
     def lock(self) -> _SimLock:
-        return _SimLock(self)
+        return _SimLock(self, self.job)
 
     def wait_on(self, condition: threading.Condition, timeout_s: float | None) -> None:
         """Until what is due next has run (it may be what the caller waits for: callers check again, as after
@@ -1144,7 +1148,7 @@ class SimCluster:
 
 class _DriverView:
     """Another driver's port on the same cluster: everything is the cluster's, but its Ray job id (what it creates
-    is that driver's, and dies with it)."""
+    is that driver's, and dies with it; its locks and ticks are its own process's: `_SimLock`)."""
 
     def __init__(self, cluster: SimCluster, job_id: str):
         self._cluster = cluster
@@ -1155,7 +1159,7 @@ class _DriverView:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._cluster, name)
-        if name in ("create_group", "start_actor") and callable(attr):
+        if name in ("create_group", "start_actor", "lock", "every", "spawn") and callable(attr):
 
             def as_driver(*args: Any, **kwargs: Any) -> Any:
                 saved, self._cluster.job = self._cluster.job, self._job
