@@ -20,7 +20,8 @@ saw happen rather than from what the job believes:
   each worker under its rank now, in its actor's state, on the node serving its rank (`node 2 (spare IP)`);
 - a lost node's workers go to the nearest hot spare that was ready (its NVLink domain, then rack, then zone);
 - a drained node whose workers a spare could take over moves them before the deadline, also when other events
-  overlap, as long as a spare remains for it;
+  overlap, as long as a spare remains for it and the GCS answers in time to tell the job (a restart that lasts
+  until less than a watcher period before the deadline voids the promise: the watcher reads drains from the GCS);
 - liveness: once the last fault is over and the windows have passed, every component answers, except where a
   rank failed and no node can take it over, or a worker is stuck for good (its constructor failed, a call hangs);
 - after shutdown nothing of the job is left: no placement group, actor or KV key (another job's stay).
@@ -45,6 +46,7 @@ from rlplace.plan import Plan
 from rlplace.planner.capacity import bundle_resources
 from rlplace.planner.topology import read_topology
 from rlplace.ray import records, status
+from rlplace.ray.failover.watcher import WATCH_PERIOD_S
 from rlplace.ray.job import Job
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, RAY_NODE_ID_LABEL, SPARE_LABEL
 from rlplace.ray.local_raylets import node_args
@@ -341,7 +343,12 @@ class World:
         self.sim.advance(seconds)
 
     def _gcs_restart(self, seconds: float) -> None:
+        """The GCS does not answer for `seconds`. The job learns of a drain only from the GCS (its watcher reads the
+        draining nodes there each period): a drain whose deadline comes before the GCS answers again and the watcher
+        looks (one period) cannot be acted on in time, and loses its promise (`_drained`)."""
         self.sim.gcs_restart(seconds)
+        back = self.sim.wall() + (self.sim.weather.gcs_down_until - self.sim.now()) + WATCH_PERIOD_S
+        self.drains = [d for d in self.drains if d.deadline > back]
         self.sim.advance(0.1)
 
     def _slow_gcs(self, seed: int, delay_p: float, seconds: float) -> None:
@@ -549,11 +556,17 @@ class World:
         return None
 
     def _replacement(self, node_rank: int) -> bool:
+        """A node started again with the rank's label is up, serves no rank of the job and has what the rank
+        reserved free: a takeover reserves the rank's bundles there (docs/runtime.md, "Node loss"), which it cannot
+        while another job's workers hold part of them (they were placed there by the same rank label)."""
         serving = {str(n.node_id) for n in self.job.state.live.nodes}
-        return any(
-            n.labels.get(NODE_RANK_LABEL) == str(node_rank) and n.node_id not in serving and _up(n)
-            for n in self.sim.nodes_by_id.values()
-        )
+        demand = self._demands().get(node_rank, {})
+        for n in self.sim.nodes_by_id.values():
+            if n.labels.get(NODE_RANK_LABEL) == str(node_rank) and n.node_id not in serving and _up(n):
+                free = self.sim._free(n)
+                if all(free.get(k, 0.0) + 1e-9 >= v for k, v in demand.items()):
+                    return True
+        return False
 
     def _on_change(self, state: Any) -> None:
         """After every change of the state: a component that changed size has a master other than the one it had
@@ -630,7 +643,7 @@ class World:
             return self._stale_port
         state = self.job.state
         held: dict[tuple[str, int], str] = {}
-        jobs = [(self.job, "")] + ([(self.other, "the other job's ")] if self.other is not None else [])
+        jobs = [(self.job, "this job's ")] + ([(self.other, "the other job's ")] if self.other is not None else [])
         for job, whose in jobs:
             for c, m in job.state.masters().items():
                 clash = held.get((m.address, m.port))
@@ -783,7 +796,8 @@ class World:
 
     def _drained(self) -> str | None:
         """A drained node with a spare ready: its workers moved to it before the deadline (not lost at it), as long
-        as a spare remained for it (other ranks in trouble take spares too; weather voids the promise)."""
+        as a spare remained for it (other ranks in trouble take spares too; weather voids the promise, except a GCS
+        restart, which only voids it when it keeps the drain from the job until too late: `_gcs_restart`)."""
         state = self.job.state
         now = self.sim.wall()
         kept = []
@@ -792,6 +806,9 @@ class World:
             moved = [e for e in state.events[d.events :] if e.node_rank == d.rank and e.kind in taken]
             if moved and moved[0].at <= d.deadline:
                 continue  # kept
+            if not moved and self.sim.now() < self.sim.weather.gcs_down_until:
+                kept.append(d)  # the GCS restarts: the drain waits (`_gcs_restart` dropped those it makes too late)
+                continue
             others = [r for r, t in state.troubles().items() if r != d.rank and t.kind == NodeHealth.LOST]
             slow = self.sim.weather.start_s or self.sim.weather.kill_s  # workers may not start in time
             if not moved and (self._weather() or slow or len(self._ready_spares(d.rank)) <= len(others)):
