@@ -59,7 +59,7 @@ def _ignore_drains() -> contextlib.AbstractContextManager[Any]:
 def _never_declare_loss() -> contextlib.AbstractContextManager[Any]:
     from rlplace.ray.failover.watcher import NodeWatcher
 
-    return _patched(NodeWatcher, "_declare", lambda self, rank, why, notice=None: None)
+    return _patched(NodeWatcher, "_declare", lambda self, rank, why, **where: None)
 
 
 # -- issue 35's ten: each a bug of a kind the explorer had not been shown (docs/ray.md's table) -------------------
