@@ -12,7 +12,8 @@ from rlplace.errors import ConfigError
 from rlplace.inventory import Node
 from rlplace.ray.failover.rules import hardware_of, spare_refusal
 from rlplace.ray.local_raylets import simulated_inventory, simulated_spares
-from rlplace.ray.nodes import inventory_from_nodes, raylet_refuses, spare_nodes
+from rlplace.ray.nodes import inventory_from_nodes, spare_nodes
+from rlplace.ray.ray_port import raylet_refuses
 
 LOST = Node(rank=1, num_gpus=4, gpu_model="A800", num_cpus=8.0, node_id="lost", address="10.0.0.2")
 DEMAND = {"GPU": 2.0, "CPU": 6.0}

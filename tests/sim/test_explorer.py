@@ -3,16 +3,28 @@ caught, a violation reported with a seed that replays it and a shortened schedul
 
 from __future__ import annotations
 
+import ast
 import logging
 import pathlib
+import random
 import subprocess
 import sys
 
 import pytest
 
-from rlplace.sim.explore import MUTATIONS, Move, cases, draw, explore, run, shrink
+from rlplace.sim.explore import MUTATIONS, Move, case_of, cases, draw, explore, run, shrink
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: train on node 1 (4 GPUs), eval on node 0
+PINNED_TEXT = """
+cluster:
+  num_nodes: 2
+  component_placement:
+    train: {node_group: a800, placement: "4-7"}
+    eval: {node_group: a800, placement: "0"}
+  node_groups:
+    - {label: a800, node_ranks: "0,1"}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +42,20 @@ def test_the_repositorys_examples_are_explored_each_also_elastic(all_cases):
     assert len(names) >= 20
 
 
-@pytest.mark.slow
+def test_a_fresh_run_of_two_thousand_schedules_breaks_no_invariant(all_cases):
+    """Each `make test` explores 2,000 schedules of a run seed drawn afresh (about 20 s of one core), so the
+    suite's runs add up to new schedules rather than the same ones again; a violation names the run seed, and
+    `scripts/explore.py --seed S --schedules 2000` (or `--replay` with the schedule's own seed) runs it again."""
+    seed = random.SystemRandom().randrange(1, 1_000_000)
+    report = explore(all_cases, 2_000, seed=seed)
+    assert report.schedules == 2_000
+    found = [(own, case.name, violation) for own, case, _, violation in report.violations]
+    assert found == [], f"run seed {seed}: {found}"
+
+
+@pytest.mark.long
 def test_ten_thousand_schedules_break_no_invariant(all_cases):
-    """The run `make test` makes (about 50 s on one core of the 2-core CI machine; scripts/explore.py spreads
-    the same run over every core)."""
+    """The long run (`make test-long`; about 90 s of one core): run seed 1, the same schedules every time."""
     report = explore(all_cases, 10_000, seed=1)
     assert report.schedules == 10_000
     assert [(seed, case.name, violation) for seed, case, _, violation in report.violations] == []
@@ -79,7 +101,8 @@ def test_the_script_lists_its_mutations_and_refuses_an_unknown_one():
 
 def test_the_script_reports_its_count_and_a_caught_mutation():
     clean = _script("--schedules", "200", "--seed", "4", "--jobs", "1")
-    assert clean.returncode == 0 and clean.stdout.startswith("explored 200 schedules, 0 invariant violations")
+    assert clean.returncode == 0
+    assert clean.stdout.startswith("explored 200 schedules (run seed 4), 0 invariant violations")
     caught = _script("--schedules", "300", "--seed", "4", "--jobs", "1", "--mutate", "drop-call-in-flight")
     assert caught.returncode == 0 and "mutation drop-call-in-flight: caught" in caught.stdout
     assert "shortest schedule" in caught.stdout and "seed " in caught.stdout
@@ -91,6 +114,53 @@ def test_status_shows_a_drained_ranks_workers_alive_on_the_replacement_that_took
     on the replacement, since the draining node carries the label too (Ray schedules nothing new on a draining
     node; the simulation did, and status showed the moved workers dead while the state had them on the
     replacement)."""
-    case, _ = draw(all_cases, 21000353)
+    name = "src/rlplace/examples/cartpole_ppo/configs/node-groups.yaml on 4x8:A800"  # what the seed drew then
+    case = next(c for c in all_cases if c.name == name)
     moves = [Move("launch", ("eval",)), Move("drain", (2, 1.0)), Move("join", (2,)), Move("hang", ("eval",))]
     assert run(case, [*moves, Move("shutdown", ())]).violation is None
+
+
+def _named(all_cases, name):
+    return next(c for c in all_cases if c.name == name)
+
+
+def _move(printed: str) -> Move:
+    """A move as the explorer prints it: `drain(2, 1.0, 'outlives')`."""
+    kind, _, args = printed.partition("(")
+    return Move(kind, ast.literal_eval(f"({args[:-1]},)") if args[:-1] else ())
+
+
+def test_a_drain_the_gcs_keeps_from_the_job_past_its_deadline_promises_nothing_one_told_in_time_does(all_cases):
+    """Run 1, seed 1007201: a GCS restart of 2 s began as node 2 was drained with 1 s left, so the job (whose
+    watcher reads the draining nodes from the GCS) could not know of it before the deadline; the drain invariant
+    held that against it. A restart that leaves the watcher a period before the deadline keeps the promise (and
+    the invariant catches a watcher that ignores drains then)."""
+    case = _named(all_cases, "src/rlplace/examples/cartpole_ppo/configs/node-groups.yaml on 4x8:A800")
+
+    def drained(gcs_s: float, deadline_s: float) -> list[Move]:
+        moves = [Move("launch", ("eval",)), Move("spare", (0, 2)), Move("drain", (2, deadline_s, "outlives"))]
+        return [*moves, Move("gcs_restart", (gcs_s,)), Move("wait", (6.0,)), Move("shutdown", ())]
+
+    assert run(case, drained(2.0, 1.0)).violation is None
+    shrunk = ["launch('eval', 0)", "slow(2)", "gcs_restart(5.0)", "spare(0, 2)", "gcs_restart(2.0)", "call('eval')"]
+    shrunk += ["hang('eval')", "drain(2, 1.0, 'outlives')", "gcs_restart(2.0)", "shutdown()"]  # as the run printed it
+    elastic = _named(all_cases, f"{case.name}, elastic")
+    assert run(elastic, [_move(m) for m in shrunk]).violation is None
+    for gcs_s, deadline_s in ((2.0, 5.0), (0.5, 1.5)):
+        assert run(case, drained(gcs_s, deadline_s)).violation is None
+        with MUTATIONS["ignore-drains"]():
+            violation = run(case, drained(gcs_s, deadline_s)).violation
+        assert violation is not None and violation.startswith("a drain moves the workers before the deadline")
+
+
+def test_a_replacement_another_job_holds_part_of_is_no_node_to_take_a_failed_rank_over(all_cases, monkeypatch):
+    """Run 1, seed 1007768: node 1 failed (no spare in the window), a node with its rank label joined, and a second
+    job placed a worker there by that label first: the job could not reserve the rank's bundles beside it, and the
+    liveness invariant held the failed rank against it. A replacement left free must still take the rank over."""
+    case = case_of(PINNED_TEXT, "2x4:A800")
+    moves = [Move("launch", ("train",)), Move("call_across_loss", ("train", 1, "kill")), Move("join", (1,))]
+    settle = [Move("settle", ()), Move("shutdown", ())]
+    assert run(case, [*moves, Move("other_job", ("start",)), *settle]).violation is None  # its learner: node 1
+    assert run(case, [*moves, *settle]).violation is None
+    monkeypatch.setattr("rlplace.ray.failover.watcher.candidates", lambda *a, **k: [])  # replacements ignored
+    assert run(case, [*moves, *settle]).violation == "liveness: node 1 stays failed though a node could take it over"

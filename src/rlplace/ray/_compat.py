@@ -91,14 +91,17 @@ def draining_nodes() -> dict[str, int]:
 def drain_node(address: str, node_id: str, deadline_ms: int, reason: str = "preemption", message: str = "") -> None:
     """Ask the GCS at `address` to drain node `node_id` by `deadline_ms` (wall clock, ms), as Ray's autoscaler does
     before it takes a node away. Raises RuntimeError with Ray's words when the GCS refuses."""
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled: not in Ray's type stubs
     from ray.core.generated import autoscaler_pb2
 
     if reason not in DRAIN_REASONS:
         raise ValueError(f"drain reason {reason!r}: one of {', '.join(DRAIN_REASONS)}")
     text = f"{reason}: {message}" if message else reason
     accepted, why = GcsClient(address=address).drain_node(
-        node_id, autoscaler_pb2.DRAIN_NODE_REASON_PREEMPTION, text, int(deadline_ms)
+        node_id,
+        autoscaler_pb2.DRAIN_NODE_REASON_PREEMPTION,  # type: ignore[attr-defined]  # generated protobuf: no stubs
+        text,
+        int(deadline_ms),
     )
     if not accepted:
         raise RuntimeError(f"Ray refused to drain node {node_id}: {why or 'no reason given'}")
@@ -152,7 +155,7 @@ def quiet_raylet_deaths() -> None:
 def reload_auth_settings() -> None:
     """Make Ray's cached config (it reads RAY_AUTH_MODE once) and its cached token follow os.environ again, as
     Ray's own `_enable_token_auth` does after changing the environment."""
-    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # compiled: no stubs
 
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
@@ -166,7 +169,7 @@ def gcs_accepts(address: str) -> bool:
     """Ask the GCS at `address` for its cluster id (one request), with the auth settings os.environ holds now:
     True when it answers, False when it refuses the token or its absence. Raises GcsUnreachable when nothing
     answers as a GCS within Ray's connect timeouts (RAY_gcs_rpc_server_connect_timeout_s, ...)."""
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled: not in Ray's type stubs
     from ray.exceptions import AuthenticationError, RpcError
 
     reload_auth_settings()
@@ -191,7 +194,8 @@ def visible_devices_var(resource: str = "GPU") -> str:
         manager = get_accelerator_manager_for_resource(resource)
     except Exception:  # an accelerator Ray does not know: nothing masks it
         manager = None
-    return manager.get_visible_accelerator_ids_env_var() if manager else "CUDA_VISIBLE_DEVICES"
+    var = manager.get_visible_accelerator_ids_env_var() if manager else None
+    return var or "CUDA_VISIBLE_DEVICES"
 
 
 # -- actors ------------------------------------------------------------------------------------------------
@@ -213,5 +217,7 @@ def user_class(cls: Any) -> tuple[type, Mapping[str, Any]]:
     from ray.actor import ActorClass
 
     if isinstance(cls, ActorClass):
-        return cls.__ray_metadata__.modified_class.__ray_actor_class__, dict(cls._default_options)
+        metadata = cls.__ray_metadata__  # type: ignore[attr-defined]  # set by @ray.remote, undeclared
+        options = cls._default_options  # type: ignore[attr-defined]  # set by @ray.remote, undeclared
+        return metadata.modified_class.__ray_actor_class__, dict(options)
     return cls, {}

@@ -46,7 +46,7 @@ def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
         else:
             low, high = port_range()
             first = low + (hash((placement["instance"], where)) % (high - low + 1))  # each size its own port
-            mine["port"] = free_ports(1, (), low, high, first=first)[0]
+            mine["port"] = free_ports(1, [], low, high, first=first)[0]
     RAY.kv_put(where + str(rank), json.dumps(mine))
     entries = _wait_for_peers(where, world, timeout_s, placement)
     same_node = [r for r in range(world) if entries[r]["node_id"] == node_id]

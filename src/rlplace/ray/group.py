@@ -355,11 +355,20 @@ class WorkerGroup:
                 return self.cluster.get(ref, _SLICE_S if left is None else min(_SLICE_S, left))
             except CallTimedOut as e:
                 if self._health.health(worker.node_rank) not in (NodeHealth.OK, NodeHealth.DRAINING):
-                    raise _NodeDown from e
+                    return self._answer_in(ref, e)
                 if left is not None and left <= _SLICE_S:
                     raise PlacementError(
                         f"worker {worker.name} did not finish {method}() within {timeout_s:g} s"
                     ) from e
+
+    def _answer_in(self, ref: Any, timed_out: CallTimedOut) -> Any:
+        """The worker's node was declared lost while this thread waited: the answer may have come in before (a call
+        that finished on a draining node, whose small results live with the caller); running it again would run it
+        twice. _NodeDown when it did not come in."""
+        try:
+            return self.cluster.get(ref, 0.0)
+        except (CallTimedOut, WorkerDied):
+            raise _NodeDown from timed_out
 
     def _rerun(self, ref: Any, worker: Worker, method: str) -> Any:
         """The worker was replaced: send the call that `ref` stood for to the new worker."""

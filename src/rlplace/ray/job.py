@@ -84,7 +84,7 @@ class Job:
         driver = (os.getpid(), cluster.driver_node_id())
         self._record = RecordWriter(cluster, self.state, cluster.job_id(), driver)
         self._reservation = Reservation(cluster, self.state)
-        self._rendezvous = Rendezvous(cluster, self.state, self._record)
+        self._rendezvous = Rendezvous(cluster, self.state)
         self.launcher = Launcher(cluster, self.state, self._reservation, self._rendezvous)
         #: How to start one more worker of each launched component (after a node loss, or when it grows).
         self._starters: dict[str, Callable[[Worker], Any]] = {}
@@ -271,10 +271,12 @@ class Job:
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
-            group, start = launch_local(self.cluster, component, workers, cls, args, kwargs, self.live, self.state)
-            self._starters[component] = start
-            self.groups[component] = group
-            return group
+            local, start_local = launch_local(
+                self.cluster, component, workers, cls, args, kwargs, self.live, self.state
+            )
+            self._starters[component] = start_local
+            self.groups[component] = local
+            return local
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
             self._watcher.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
         self.launcher.check_names(workers)
@@ -291,7 +293,13 @@ class Job:
                 options=options,
             )
 
-        actors = [start(w) for w in workers]
+        actors: list[Any] = []
+        try:
+            for w in workers:
+                actors.append(start(w))
+        except BaseException:  # refused part-way: the workers started before it do not stay, in no group
+            self._mover.stop(actors, f"workers of {component} started by a launch that failed")
+            raise
         self._starters[component] = start
         group = WorkerGroup(component, workers, actors, cluster=self.cluster, health=self._watcher, rows=self.state)
         self.groups[component] = group
@@ -413,7 +421,7 @@ def _export(plan: Plan, path: str | os.PathLike) -> None:
     except ImportError:
         log.info("rlplace.planner.write_resource_pool is not available; %s not written", path)
         return
-    written = write_resource_pool(plan, path, written_by=f"rlplace.connect() in {_command_line()}")
+    written = write_resource_pool(plan, os.fspath(path), written_by=f"rlplace.connect() in {_command_line()}")
     (log.warning if written.path != written.asked else log.info)("%s", written.describe())
 
 

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from rlplace.errors import ConfigError, PlacementError, Problem
 from rlplace.plan import Worker
 from rlplace.ray import worker as worker_record
 from rlplace.ray.interpreter import check_interpreters
 from rlplace.ray.labels import HIDE_GPUS_ENV
+from rlplace.ray.layout import Layout
 from rlplace.ray.nodes import accelerator_of
 from rlplace.ray.port import Cluster
 from rlplace.ray.ray_port import RAY
 from rlplace.ray.state import JobState
+
+if TYPE_CHECKING:
+    from rlplace.ray.records import JobRecord
 
 #: Options rlplace derives from the plan; a caller overriding them would break the placement.
 PLAN_OPTIONS = frozenset({"name", "namespace", "num_cpus", "num_gpus", "scheduling_strategy", "runtime_env"})
@@ -50,7 +54,7 @@ def placed_class(cls: type) -> type:
 
     def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
         _install(_rlplace)
-        cls.__init__(self, *args, **kwargs)
+        cast(Any, cls).__init__(self, *args, **kwargs)  # the user's constructor, on the placed instance
 
     namespace = {
         "__init__": __init__,
@@ -62,19 +66,52 @@ def placed_class(cls: type) -> type:
 
 
 def _install(payload: dict[str, Any]) -> None:
-    """Worker side: agree on the rendezvous first where Ray placed the component, then install the payload."""
+    """Worker side: agree on the rendezvous first where Ray placed the component; a worker Ray restarted reads its
+    rank and rendezvous now from the job record (its constructor arguments are the first ones); then install."""
     if payload.get("exchange"):
         from rlplace.ray.exchange import exchange
 
         agreed = exchange(payload["placement"], payload["exchange"])
         payload = {**payload, "env": {**payload["env"], **agreed}}
+    elif worker_record.restarted():
+        from rlplace.ray import records
+
+        placement = payload["placement"]
+        record = records.read(worker_record.cluster(), placement["namespace"], placement["job"])
+        payload = current(payload, record) if record is not None else payload
     worker_record.install(payload)
+
+
+def current(payload: dict[str, Any], record: JobRecord) -> dict[str, Any]:
+    """A restarted worker's payload brought up to date from its job's `record`: Ray restarts an actor with the
+    constructor arguments it was first given, which a resize (its rank, world size, master port) or a takeover of
+    its component's rank 0 (the master) has made stale since. A worker the record does not hold, or of a component
+    Ray places, keeps what it was given."""
+    placement = payload["placement"]
+    where = record.worker_ranks().get(placement.get("name", ""))
+    component = record.components.get(where[0]) if where is not None else None
+    if where is None or component is None or component.master_addr is None or component.master_port is None:
+        return payload
+    layout = Layout.of(component.node_ranks)
+    node_rank = component.node_ranks[where[1]]
+    if layout is None or node_rank is None:
+        return payload
+    rank, size = where[1], component.world_size
+    variables = layout.variables(rank, size, node_rank, component.master_addr, component.master_port)
+    now = {"rank": rank, "world_size": size, "node_rank": node_rank, "local_rank": layout.local_rank[rank]}
+    return {**payload, "placement": {**placement, **now}, "env": {**payload["env"], **variables}}
 
 
 def answer(_instance: Any, *_: Any) -> None:
     """A no-op call (through `__ray_call__`): it returns once the worker has run every call sent to it before.
     Here, in the module every worker imports anyway, so that a first such call costs no import."""
     return None
+
+
+def apply_rendezvous(_instance: Any, payload: dict[str, Any]) -> None:
+    """Runs in a worker (through `__ray_call__`) whose component's rank 0 moved to a spare or replacement: the new
+    MASTER_ADDR and MASTER_PORT are installed (`worker_placement()`, `os.environ`) before any later call."""
+    _install(payload)
 
 
 def apply_resize(instance: Any, payload: dict[str, Any] | None, event: Any) -> None:

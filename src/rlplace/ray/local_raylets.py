@@ -191,7 +191,7 @@ def simulated_cluster(
             for spare in handle.spares:
                 cluster.add_node(**node_args(spare))
             if connect:
-                ray.init(address=cluster.address, log_to_driver=False, logging_level="error")
+                ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     except BaseException as e:  # interrupted, or a start that failed: nothing it started may stay
         with _uninterrupted():
             if connect and ray.is_initialized():
@@ -404,7 +404,7 @@ def _stop_stragglers(session_name: str, started: list[Any]) -> list[str]:
     return killed
 
 
-def node_args(node: Node) -> dict[str, object]:
+def node_args(node: Node) -> dict[str, Any]:
     """How `ray.cluster_utils.Cluster` starts the node: its CPUs and GPUs, the labels `rlplace start` would set
     (and SIMULATED_LABEL, which `rlplace status` reads), and the labels it was declared with (racks and NVLink
     domains of `--nodes 8x4/rack=2`, an inventory file's `labels`), so a plan made on the simulated cluster sees

@@ -42,7 +42,7 @@ def free_ports(count: int, avoid: list[int] | set[int], low: int, high: int, fir
     held: list[socket.socket] = []
     found: list[int] = []
     try:
-        for port in _candidates(low, high, first):
+        for port in port_order(low, high, first):
             if port in skip:
                 continue
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -64,7 +64,9 @@ def free_ports(count: int, avoid: list[int] | set[int], low: int, high: int, fir
     )
 
 
-def _candidates(low: int, high: int, first: int) -> Iterator[int]:
+def port_order(low: int, high: int, first: int = FIRST_PORT) -> Iterator[int]:
+    """The ports of low-high in the order they are tried: from `first` up, then from `low` (`first` outside the
+    range: from `low`)."""
     start = first if low <= first <= high else low
     yield from range(start, high + 1)
     yield from range(low, start)

@@ -11,7 +11,6 @@ works on `ray.nodes()` records, so the rules are tested without a cluster.
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,8 +28,6 @@ _RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 ACCELERATOR_RESOURCES = ("GPU", "NPU", "HPU", "TPU", "neuron_cores")
 _RAY_RESOURCE_PREFIXES = ("node:", "accelerator_type:")
 _HEAD_RESOURCE = "node:__internal_head__"
-#: A TCP connection to a raylet's port that neither connects nor is refused within this is inconclusive.
-PROBE_TIMEOUT_S = 0.5
 
 
 def live_inventory(address: str | None = "auto") -> Inventory:
@@ -174,15 +171,3 @@ def _node(rank: int, n: Mapping[str, Any]) -> Node:
 
 def _describe(n: Mapping[str, Any]) -> str:
     return f"{n.get('NodeManagerAddress', '?')} (id {str(n.get('NodeID', '?'))[:8]})"
-
-
-def raylet_refuses(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> bool | None:
-    """True when nothing listens on the raylet's port any more (its process is gone), False when it accepts
-    a connection, None when inconclusive (no answer: the host may be down or unreachable)."""
-    try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return None
-    return False

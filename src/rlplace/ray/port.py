@@ -101,6 +101,10 @@ class Cluster(Protocol):
     def visible_devices_var(self, resource: str) -> str:
         """The variable that masks accelerator `resource` for a worker (CUDA_VISIBLE_DEVICES for "GPU")."""
 
+    def raylet_refuses(self, host: str, port: int) -> bool | None:
+        """Does the raylet at `host:port` refuse connections (True: its processes are gone), accept them (False),
+        or not answer in time (None: the host may be down or cut off)? A probe faster than Ray's health checks."""
+
     # -- placement groups -----------------------------------------------------------------------------
 
     def create_group(self, bundles: list[dict[str, float]], name: str, selectors: list[dict[str, str]]) -> Any:

@@ -9,6 +9,7 @@ nothing until a cluster is asked something.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import weakref
@@ -18,6 +19,8 @@ from typing import Any
 from rlplace.ray import _compat
 from rlplace.ray.port import CallTimedOut, WorkerDied
 
+#: A TCP connection to a raylet's port that neither connects nor is refused within this is inconclusive.
+PROBE_TIMEOUT_S = 0.5
 #: One remote function per Python function run as a task (Ray exports a function's code once per wrapper).
 _tasks: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakKeyDictionary()
 
@@ -108,6 +111,9 @@ class RayCluster:
 
     def visible_devices_var(self, resource: str) -> str:
         return _compat.visible_devices_var(resource)
+
+    def raylet_refuses(self, host: str, port: int) -> bool | None:
+        return raylet_refuses(host, port)
 
     # -- placement groups -----------------------------------------------------------------------------
 
@@ -285,6 +291,18 @@ class _ThreadTicker:
         self._wake.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=timeout_s)
+
+
+def raylet_refuses(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> bool | None:
+    """True when nothing listens on the raylet's port any more (its process is gone), False when it accepts
+    a connection, None when inconclusive (no answer: the host may be down or unreachable)."""
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return None
+    return False
 
 
 #: The process's one connection to Ray, for the callers that have no job to take a port from (commands,

@@ -197,11 +197,19 @@ def _decoded(raw: bytes) -> JobRecord:
 
 
 def _component(entry: list) -> ComponentRecord:
-    size, ranks, *rest = entry
-    fields = rest[:4]
-    names = {int(r): n for r, n in (rest[4] if len(rest) > 4 else {}).items()}
-    elastic = tuple(rest[5]) if len(rest) > 5 and rest[5] else None
-    return ComponentRecord(size, tuple(ranks), *fields, names=names, elastic=elastic)  # type: ignore[arg-type]
+    """A component's entry: size, ranks, master node rank, address and port, in driver, then (records written
+    since resizes renumber) names and elastic range; older entries end earlier."""
+    size, ranks, node_rank, address, port, in_driver, names, elastic = [*entry, *[None] * (8 - len(entry))][:8]
+    return ComponentRecord(
+        size,
+        tuple(ranks),
+        node_rank,
+        address,
+        port,
+        bool(in_driver),
+        names={int(r): n for r, n in (names or {}).items()},
+        elastic=(elastic[0], elastic[1], elastic[2]) if elastic else None,
+    )
 
 
 class RecordWriter:

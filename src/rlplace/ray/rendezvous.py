@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.plan import Worker
 from rlplace.ray import exchange, records
+from rlplace.ray.layout import Layout
 from rlplace.ray.master_ports import free_ports, port_range
 from rlplace.ray.port import Cluster
 from rlplace.ray.state import Change, JobState, Master
@@ -62,31 +62,15 @@ ENV_KEYS = (
 )
 
 
-class Written(Protocol):
-    """What the rendezvous reads of the job's record writer: the record it wrote last."""
-
-    last: records.JobRecord | None
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """A pinned component's shape: per rank its local index; per node its count and its index among the
-    component's nodes (node-rank order)."""
-
-    local_rank: dict[int, int]
-    per_node: dict[int, tuple[int, int]]  # node rank -> (workers there, group rank)
-
-
 class Rendezvous:
     """The rendezvous of one job: each worker's constructor payload, from the state; chooses the masters."""
 
-    def __init__(self, cluster: Cluster, state: JobState, record: Written):
+    def __init__(self, cluster: Cluster, state: JobState):
         self._cluster = cluster
         self._state = state
-        self._record = record
         #: component -> (the workers it was computed for, its layout; None: unpinned). Recomputed when the state
         #: gives the component other workers.
-        self._layouts: dict[str, tuple[tuple[Worker, ...], _Layout | None]] = {}
+        self._layouts: dict[str, tuple[tuple[Worker, ...], Layout | None]] = {}
         self._warned: set[tuple[str | None, str]] = set()
         #: component -> how many times it changed size: the workers of each size meet apart (`renew`).
         self._generation: dict[str, int] = {}
@@ -98,7 +82,7 @@ class Rendezvous:
     def payload(self, worker: Worker) -> dict[str, Any]:
         """The constructor argument of `worker`: its placement record and its rendezvous env (or, when
         Ray places the component, what its workers need to agree on one among themselves)."""
-        self._ensure_masters()
+        self._ensure_masters(worker.component)
         state = self._state
         node = state.node(worker.node_rank)
         placement = {
@@ -109,6 +93,7 @@ class Rendezvous:
             "node_gpus": node.num_gpus if node else 0,
             "accelerator_resource": node.accelerator_resource if node else "GPU",
             "component": worker.component,
+            "name": worker.name,
             "rank": worker.rank,
             "world_size": worker.world_size,
             "node_rank": worker.node_rank,
@@ -135,23 +120,12 @@ class Rendezvous:
         layout = self._layout(worker.component)
         if layout is None or worker.node_rank is None:
             return None
-        count, group_rank = layout.per_node[worker.node_rank]
         master = self._state.master(worker.component)
-        assert master is not None  # _ensure_masters chose one for every pinned component
-        return {
-            "RANK": str(worker.rank),
-            "WORLD_SIZE": str(worker.world_size),
-            "LOCAL_RANK": str(layout.local_rank[worker.rank]),
-            "LOCAL_WORLD_SIZE": str(count),
-            "NODE_RANK": str(worker.node_rank),
-            "GROUP_RANK": str(group_rank),
-            "GROUP_WORLD_SIZE": str(len(layout.per_node)),
-            "MASTER_ADDR": master.address,
-            "MASTER_PORT": str(master.port),
-        }
+        assert master is not None  # payload() had _ensure_masters choose it
+        return layout.variables(worker.rank, worker.world_size, worker.node_rank, master.address, master.port)
 
     def master(self, component: str) -> Master | None:
-        self._ensure_masters()
+        self._ensure_masters(component)
         return self._state.master(component)
 
     def renew(self, components: list[str], joining: Iterable[str] = ()) -> None:
@@ -171,11 +145,11 @@ class Rendezvous:
                     raise PlacementError(f"{state.worker(name, 0).name}: node has no address; is it alive?")
                 todo[name] = node
         if todo:
-            taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-            for name in todo:  # the old port stays out of the draw
+            last: dict[str, set[int]] = {}  # the old ports stay out of the draw
+            for name in todo:
                 old = state.masters()[name]
-                taken.setdefault(old.address, set()).add(old.port)
-            state.apply(Change(masters=self._allocate(todo, taken)))
+                last.setdefault(old.address, set()).add(old.port)
+            self._choose_masters(todo, last)
 
     def joined(self) -> None:
         """The new workers of a resize are started: from now on their payloads carry the whole rendezvous."""
@@ -187,48 +161,51 @@ class Rendezvous:
 
     # -- internals --------------------------------------------------------------------------------------
 
-    def _layout(self, component: str) -> _Layout | None:
+    def _layout(self, component: str) -> Layout | None:
         workers = self._state.workers(component)
         cached = self._layouts.get(component)
         if cached is not None and cached[0] is workers:
             return cached[1]
-        layout = None
-        if not any(w.node_rank is None for w in workers):
-            by_node: dict[int, list[int]] = {}
-            for w in workers:
-                by_node.setdefault(w.node_rank, []).append(w.rank)  # type: ignore[arg-type]
-            local = {rank: i for ranks in by_node.values() for i, rank in enumerate(sorted(ranks))}
-            per_node = {n: (len(by_node[n]), g) for g, n in enumerate(sorted(by_node))}
-            layout = _Layout(local, per_node)
+        layout = Layout.of([w.node_rank for w in workers])  # the workers are in rank order
         self._layouts[component] = (workers, layout)
         return layout
 
-    def _ensure_masters(self) -> None:
-        """Allocate a port for every pinned component whose master is new or moved (all at once); the state
-        (and so the job record) gets them. Runs once per job, and again only after a rank 0 moved."""
-        todo: dict[str, Node] = {}
+    def _ensure_masters(self, component: str) -> None:
+        """Allocate a port for `component`'s master if it is new or moved (its rank 0 runs elsewhere now); the
+        state (and so the job record) gets it. Runs at the component's first payload, and again only after its rank
+        0 moved. One component at a time: a takeover of one node never waits for a master of another component,
+        whose rank 0 may be on a node that does not answer (found by the explorer, docs/ray.md)."""
         state = self._state
-        for name in state.components:
-            if self._layout(name) is None:
-                continue
-            rank0 = state.worker(name, 0)
-            node = state.node(rank0.node_rank)
-            if node is None or not node.address:
-                raise PlacementError(f"{rank0.name}: node {rank0.node_rank} has no address; is it alive?")
-            known = state.master(name)
-            if known is None or known.node_id != node.node_id:
-                todo[name] = node
-        if not todo:
+        if self._layout(component) is None:
             return
-        taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-        state.apply(Change(masters=self._allocate(todo, taken)))
-        for _ in range(3):  # two drivers that allocated at the same moment: the later one moves
-            clash = self._clashes()
+        rank0 = state.worker(component, 0)
+        node = state.node(rank0.node_rank)
+        if node is None or not node.address:
+            raise PlacementError(f"{rank0.name}: node {rank0.node_rank} has no address; is it alive?")
+        known = state.master(component)
+        if known is not None and known.node_id == node.node_id:
+            return
+        self._choose_masters({component: node})
+
+    def _choose_masters(self, todo: dict[str, Node], avoid: dict[str, set[int]] | None = None) -> None:
+        """Masters for the components of `todo` on the nodes given, on ports that other live jobs' records do not
+        hold there (nor `avoid`: address -> ports); into the state. Two drivers choosing at one moment may take the
+        same port, each before the other's record shows it: after the change, whoever sees a port it just chose held
+        moves (a master chosen earlier stays: its workers have it, and the other driver sees the clash)."""
+        state = self._state
+
+        def taken() -> dict[str, set[int]]:
+            held = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
+            for address, ports in (avoid or {}).items():
+                held.setdefault(address, set()).update(ports)
+            return held
+
+        state.apply(Change(masters=self._allocate(todo, taken())))
+        for _ in range(3):
+            clash = [name for name in self._clashes() if name in todo]
             if not clash:
                 return
-            taken = _ports_of(records.read_all(self._cluster, live_only=True), skip=state.instance)
-            moved = {name: state.node(state.master(name).node_rank) for name in clash}  # type: ignore[union-attr]
-            state.apply(Change(masters=self._allocate(moved, taken)))  # type: ignore[arg-type]
+            state.apply(Change(masters=self._allocate({name: todo[name] for name in clash}, taken())))
 
     def _allocate(self, todo: dict[str, Node], taken: dict[str, set[int]]) -> dict[str, Master]:
         """Ports for the masters in `todo`, all of one address at once: bound here when the address is this
@@ -268,17 +245,10 @@ class Rendezvous:
         return chosen
 
     def _clashes(self) -> list[str]:
-        """Our components whose port an earlier-written live record holds on the same address."""
-        mine = self._record.last
-        if mine is None:  # the record could not be written: nothing to compare with
-            return []
-        instance = self._state.instance
-        earlier = [
-            r
-            for r in records.read_all(self._cluster, live_only=True)
-            if r.instance != instance and (r.written_at, r.instance) < (mine.written_at, mine.instance)
-        ]
-        held = _ports_of(earlier, skip=instance)
+        """Our components whose port another live job's record holds on the same address. Whoever sees its port
+        held moves: which of two drivers allocated first, their clocks cannot say (equal, or skewed across
+        machines; found by the explorer: with equal clocks neither moved)."""
+        held = _ports_of(records.read_all(self._cluster, live_only=True), skip=self._state.instance)
         return [n for n, m in self._state.masters().items() if m.port in held.get(m.address, set())]
 
     def _warn_overrides(self, worker: Worker, env: dict[str, str]) -> None:

@@ -167,10 +167,11 @@ class Reservation:
         `node` (a spare or a replacement), pinned by its Ray node id, within `timeout_s`; workers launched
         afterwards land there. Raises PlacementError (nothing left reserved)."""
         moved = [_NodeReservation(node, r.bundles, r.step) for r in self._of(rank)]
-        gpus: set[int] = set()
-        for r in moved:  # in step order: each later group is placed beside the GPUs the earlier ones hold
-            r.held = frozenset(gpus)
-            gpus.update(g for b in r.bundles for g in b.gpus)
+        rank_gpus = {g for r in moved for b in r.bundles for g in b.gpus}
+        for r in moved:  # a unit's holes are the rank's, never GPUs another of its units takes (found by the explorer)
+            r.held = frozenset(rank_gpus - {g for b in r.bundles for g in b.gpus})
+        # Lowest GPUs first: Ray hands a new bundle the lowest free GPU, so each group gets the GPUs the plan says.
+        moved.sort(key=lambda r: (min((g for b in r.bundles for g in b.gpus), default=-1), r.step))
         self._units.update({(rank, r.step): r for r in moved})
         try:
             self._reserve_nodes(moved, self._cluster.now() + self.timeout_s)

@@ -94,24 +94,28 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
                 latest[key] = a
     actors = list(latest.values())
     names = _node_names(raw_nodes, records)
+    spares = _spares_by_job(raw_nodes, records)
     # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
     # already be marked dead while its node is not yet declared dead: the node is still shown LOST).
     hosting = {_node_id(a) for a in actors if a["State"] == WorkerState.ALIVE}
     hosting |= {n.node_id for r in records for n in r.nodes.values() if n.node_id}
-    down = _down_nodes(raw_nodes, hosting)
+    down = _down_nodes(cluster, raw_nodes, hosting)
     running_ids = {a["ActorID"] for a in actors if a["State"] == WorkerState.ALIVE and _node_id(a) not in down}
     gpus = _probe_gpus(cluster, running_ids) if probe_gpus else {}
     ranks = _current_ranks(records)
     planned_nodes = _planned_nodes(records)
     rows = []
     for a in actors:
-        component, rank = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])  # type: ignore[misc]
+        where = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])
+        if where is None:  # not a worker's name: the actors listed above all have one
+            continue
+        component, rank = where
         running = a["State"] == WorkerState.ALIVE and _node_id(a) not in down
-        planned = planned_nodes.get((a["JobID"], a["Name"]))
+        planned_rank = planned_nodes.get((a["JobID"], a["Name"]))
         if running or a["State"] == WorkerState.ALIVE:
-            node = names.get(_node_id(a), "-")
+            node = spares.get((a["JobID"], _node_id(a))) or names.get(_node_id(a), "-")
         else:  # not running: the actor table still holds the dead process's node and PID
-            node = f"node {planned}" if planned is not None else "-"
+            node = f"node {planned_rank}" if planned_rank is not None else "-"
         rows.append(
             WorkerRow(
                 name=a["Name"],
@@ -214,18 +218,16 @@ def _planned_nodes(records: list[JobRecord]) -> dict[tuple[str, str], int | None
     return out
 
 
-def _down_nodes(raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
+def _down_nodes(cluster: Cluster, raw_nodes: list[dict], hosting: set[str]) -> dict[str, str]:
     """Node id -> why, for nodes hosting running workers that are gone: Ray declared them dead, or their
     raylet refuses connections (Ray's health checks have not noticed yet)."""
-    from rlplace.ray.nodes import raylet_refuses
-
     by_id = {n["NodeID"]: n for n in raw_nodes}
     down = {}
     for node_id in hosting:
         n = by_id.get(node_id)
         if n is None or not n.get("Alive"):
             down[node_id] = "Ray declared it dead"
-        elif n.get("NodeManagerPort") and raylet_refuses(n["NodeManagerAddress"], int(n["NodeManagerPort"])):
+        elif n.get("NodeManagerPort") and cluster.raylet_refuses(n["NodeManagerAddress"], int(n["NodeManagerPort"])):
             down[node_id] = "its raylet refuses connections; Ray has not declared it dead yet"
     return down
 
@@ -330,6 +332,18 @@ def _parse(name: str) -> tuple[str, int] | None:
     if len(parts) != 3 or not parts[2].split(".")[0].isdigit() or not parts[2].replace(".", "", 1).isdigit():
         return None
     return parts[1], int(parts[2].split(".")[0])
+
+
+def _spares_by_job(raw_nodes: list[dict], records: list[JobRecord]) -> dict[tuple[str, str], str]:
+    """(Ray job id, node id) -> "node <rank> (spare IP)" for each spare serving a rank of a job: two jobs may each
+    have moved a rank onto the same spare, under their own rank numbers (found by the simulation's explorer)."""
+    ips = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in raw_nodes}
+    return {
+        (r.ray_job_id, n.node_id): f"node {rank} (spare {ips.get(n.node_id, '?')})"
+        for r in records
+        for rank, n in r.nodes.items()
+        if n.spare and n.node_id
+    }
 
 
 def _node_names(raw_nodes: list[dict], records: list[JobRecord]) -> dict[str, str]:

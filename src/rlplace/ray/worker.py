@@ -21,7 +21,7 @@ import os
 import sys
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
@@ -30,6 +30,7 @@ from rlplace.ray import _compat
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL
 
 if TYPE_CHECKING:
+    from rlplace.ray.port import Cluster
     from rlplace.ray.records import JobRecord
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,25 @@ def job_record() -> JobRecord | None:
     if _installed is None:
         return None
     from rlplace.ray import records  # only error paths need it: keep the worker's start-up import small
+
+    return records.read(cluster(), _installed["namespace"], _installed["job"])
+
+
+def cluster() -> Cluster:
+    """The cluster as this worker reaches it: Ray's. (The simulation runs the actors' code in its own process and
+    answers for the actor whose code runs: `rlplace.sim.memory_port`.)"""
     from rlplace.ray.ray_port import RAY
 
-    return records.read(RAY, _installed["namespace"], _installed["job"])
+    return RAY
+
+
+def restarted() -> bool:
+    """Inside an actor: did Ray restart it (`max_restarts`)? Its constructor then runs again with the arguments it
+    was first given."""
+    if not ray.is_initialized():
+        return False
+    ctx = ray.get_runtime_context()
+    return ctx.get_actor_id() is not None and _was_restarted(ctx)
 
 
 @dataclass(frozen=True)
@@ -164,12 +181,18 @@ def node_id() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
+def _labels(ctx: Any) -> dict[str, str]:
+    """The labels of this process's node. Ray 2.60 annotates their values as lists of strings; they are the label
+    strings themselves (`ray start --labels k=v` reads back "v")."""
+    return cast(dict[str, str], dict(ctx.get_node_labels()))
+
+
 def here() -> Here:
     """This process (a worker, or the driver) as Ray sees it."""
     ctx = ray.get_runtime_context()
     return Here(
         node_id=node_id(),
-        labels=dict(ctx.get_node_labels()),
+        labels=_labels(ctx),
         address=ray.util.get_node_ip_address(),
         gpus=tuple(int(g) for g in ray.get_gpu_ids()),
         worker_id=ctx.get_worker_id(),
@@ -199,7 +222,7 @@ def _read() -> WorkerPlacement:
         )
     env = planned["env"]
     gpus = tuple(int(g) for g in ray.get_gpu_ids())
-    labels = ctx.get_node_labels()
+    labels = _labels(ctx)
     rank_label = labels.get(NODE_RANK_LABEL)
     node_id = ctx.get_node_id()
     if rank_label is not None:

@@ -23,15 +23,15 @@ from typing import Any
 from rlplace import planner
 from rlplace.errors import ConfigError, PlacementError, PlanError, Problem, first_line
 from rlplace.inventory import Node
-from rlplace.lifecycle import ResizeCause
+from rlplace.lifecycle import NodeHealth, ResizeCause
 from rlplace.plan import Worker
 from rlplace.planner import Resize, SizeChange
 from rlplace.ray.group import WorkerGroup, wait_dead
-from rlplace.ray.launch import Launcher, answer, apply_resize
+from rlplace.ray.launch import Launcher, answer, apply_rendezvous, apply_resize
 from rlplace.ray.port import Cluster
 from rlplace.ray.rendezvous import Rendezvous
 from rlplace.ray.reserve import Reservation
-from rlplace.ray.state import Change, JobState, NodeEvent, ResizedRank, ResizeEvent
+from rlplace.ray.state import Change, JobState, Master, NodeEvent, ResizedRank, ResizeEvent
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class RankMover:
         with self._lock:
             self._check_open()
             self._reservation.reserve_on(rank, node)
-            previous = self._state.live.node(rank)
+            previous, masters = self._state.live.node(rank), self._state.masters()
             self._state.apply(Change(nodes={rank: node}))
             self._launcher.node_changed(rank)  # interpreters are probed on the new node
             relaunched: list[tuple[WorkerGroup, str, Any]] = []
@@ -114,12 +114,36 @@ class RankMover:
             except BaseException as e:
                 self._kill([handle for _, _, handle in relaunched])
                 self._reservation.release(rank)
-                self._state.apply(Change(nodes={rank: previous}))
+                # Undone: the rank is the lost node's again, and so are the masters chosen on `node` meanwhile;
+                # a worker Ray restarted meanwhile read them from the job record: it is told them again.
+                moved = self._moved_masters(masters)
+                self._state.apply(Change(nodes={rank: previous}, masters=masters))
+                self._retell(moved)
                 if isinstance(e, PlacementError):
                     raise
                 raise PlacementError(f"the workers relaunched on {node.address} did not answer: {e}") from e
             for group, name, handle in relaunched:
                 group.replace(name, handle)
+            # A component whose rank 0 moved with the rank has a new master: its other workers are told (docs/
+            # runtime.md, "Restarts and spares"), so that every worker of it names the same MASTER_ADDR and PORT.
+            self._retell(self._moved_masters(masters))
+
+    def _moved_masters(self, before: Mapping[str, Master]) -> list[str]:
+        """The components whose master is not what it was `before`."""
+        return sorted(c for c, m in self._state.masters().items() if before.get(c) != m)
+
+    def _retell(self, components: Iterable[str]) -> None:
+        """Send every running worker of `components` its rendezvous as the state has it now (those relaunched with a
+        rank being moved know it already: their rank is still lost meanwhile). An actor runs
+        its calls in order: it has it before any call made after this. For a component whose master moved, and
+        after a change undone: a worker Ray restarted meanwhile read the job record of the change being tried (its
+        constructor's arguments are the first ones, `launch.current`)."""
+        for c in components:
+            group = self._groups.get(c)
+            if group is None or group.in_driver:
+                continue
+            for w, actor in self._running(group):
+                self._cluster.run_on(actor, apply_rendezvous, self._rendezvous.payload(w))
 
     # -- resizing -----------------------------------------------------------------------------------------
 
@@ -210,10 +234,10 @@ class RankMover:
                     [c.component for c in changes], joining=[w.name for c in changes for w in c.added]
                 )
                 for c in changes:
-                    group = groups.get(c.component)
-                    if group is None or not c.added:
+                    launched = groups.get(c.component)
+                    if launched is None or not c.added:
                         continue  # not launched yet: it launches at its new size
-                    if not group.in_driver:
+                    if not launched.in_driver:
                         self._launcher.check_names(c.added)
                     for w in c.added:
                         started[w.name] = self._starters[c.component](w)
@@ -225,6 +249,8 @@ class RankMover:
                 self._wait_dead(list(started.values()), "workers started by a failed resize")
                 self._reservation.release_bundles(step.reserve)
                 state.apply(Change(plan=before[0], masters=before[1]))
+                if not state.closed:
+                    self._retell(groups)  # a worker Ray restarted meanwhile read the size being tried
                 if isinstance(e, (PlacementError, PlanError)):
                     raise
                 raise PlacementError(f"resizing {changes[0].component} failed, nothing changed: {e}") from e
@@ -261,7 +287,7 @@ class RankMover:
     def _drain(self, groups: dict[str, WorkerGroup], deadline: float) -> None:
         """Wait until the calls already sent to the groups' workers are done; new calls wait for the resize (the
         groups are paused)."""
-        late = self._still_running([p for g in groups.values() for p in g.pairs()], deadline)
+        late = self._still_running([p for g in groups.values() for p in self._running(g)], deadline)
         if late:
             names = ", ".join(late)
             raise PlacementError(
@@ -288,12 +314,24 @@ class RankMover:
         its calls in order: before any call made after the resize); ref -> worker name."""
         refs: dict[Any, str] = {}
         for c, group in groups.items():
-            for w, actor in group.pairs():
+            for w, actor in self._running(group):
                 payload = None if group.in_driver else self._rendezvous.payload(w)  # new workers too: see renew
                 refs[self._cluster.run_on(actor, apply_resize, payload, events[c])] = w.name
         return refs
 
+    def _running(self, group: WorkerGroup) -> list[tuple[Worker, Any]]:
+        """(plan row, actor) of the group's workers that run: not those on a rank lost or failed, gone with their
+        node (the job killed them; relaunched by a takeover, they start with the state's rendezvous then; found
+        by the explorer: a resize told them, and failed)."""
+        healthy = (NodeHealth.OK, NodeHealth.DRAINING)
+        return [(w, a) for w, a in group.pairs() if self._state.health(w.node_rank) in healthy]
+
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def stop(self, handles: list[Any], what: str) -> None:
+        """Kill `handles` and wait until Ray reports them dead (their names are free then)."""
+        self._kill(handles)
+        self._wait_dead(handles, what)
 
     def _kill(self, handles: Iterable[Any]) -> None:
         for handle in handles:

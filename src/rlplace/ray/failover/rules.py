@@ -74,9 +74,10 @@ def candidates(
     for n in alive:
         if (n.get("Labels") or {}).get(NODE_RANK_LABEL) == str(rank) and n["NodeID"] not in serving:
             out.append((Takeover.REPLACEMENT, node_of(n, rank)))
-    if hardware_of(demand, lost):
+    spares = spare_nodes(alive)
+    if hardware_of(demand, lost) or not spares:
         return out  # a robot cannot move: only its own node, started again, can take the rank back
-    for spare in spare_order(lost, spare_nodes(alive), levels):
+    for spare in spare_order(lost, spares, levels):
         if str(spare.node_id) in serving:
             continue  # already serving another rank
         why = spare_refusal(lost, demand, spare, free.get(str(spare.node_id)))

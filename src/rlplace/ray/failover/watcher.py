@@ -55,7 +55,7 @@ from rlplace.errors import PlacementError, PlanError
 from rlplace.inventory import Node
 from rlplace.lifecycle import EventKind, NodeHealth, Takeover
 from rlplace.ray.failover.rules import candidates, death_reason, joiners, lost_error, size_changes
-from rlplace.ray.nodes import raylet_refuses
+from rlplace.ray.nodes import is_spare
 from rlplace.ray.port import Cluster, Ticker
 from rlplace.ray.state import Change, JobState, NodeEvent, ResizeEvent, Trouble
 
@@ -115,7 +115,10 @@ class NodeWatcher:
         self.period_s = period_s
         self._raylets: dict[str, tuple[str, int]] = {}  # node id -> raylet (host, port)
         self._tried: set[str] = set()  # nodes a growth back onto failed, and nodes lost: never grown onto
-        self._notices: set[str] = set()  # draining nodes acted on (once each)
+        #: nodes declared lost (their raylet refused, or Ray declared them dead): never take anything over, though
+        #: Ray may list them alive for a health-check delay yet
+        self._lost: set[str] = set()
+        self._notices: set[str] = set()  # draining nodes acted on (once per drain)
         self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
         self._ticker: Ticker | None = None
 
@@ -146,19 +149,25 @@ class NodeWatcher:
     def check(self, rank: int) -> bool:
         """A call on a worker of node `rank` just failed: is the node lost? Declares the loss at once when the
         node's raylet refuses connections (its processes are known dead) without waiting for Ray's health
-        checks; waits for Ray's verdict while the probe is inconclusive."""
+        checks; waits for Ray's verdict while the probe is inconclusive. The node is the one serving the rank when
+        asked: once the rank is declared lost meanwhile (by the watcher's tick) the answer is yes, and a node that
+        took the rank over since is never declared lost for it (found by the explorer, docs/ray.md)."""
         if self._state.health(rank) != NodeHealth.OK:
             return True
         node = self._state.live.node(rank)
+        node_id = str(node.node_id)
         deadline = self._cluster.now() + max(self._state.replace_within_s, 30.0)
         while not self._state.closed:
-            raylet = self._raylets.get(str(node.node_id))
-            refused = raylet_refuses(*raylet) if raylet else None
-            if refused:
-                self._declare(rank, f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)")
+            if self._state.health(rank) != NodeHealth.OK or str(self._state.live.node(rank).node_id) != node_id:
                 return True
-            if str(node.node_id) not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
-                self._declare(rank, "Ray declared it dead")
+            raylet = self._raylets.get(node_id)
+            refused = self._cluster.raylet_refuses(*raylet) if raylet is not None else None
+            if refused and raylet is not None:
+                why = f"its raylet at {raylet[0]}:{raylet[1]} refuses connections (processes gone)"
+                self._declare(rank, why, node_id=node_id)
+                return True
+            if node_id not in {n["NodeID"] for n in self._read_nodes() if n.get("Alive")}:
+                self._declare(rank, "Ray declared it dead", node_id=node_id)
                 return True
             if refused is False or self._cluster.now() >= deadline:
                 return False
@@ -181,8 +190,9 @@ class NodeWatcher:
                     return True
                 if trouble is None:
                     return True
-                if trouble.kind == NodeHealth.LOST and self._cluster.now() > trouble.deadline + 2 * self.period_s + 5:
-                    self._fail(rank)  # type: ignore[arg-type]  # the watcher is stuck: the window is a promise
+                stuck = self._cluster.now() > trouble.deadline + 2 * self.period_s + 5
+                if rank is not None and trouble.kind == NodeHealth.LOST and stuck:
+                    self._fail(rank)  # the watcher is stuck: the window is a promise
                     continue
                 wait = None if deadline is None else deadline - self._cluster.now()
                 if wait is not None and wait <= 0:
@@ -224,8 +234,9 @@ class NodeWatcher:
             node_id = self._state.live.node(rank).node_id
             if self._state.health(rank) == NodeHealth.OK and str(node_id) not in alive:
                 dead = next((n for n in raw if n["NodeID"] == node_id), {})
-                self._declare(rank, "Ray declared it dead" + death_reason(dead))
+                self._declare(rank, "Ray declared it dead" + death_reason(dead), node_id=str(node_id))
         usable = [n for n in raw if n["NodeID"] not in draining]  # a node that goes takes nothing over
+        self._notices &= set(draining)  # a drain cancelled is forgotten: the node may be drained again later
         for rank in self._state.pinned_ranks():
             node_id = str(self._state.live.node(rank).node_id)
             if node_id in draining and node_id not in self._notices and self._state.health(rank) == NodeHealth.OK:
@@ -247,15 +258,20 @@ class NodeWatcher:
 
     # -- deciding --------------------------------------------------------------------------------------
 
-    def _declare(self, rank: int, why: str, *, notice: NodeEvent | None = None) -> None:
+    def _declare(self, rank: int, why: str, *, node_id: str | None = None, notice: NodeEvent | None = None) -> None:
         """Node `rank` is lost (records a `lost` event); or, given the `notice` of its drain (its `draining` event,
-        recorded already), it is being left: the loss counts from the notice, and the window from now."""
+        recorded already), it is being left: the loss counts from the notice, and the window from now. `node_id`:
+        the node found lost; nothing happens when another serves the rank by now (it took over meanwhile)."""
         with self._work:
             expected = NodeHealth.OK if notice is None else NodeHealth.DRAINING
             if self._state.health(rank) != expected or self._state.closed:
                 return
             node = self._state.live.node(rank)
+            if node_id is not None and str(node.node_id) != node_id:
+                return
             self._tried.add(str(node.node_id))  # declared lost before Ray's verdict, it may still look alive
+            if notice is None:
+                self._lost.add(str(node.node_id))
             workers = self._mover.workers_on(rank)
             now, wall = self._cluster.now(), self._cluster.wall()
             window = self._state.replace_within_s
@@ -336,9 +352,12 @@ class NodeWatcher:
         self, rank: int, lost: Node, raw: list[dict[str, Any]], refusals: dict[str, str]
     ) -> list[tuple[Takeover, Node]]:
         """The nodes that may take `rank` (served by `lost`) over now (`failover.candidates`; why a node is not
-        taken goes into `refusals`)."""
-        alive = [n for n in raw if n.get("Alive")]
-        free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if alive else {}
+        taken goes into `refusals`). A node declared lost is none of them, though Ray lists it alive until its health
+        checks fail: its processes are gone, a takeover would wait on it until the timeout (found by the explorer,
+        docs/ray.md)."""
+        alive = [n for n in raw if n.get("Alive") and n["NodeID"] not in self._lost]
+        spares = any(is_spare(n) for n in alive)  # free resources matter to spares only (one request less)
+        free: Mapping[str, Mapping[str, float]] = self._cluster.free_resources() if spares else {}
         serving = {str(n.node_id) for n in self._state.live.nodes}
         demand, levels = self._reserved.demand(rank), self._state.levels
         return candidates(

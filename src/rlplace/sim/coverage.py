@@ -1,0 +1,155 @@
+"""Which branches of the control plane (`rlplace.ray`) and of the simulation (`rlplace.sim`) a run of the explorer ran
+(`scripts/explore.py --coverage`, docs/ray.md "The simulation"): every branch is run at least once per 10,000
+schedules, or listed below with why the simulation cannot run it.
+
+Measured with coverage.py (a dev dependency: `pip install -e '.[dev]'`), branch coverage, in every process of the
+run. The report lists, per module, the functions with lines or branches not run, each with the reason from
+`NOT_SIMULATED` when there is one, and says how many are left unexplained.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: What the simulation cannot run, and why: a module (its path under src/rlplace) or one of its functions
+#: ("module.py:function", `Class.method` for a method).
+NOT_SIMULATED: dict[str, str] = {
+    "ray/ray_port.py": "RayCluster: the port answered by Ray (tests/ray run it)",
+    "ray/_compat.py": "Ray's private API, under RayCluster only",
+    "ray/local_raylets.py": "starts raylets of a real Ray cluster (`rlplace demo`, the Ray tests)",
+    "ray/join.py": "joins a real Ray cluster (`ray start`, `ray.init`)",
+    "ray/auth.py": "Ray's token authentication (commands, `rlplace run`)",
+    "ray/token_file.py": "Ray's token file (commands)",
+    "ray/worker.py": "the worker side of Ray (its runtime context); the simulation stands in for `install`, "
+    "`restarted` and `cluster` inside each actor",
+    "ray/interpreter.py": "probes a Python interpreter on a node: the simulated nodes run this process's",
+    "ray/job.py:connect": "plans and joins a real cluster (`rlplace.connect`): the simulation builds its Job",
+    "ray/job.py:_join": "joins a real cluster",
+    "ray/nodes.py:live_inventory": "reads a real cluster",
+}
+
+
+@contextmanager
+def recording(folder: str) -> Iterator[None]:
+    """Record branch coverage of `rlplace.ray` and `rlplace.sim` into `folder` (one data file per process) while
+    the block runs. Modules imported before it count from here on: `report` reads their definitions as run."""
+    import coverage
+
+    cov = coverage.Coverage(
+        data_file=os.path.join(folder, ".coverage"),
+        data_suffix=True,
+        branch=True,
+        source_pkgs=["rlplace.ray", "rlplace.sim"],
+    )
+    cov.set_option("run:disable_warnings", ["module-not-measured"])  # imported before: see `report`
+    cov.start()
+    try:
+        yield
+    finally:
+        cov.stop()
+        cov.save()
+
+
+def report(folder: str, root: Path) -> str:
+    """The coverage of the run recorded in `folder`: per module of `rlplace.ray` and `rlplace.sim`, what ran, and
+    each function with lines or branches that did not, with why (`NOT_SIMULATED`) or UNEXPLAINED."""
+    import coverage
+
+    cov = coverage.Coverage(data_file=os.path.join(folder, ".coverage"), branch=True)
+    cov.combine([folder], keep=False)
+    out = os.path.join(folder, "coverage.json")
+    cov.json_report(outfile=out)
+    files = json.loads(Path(out).read_text())["files"]
+    src = root / "src" / "rlplace"
+    lines, unexplained = [], 0
+    totals = {"statements": 0, "covered": 0, "branches": 0, "covered_branches": 0}
+    for path in sorted((src / "ray").rglob("*.py")) + sorted((src / "sim").rglob("*.py")):
+        name = path.relative_to(src).as_posix()
+        data = files.get(str(path)) or files.get(os.path.relpath(path)) or _by_suffix(files, name)
+        summary = data["summary"] if data else {"num_statements": 0, "covered_lines": 0}
+        totals["statements"] += summary.get("num_statements", 0)
+        totals["covered"] += summary.get("covered_lines", 0)
+        totals["branches"] += summary.get("num_branches", 0)
+        totals["covered_branches"] += summary.get("covered_branches", 0)
+        if name in NOT_SIMULATED:
+            lines.append(f"{name}: not simulated: {NOT_SIMULATED[name]}")
+            continue
+        missing = set(data["missing_lines"]) if data else set(range(1, 1 + len(path.read_text().splitlines())))
+        missing -= _run_at_import(path)  # the processes imported the modules before recording began
+        branches = [tuple(b) for b in data.get("missing_branches", [])] if data else []
+        gaps = _by_function(path, missing, branches)
+        if not gaps:
+            continue
+        for function, (missed, arcs) in sorted(gaps.items()):
+            why = NOT_SIMULATED.get(f"{name}:{function}")
+            if why is None:
+                unexplained += 1
+            where = ", ".join(str(n) for n in sorted(missed)[:8]) + (" ..." if len(missed) > 8 else "")
+            arcs_text = ", ".join(f"{a}->{b}" for a, b in arcs[:6]) + (" ..." if len(arcs) > 6 else "")
+            detail = "; ".join(
+                x for x in (f"lines {where}" if missed else "", f"branches {arcs_text}" if arcs else "") if x
+            )
+            lines.append(f"{name}:{function}: {detail}: {why or 'UNEXPLAINED'}")
+    percent = 100 * totals["covered"] / max(1, totals["statements"])
+    branch_percent = 100 * totals["covered_branches"] / max(1, totals["branches"])
+    head = (
+        f"coverage of rlplace.ray and rlplace.sim: {percent:.1f}% of lines, {branch_percent:.1f}% of branches; "
+        f"{unexplained} function(s) with code not run and not explained"
+    )
+    return "\n".join([head, *lines])
+
+
+def _by_suffix(files: dict, name: str) -> dict | None:
+    return next((d for f, d in files.items() if f.replace(os.sep, "/").endswith("rlplace/" + name)), None)
+
+
+def _run_at_import(path: Path) -> set[int]:
+    """The lines of the statements a module runs when imported: its own and its classes' (definitions, decorators,
+    constants), not those inside functions."""
+    lines: set[int] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for statement in body:
+            lines.add(statement.lineno)
+            for decorator in getattr(statement, "decorator_list", []):
+                lines.add(decorator.lineno)
+            if isinstance(statement, ast.ClassDef):
+                visit(statement.body)
+            elif isinstance(statement, ast.If | ast.Try):
+                visit([s for block in (statement.body, getattr(statement, "orelse", [])) for s in block])
+
+    visit(ast.parse(path.read_text()).body)
+    return lines
+
+
+def _by_function(path: Path, missing: set[int], branches: list[tuple[int, int]]) -> dict[str, tuple[list, list]]:
+    """The lines and branches not run, by the innermost function holding them (`Class.method`; `<module>`)."""
+    spans: list[tuple[int, int, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    spans.append((child.lineno, child.end_lineno or child.lineno, name))
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text()), "")
+
+    def owner(line: int) -> str:
+        inside = [(start, name) for start, end, name in spans if start <= line <= end]
+        return max(inside)[1] if inside else "<module>"
+
+    out: dict[str, tuple[list, list]] = {}
+    for line in missing:
+        out.setdefault(owner(line), ([], []))[0].append(line)
+    for a, b in branches:
+        out.setdefault(owner(a), ([], []))[1].append((a, b))
+    return out
