@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlplace.errors import RlplaceError
+from rlplace.ray.job import Job
 from rlplace.sim.generate import planned, shapes
-from rlplace.sim.memory_port import SimHang
+from rlplace.sim.memory_port import SimCluster, SimHang
 from rlplace.sim.mutations import MUTATIONS
 from rlplace.sim.world import (
     MOVE_BOUND_S,
@@ -87,8 +88,9 @@ INVENTORIES = ("2x4:A800", "4x2:A800", "3x4:A800", "3x8:A800", "4x8:A800", "1x8:
 
 
 def cases(root: Path) -> list[Case]:
-    """Every example config of the repository that plans on a simulated inventory with every worker pinned to a
-    node by rlplace, and each also with every component elastic (down to one worker) where it plans so."""
+    """Every example config of the repository that plans on a simulated inventory (components Ray places and
+    driver-local ones included), and each also with every component elastic (down to one worker) where it plans
+    so."""
     from rlplace.config import load
     from rlplace.inventory import parse_nodes
     from rlplace.planner import plan
@@ -105,7 +107,7 @@ def cases(root: Path) -> list[Case]:
                 made = plan(spec, inventory)
             except (RlplaceError, ValueError):
                 continue
-            if made.workers and all(w.node_rank is not None and not w.in_driver for w in made.workers):
+            if made.workers:
                 name = f"{path.relative_to(root)} on {nodes}"
                 found.append(Case(name, spec, inventory, made, shapes(inventory)))
                 for elastic in _elastic_variants(written, made.components):
@@ -184,6 +186,8 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
     base weight times 0, 1/2, 1, 2 or 4), then `settle` and shutdown."""
     components = list(case.plan.components)
     ranks = sorted({w.node_rank for w in case.plan.workers if w.node_rank is not None})
+    if any(w.node_rank is None and not w.in_driver for w in case.plan.workers):  # Ray places them: on any node
+        ranks = [n.rank for n in case.inventory.nodes]
     kinds = list(MOVES)
     weights = [base * rng.choice((0, 0.5, 1, 2, 4)) for base in MOVES.values()]
     if not any(weights):
@@ -236,6 +240,13 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
 def run(case: Case, moves: Sequence[Move]) -> Outcome:
     """Run one schedule on a fresh SimCluster; the first invariant it breaks, and after which move."""
     sim, job = simulated_job(case)
+    try:
+        return _run(sim, job, case, moves)
+    finally:
+        sim.close()
+
+
+def _run(sim: SimCluster, job: Job, case: Case, moves: Sequence[Move]) -> Outcome:
     world = World(sim, job, case)
     try:
         job.start()

@@ -72,9 +72,11 @@ class SimWorker:
     def __init__(self, *_: Any, **__: Any):
         self.serial = next(_serials)
         self.steps = 0
+        self.tokens: list[int] = []  # the tokens it ran (a driver-local worker's runs: no actor counts them)
 
     def step(self, token: int) -> tuple[int, int]:
         self.steps += 1
+        self.tokens.append(token)
         return token, self.serial
 
     def on_replaced(self, event: Any) -> None:
@@ -211,7 +213,8 @@ class World:
         calm = self._calm(component)
         refs = group.call_async("step", self.token)
         node_id = self._serving(node_rank)
-        if calm and node_id is not None and self._spare_for(node_rank, node_id):
+        pinned = all(w.node_rank is not None for w in group.workers)  # Ray-placed workers are not moved (guide)
+        if calm and pinned and node_id is not None and self._spare_for(node_rank, node_id):
             self.promised = f"node {node_rank} was lost with a hot spare ready for it: its calls are re-run there"
         self._lose(node_rank, how)
         self._answered(component, members, lambda: group.get(refs, "step", CALL_TIMEOUT_S))
@@ -235,6 +238,8 @@ class World:
         self._exactly_once(component, members, got)
 
     def _exactly_once(self, component: str, members: list[str], got: list) -> None:
+        if self.job.groups[component].in_driver:
+            return self._exactly_once_in_driver(component, members, got)
         token = self.token
         runs = self._runs_of(token)
         by_serial = {r.process.instance.serial: r for r in runs if r.process is not None and r.process.instance}
@@ -262,6 +267,18 @@ class World:
                     f"exactly once: step({token}) on {name} answered, but ran to an answer {len(delivered)} times "
                     f"(in processes {processes})"
                 )
+
+    def _exactly_once_in_driver(self, component: str, members: list[str], got: list) -> None:
+        """A driver-local component's calls ran in the driver: each answer is the token, from the object of the
+        worker it went to, which ran it once."""
+        token, group = self.token, self.job.groups[component]
+        instances = dict(zip([w.name for w in group.workers], [a.instance for a in group.actors], strict=True))
+        for name, value in zip(members, got, strict=True):
+            ran = instances.get(name)
+            if not isinstance(ran, SimWorker) or value != (token, ran.serial):
+                raise Violation(f"each call answered by its worker: step({token}) on {name} in the driver: {value!r}")
+            if ran.tokens.count(token) != 1:
+                raise Violation(f"exactly once: step({token}) ran {ran.tokens.count(token)} times on {name} (driver)")
 
     def _runs_of(self, token: int) -> list[SimRef]:
         """The runs of `step(token)` so far (read from `sim.ran` once each)."""
@@ -389,8 +406,6 @@ class World:
             self.sim.advance(0.5)
         self.sim.advance(1.0)  # the watcher looks twice more (a rank failed may be taken over yet)
         for component, group in list(self.job.groups.items()):
-            if group.in_driver:
-                continue
             excuse = self._excuse(component)
             if excuse is not None and excuse[0] == "takeable":
                 raise Violation(f"liveness: {excuse[1]}")
@@ -461,6 +476,9 @@ class World:
                 return False
             if p.doomed:
                 return False  # its constructor will fail
+            node = self.sim.nodes_by_id[p.node_id]
+            if not _up(node) or node.drain_deadline_ms is not None:
+                return False  # placed by Ray on a node in trouble the job does not watch
         return True
 
     def _spare_for(self, node_rank: int, node_id: str) -> bool:
@@ -546,6 +564,8 @@ class World:
                     "stuck",
                     f"worker {w.name} is stuck for good (its constructor failed, it was killed, a call hangs)",
                 )
+            if isinstance(actor, SimActor) and self.sim.waiting(actor):
+                return "stuck", f"worker {w.name} waits for resources no node has free (Ray places it, or others)"
         return None
 
     def _replacement(self, node_rank: int) -> bool:
@@ -677,6 +697,54 @@ class World:
                 if wrong:
                     shown = ", ".join(f"{k}={got} (should be {want})" for k, (got, want) in sorted(wrong.items()))
                     return f"the rendezvous of {c}: {w.name} has {shown}"
+        return self._exchanged()
+
+    def _exchanged(self) -> str | None:
+        """The components Ray placed agreed on their rendezvous among themselves (`rlplace.ray.exchange`): every
+        settled worker of one has its rank and size now, and one MASTER_ADDR (rank 0's node, where it runs) and
+        MASTER_PORT; once all are settled, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, GROUP_RANK and
+        GROUP_WORLD_SIZE are those of the nodes they run on."""
+        state = self.job.state
+        for c, group in self.job.groups.items():
+            workers = state.workers(c)
+            if group.in_driver or not workers or any(w.node_rank is not None for w in workers):
+                continue
+            settled = [_settled(a, self.sim) for a in group.actors]
+            envs = [(p.payload or {}).get("env") if p is not None else None for p in settled]
+            known = [(w, p, env) for w, p, env in zip(workers, settled, envs, strict=True) if p and env]
+            masters = {(env.get("MASTER_ADDR"), env.get("MASTER_PORT")) for _, _, env in known}
+            for w, _, env in known:
+                if (env.get("RANK"), env.get("WORLD_SIZE")) != (str(w.rank), str(len(workers))):
+                    return (
+                        f"the rendezvous of {c}: {w.name} (rank {w.rank} of {len(workers)}) has RANK "
+                        f"{env.get('RANK')}, WORLD_SIZE {env.get('WORLD_SIZE')}"
+                    )
+            # A worker Ray restarted (elsewhere, say) meets the others again on its own: theirs still say where it
+            # ran, and its rank 0's master where rank 0 ran (the job does not watch where Ray put them: guide).
+            restarted = [isinstance(a, SimActor) and len(a.processes) > 1 for a in group.actors]
+            if len(masters) > 1 and not restarted[0]:
+                return f"one rendezvous per component: {c}'s workers Ray placed meet at {sorted(masters)}"
+            if len(known) < len(workers) or any(restarted):
+                continue
+            nodes = [self.sim.nodes_by_id[p.node_id] for _, p, _ in known]
+            address = next(iter(masters))[0]
+            if address != nodes[0].address:
+                return f"MASTER_ADDR is rank 0's node: {c}'s master is {address}, rank 0 runs on {nodes[0].address}"
+            labelled = all(NODE_RANK_LABEL in n.labels for n in nodes)  # else NODE_RANK is the record's, then
+            ranked = [i for _, i in sorted({(int(n.labels.get(NODE_RANK_LABEL, -1)), n.node_id) for n in nodes})]
+            for (w, _, env), n in zip(known, nodes, strict=True):
+                here = [v.rank for v, m in zip(workers, nodes, strict=True) if m is n]
+                expected = {
+                    "LOCAL_RANK": str(here.index(w.rank)),
+                    "LOCAL_WORLD_SIZE": str(len(here)),
+                    "GROUP_WORLD_SIZE": str(len(ranked)),
+                }
+                if labelled:
+                    expected |= {"NODE_RANK": n.labels[NODE_RANK_LABEL], "GROUP_RANK": str(ranked.index(n.node_id))}
+                wrong = {k: (env.get(k), v) for k, v in expected.items() if env.get(k) != v}
+                if wrong:
+                    shown = ", ".join(f"{k}={got} (should be {want})" for k, (got, want) in sorted(wrong.items()))
+                    return f"the rendezvous of {c} (placed by Ray): {w.name} has {shown}"
         return None
 
     def _capacity(self) -> str | None:
@@ -722,14 +790,23 @@ class World:
             for w in state.workers(c):
                 actor = held.get(w.name)
                 node = state.node(w.node_rank)
-                if not isinstance(actor, SimActor) or node is None:
+                if not isinstance(actor, SimActor) or (node is None and w.node_rank is not None):
                     continue
                 expected.add(w.name)
-                up = _up(self.sim.nodes_by_id[str(node.node_id)]) and state.health(w.node_rank) == NodeHealth.OK
+                runs_on = None
+                if node is None:  # placed by Ray: shown on the node its actor runs on (by its rank label, or IP)
+                    runs_on = self.sim.nodes_by_id.get(actor.node_id)  # None: it waits for a node
+                    up = runs_on is not None and _up(runs_on)
+                    labels = runs_on.labels if runs_on is not None else {}
+                    place = f"node {labels[NODE_RANK_LABEL]}" if NODE_RANK_LABEL in labels else ""
+                else:
+                    up = _up(self.sim.nodes_by_id[str(node.node_id)]) and state.health(w.node_rank) == NodeHealth.OK
+                    place = f"node {w.node_rank}" + (f" (spare {node.address})" if SPARE_LABEL in node.labels else "")
                 if not up or actor.state != WorkerState.ALIVE:
                     continue
                 row = rows.get(w.name)
-                place = f"node {w.node_rank}" + (f" (spare {node.address})" if SPARE_LABEL in node.labels else "")
+                if row is not None and runs_on is not None and not place and runs_on.address in row.node:
+                    place = row.node  # an unlabelled node (a spare, say): named with its IP
                 if row is None or (row.component, row.rank, row.state, row.node) != (c, w.rank, actor.state, place):
                     seen = "not shown" if row is None else f"shown {row.state} as {row.component} rank {row.rank}"
                     where = "" if row is None else f" on {row.node!r}"
@@ -740,6 +817,19 @@ class World:
         stray = sorted(n for n, r in rows.items() if r.state == WorkerState.ALIVE and n not in expected)
         if stray:
             return f"status says what the state says: {', '.join(stray)} shown ALIVE, not workers of the state"
+        return self._status_in_driver(worker_rows)
+
+    def _status_in_driver(self, worker_rows: list[status.WorkerRow]) -> str | None:
+        """`rlplace status` shows every worker of a driver-local component (`remote_<c>: false`) as DRIVER, on
+        the driver's node, and no other."""
+        state = self.job.state
+        shown = {
+            (r.component, r.rank) for r in worker_rows if r.job == self.sim.job_id() and r.node.endswith("(driver)")
+        }
+        shown_as = {r.state for r in worker_rows if r.job == self.sim.job_id() and r.node.endswith("(driver)")}
+        planned = {(c, w.rank) for c in state.plan.components for w in state.workers(c) if w.in_driver}
+        if shown != planned or shown_as - {WorkerState.DRIVER}:
+            return f"status shows the driver's workers: {sorted(shown)} ({sorted(shown_as)}), state {sorted(planned)}"
         return None
 
     def _groups(self) -> str | None:
