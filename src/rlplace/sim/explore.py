@@ -7,7 +7,8 @@ others resize, others live through a GCS restart): launches, calls (also across 
 losses of three kinds (processes dead, machine gone, cut off), replacements, new nodes, hot spares (some that match
 nothing), drains (dying at, after or never at their deadline), slow nodes, calls that hang, time passing, the
 cluster's own weather (a GCS restart, requests that fail or are slow, actors slow or failing to start, kills that
-take time), workers restarted in place, a second job on the cluster; then `settle` (the last fault is over: every
+take time), workers restarted in place, a second job on the cluster, the user asking whether a node is lost and
+waiting for the takeovers; then `settle` (the last fault is over: every
 component must answer) and a shutdown. Moves carry every choice they need, so a schedule replays exactly and can
 be shrunk: a failing schedule is cut down, one move at a time, to the shortest one that still fails. The
 invariants are `rlplace.sim.world`'s.
@@ -178,6 +179,8 @@ MOVES = {
     "kill_lag": 1,
     "restart_worker": 1,
     "other_job": 1,
+    "check_nodes": 1,
+    "wait_for_takeovers": 1,
 }
 
 
@@ -234,6 +237,8 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
         return (component, rng.randrange(8))
     if kind == "other_job":
         return (rng.choice(("start", "start", "stop", "crash")),)
+    if kind in ("check_nodes", "wait_for_takeovers"):
+        return ()
     return (rng.choice((0.5, 2.0, 5.0)),)  # wait
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from rlplace.errors import NodeLostError, RanksRemovedError, RlplaceError
 from rlplace.inventory import Inventory, Node
-from rlplace.lifecycle import EventKind, NodeHealth, NodeStatus, WorkerState
+from rlplace.lifecycle import EventKind, NodeHealth, NodeMark, NodeStatus, WorkerState
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.capacity import bundle_resources
@@ -395,6 +395,31 @@ class World:
             self.other.state.close()
             self.other = None
 
+    def _check_nodes(self) -> None:
+        """The user's code saw a call fail and asks whether a node of the job is lost (`job.check_nodes()`): every
+        node serving a rank whose raylet refused connections (its processes died) when it asked is then declared
+        lost, and the answer says so."""
+        state = self.job.state
+        serving = {r: str(state.live.node(r).node_id) for r in state.pinned_ranks()}
+        refusing = [r for r, node_id in serving.items() if self.sim.nodes_by_id[node_id].refuses]
+        lost = self.job.check_nodes()  # a node dying meanwhile may be probed before it does
+        still = [r for r in refusing if str(state.live.node(r).node_id) == serving[r]]  # not taken over meanwhile
+        if not state.closed and [r for r in still if state.health(r) == NodeHealth.OK]:
+            raise Violation(
+                f"a refused raylet declares its node lost: nodes {refusing} refuse, state {state.troubles()}"
+            )
+        if refusing and not lost:
+            raise Violation(f"check_nodes says whether a node is lost: it said no, nodes {refusing} refuse")
+
+    def _wait_for_takeovers(self) -> None:
+        """The user waits for the lost ranks to be taken over (`job.wait_for_takeovers()`): once it returns (no
+        NodeLostError), no rank lost before it began is still lost."""
+        began = self.sim.now()
+        self.job.wait_for_takeovers()
+        left = [r for r, t in self.job.state.troubles().items() if t.kind == NodeHealth.LOST and t.declared < began]
+        if left and not self.job.state.closed:
+            raise Violation(f"wait_for_takeovers returns once every lost rank is served: ranks {left} still lost")
+
     def _settle(self) -> None:
         """The last fault is over: the weather clears, every window and deadline passes, then every component is
         called; each must answer, except where a rank failed with no node to take it over or a worker is stuck
@@ -439,7 +464,8 @@ class World:
     def _shutdown(self) -> None:
         if self.other is not None:
             self._other_job("stop")
-        self.job.shutdown()
+        with self.job:  # the job's context manager shuts it down
+            pass
 
     # -- what the promises depend on ------------------------------------------------------------------------
 
@@ -767,6 +793,45 @@ class World:
         ports = {c: (r.master_addr, r.master_port) for c, r in record.components.items() if r.master_port}
         if ports != masters:
             return f"the record says what the state says: record masters {ports}, state {masters}"
+        return self._job_says()
+
+    def _job_says(self) -> str | None:
+        """What the Job answers its user says what the state says: its record is under its name and namespace;
+        each worker's plan row and node; each component's master (none where Ray places it or it runs in the
+        driver); each lost or failed rank so in `node_health()`; each elastic component's last resize its size
+        now; every placement group it holds on the cluster; its warnings, text."""
+        job, state = self.job, self.job.state
+        if records.read(self.sim, job.namespace, job.name) is None:
+            return f"the job's record is under its name: none for {job.namespace}/{job.name}"
+        for c in job.groups:
+            workers = state.workers(c)
+            for w in workers:
+                if job.worker(c, w.rank) != w or job.node(w.node_rank) != state.node(w.node_rank):
+                    return f"the job says what the state says: its row or node of {w.name} is not the state's"
+            pinned = bool(workers) and all(w.node_rank is not None for w in workers)
+            rank0 = state.node(workers[0].node_rank) if pinned else None
+            known = state.master(c)
+            if not pinned and job.master(c) is not None:
+                return f"no master where Ray places a component or it runs in the driver: {c} has {job.master(c)}"
+            if known is not None and rank0 is not None and known.node_id == rank0.node_id and job.master(c) != known:
+                return f"the job says what the state says: {c}'s master {job.master(c)}, state {known}"
+        marks = job.node_health()
+        latest = {e.node_rank: e.kind for e in job.events}
+        for rank, t in state.troubles().items():
+            want = {NodeHealth.LOST: NodeMark.LOST, NodeHealth.FAILED: NodeMark.FAILED}.get(t.kind)
+            if latest.get(rank) == EventKind.DRAINING:
+                continue  # a drained node being left: its notice is its event, which marks nothing (rules.py)
+            if want is not None and marks.get(rank, (None,))[0] != want:
+                return f"node_health says what the state says: node {rank} is {t.kind}, marked {marks.get(rank)}"
+        last = {e.component: e.new_size for r in job.resizes for e in (r, *r.also)}
+        changed = {c: n for c, n in last.items() if c in job.groups and n != len(state.workers(c))}
+        if changed:
+            return f"the last resize is the size now: {changed}, state {[len(state.workers(c)) for c in changed]}"
+        gone = [g for g in job.placement_groups if g.removed]
+        if gone:
+            return f"the job's placement groups are on the cluster: {len(gone)} of them removed"
+        if not all(isinstance(w, str) and w for w in job.warnings):
+            return f"the job's warnings are text: {job.warnings!r}"
         return None
 
     def _status(self) -> str | None:
