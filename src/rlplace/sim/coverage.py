@@ -22,6 +22,10 @@ from pathlib import Path
 #: ("module.py:function", `Class.method` for a method).
 NOT_SIMULATED: dict[str, str] = {
     "ray/ray_port.py": "RayCluster: the port answered by Ray (tests/ray run it)",
+    "sim/mutations.py": "runs only under `--mutate` (tests/sim/test_explorer.py injects each, "
+    "`scripts/explore.py --mutate all` too)",
+    "sim/coverage.py": "the report itself, made after the schedules, outside the recording "
+    "(tests/sim/test_coverage_report.py)",
     "ray/_compat.py": "Ray's private API, under RayCluster only",
     "ray/local_raylets.py": "starts raylets of a real Ray cluster (`rlplace demo`, the Ray tests)",
     "ray/join.py": "joins a real Ray cluster (`ray start`, `ray.init`)",
@@ -33,6 +37,43 @@ NOT_SIMULATED: dict[str, str] = {
     "ray/job.py:connect": "plans and joins a real cluster (`rlplace.connect`): the simulation builds its Job",
     "ray/job.py:_join": "joins a real cluster",
     "ray/nodes.py:live_inventory": "reads a real cluster",
+    # The command line's, not the control plane's: tested where they run.
+    "ray/handoff.py": "`rlplace run` hands its plan to the script it runs (tests/ray/test_run_handoff.py, "
+    "tests/test_run_shows.py)",
+    "ray/interrupt.py": "Ctrl-C in a real driver process, set up by `connect` (tests/test_cli_run.py, its exit 130)",
+    "ray/machine.py": "the limits of this machine for `rlplace demo`'s local raylets (tests/test_run_shows.py)",
+    "ray/job.py:_spec": "of `connect` (not simulated): reads the config it is given",
+    "ray/job.py:_export": "of `connect` (not simulated): the plan handed to `rlplace run`",
+    "ray/job.py:_command_line": "of `connect` (not simulated)",
+    "ray/job.py:Job.phases": "the phase engine (offload hooks) of the runtime: tests/runtime/test_runtime_on_ray.py",
+    "ray/job.py:Job.phase": "the phase engine (offload hooks) of the runtime: tests/runtime/test_runtime_on_ray.py",
+    "ray/job.py:Job.record_memory": "the workers' CUDA peak for `rlplace run --profile-out` "
+    "(tests/test_cli_profile_out.py)",
+    "ray/job.py:Job.verify": "asks each worker `worker_placement()`, which reads Ray's runtime context inside it "
+    "(ray/worker.py, not simulated; tests/ray/test_ray_failures.py)",
+    "ray/group.py:WorkerGroup.placements": "as `Job.verify`: the worker's own `worker_placement()` (ray/worker.py)",
+    "ray/group.py:WorkerGroup.placements_async": "as `Job.verify`: the worker's own `worker_placement()`",
+    "ray/group.py:_own_placement": "runs inside a real worker: `worker_placement()` (ray/worker.py)",
+    "ray/group.py:WorkerGroup.__getstate__": "a group pickled into a worker (a ShardRouter's): the simulation passes "
+    "objects by reference, nothing is pickled (tests/runtime/test_runtime_on_ray.py)",
+    "ray/group.py:WorkerGroup.__setstate__": "as `__getstate__`: a group unpickled in a worker",
+    "ray/group.py:_Untroubled.check": "the health of a group unpickled in a worker (see `__getstate__`)",
+    "ray/group.py:_Untroubled.wait_usable": "the health of a group unpickled in a worker (see `__getstate__`)",
+    "ray/local_group.py:LocalHandle.__reduce__": "refuses to pickle a driver-local worker into an actor: nothing is "
+    "pickled in the simulation (tests/ray/test_ray_local_group.py)",
+    "ray/master_ports.py:free_ports": "binds sockets of this machine: on a simulated node "
+    "`_ports_on_a_simulated_node` answers for it (tests/runtime/test_rendezvous_parts.py)",
+    "ray/master_ports.py:port_range": "reads $RLPLACE_MASTER_PORT_RANGE, which the explorer leaves unset "
+    "(tests/runtime/test_rendezvous_parts.py)",
+    "ray/status.py:_probe_gpus": "asks each worker for its GPUs and waits for the answers: the explorer reads "
+    "status after every move, where no time may pass (`probe_gpus=False`; tests/runtime/test_status.py)",
+    "ray/status.py:_gpu_ids": "runs inside a real worker (Ray's GPU ids, ray/worker.py)",
+    "ray/status.py:collect": "`rlplace status` on the connected Ray cluster (tests/runtime/test_status.py)",
+    "ray/status.py:sizes": "`rlplace status` on the connected Ray cluster (tests/runtime/test_status.py)",
+    "ray/labels.py:label_value": "of `rlplace start` (commands/start.py): the simulation labels its nodes itself",
+    "ray/labels.py:is_label_value": "of `rlplace start` (commands/start.py)",
+    "ray/labels.py:node_env_labels": "of `rlplace start`: a node's environment published as labels "
+    "(tests/planner/test_robots_from_env.py)",
 }
 
 

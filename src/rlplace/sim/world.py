@@ -47,6 +47,7 @@ from rlplace.planner.topology import read_topology
 from rlplace.ray import records, status
 from rlplace.ray.job import Job
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, RAY_NODE_ID_LABEL, SPARE_LABEL
+from rlplace.ray.local_group import LocalGroup
 from rlplace.ray.local_raylets import node_args
 from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.sim.memory_port import SimActor, SimCluster, SimNode, SimProcess, SimRef
@@ -272,7 +273,8 @@ class World:
         """A driver-local component's calls ran in the driver: each answer is the token, from the object of the
         worker it went to, which ran it once."""
         token, group = self.token, self.job.groups[component]
-        instances = dict(zip([w.name for w in group.workers], [a.instance for a in group.actors], strict=True))
+        assert isinstance(group, LocalGroup)
+        instances = dict(zip([w.name for w in group.workers], group.instances, strict=True))
         for name, value in zip(members, got, strict=True):
             ran = instances.get(name)
             if not isinstance(ran, SimWorker) or value != (token, ran.serial):
