@@ -47,3 +47,10 @@ def test_workers_ray_places_share_one_master_and_driver_local_ones_answer():
     job.shutdown()
     assert not [k for k in sim.kv if k.startswith("rdzv/")]
     sim.close()
+
+
+def test_a_shutdown_while_workers_ray_places_start_leaves_no_exchange_behind():
+    """Found by the explorer once it ran components Ray places: shut down right after a launch, the workers'
+    constructors published their exchange after the job had deleted it, and the keys stayed in the GCS."""
+    case = case_of(DEFAULT, "2x4:A800")
+    assert run(case, [Move("launch", ("env", -1)), Move("shutdown")]).violation is None
