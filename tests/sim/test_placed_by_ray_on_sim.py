@@ -11,7 +11,9 @@ from rlplace.sim.world import SimWorker, World, simulated_job
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT = (ROOT / "tests/data/spec_examples/auto-default.yaml").read_text()
-ELASTIC = DEFAULT.replace("cluster:", "cluster:\n  elastic: {train: {min: 1, max: 3}, eval: {min: 1}}\n  remote_env: false", 1)
+ELASTIC = DEFAULT.replace(
+    "cluster:", "cluster:\n  elastic: {train: {min: 1, max: 3}, eval: {min: 1}}\n  remote_env: false", 1
+)
 
 
 def test_a_worker_ray_restarts_after_a_resize_meets_the_others_at_its_rank_and_size_now():
