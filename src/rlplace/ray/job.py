@@ -196,8 +196,9 @@ class Job:
             self._kill_all()
             self._watcher.stop()
         self._record.delete()
-        self._rendezvous.forget()
         self._wait_dead()
+        # Once the workers are dead: one of a component Ray places, still starting, publishes its exchange until then.
+        self._rendezvous.forget()
 
     def _kill_all(self) -> None:
         for handle in list(self.launcher.started):

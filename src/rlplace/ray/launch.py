@@ -67,10 +67,13 @@ def placed_class(cls: type) -> type:
 
 def _install(payload: dict[str, Any]) -> None:
     """Worker side: agree on the rendezvous first where Ray placed the component; a worker Ray restarted reads its
-    rank and rendezvous now from the job record (its constructor arguments are the first ones); then install."""
+    rank and rendezvous now from the job record (its constructor arguments are the first ones; where Ray placed
+    it, its rank and size, and it meets the others at their newest exchange); then install."""
     if payload.get("exchange"):
-        from rlplace.ray.exchange import exchange
+        from rlplace.ray.exchange import exchange, rejoined
 
+        if worker_record.restarted():
+            payload = rejoined(payload)
         agreed = exchange(payload["placement"], payload["exchange"])
         payload = {**payload, "env": {**payload["env"], **agreed}}
     elif worker_record.restarted():

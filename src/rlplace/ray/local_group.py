@@ -25,7 +25,7 @@ from rlplace.inventory import Inventory
 from rlplace.plan import Worker
 from rlplace.ray.group import Rows, WorkerGroup
 from rlplace.ray.port import Cluster
-from rlplace.ray.worker import WorkerPlacement, here
+from rlplace.ray.worker import WorkerPlacement
 
 
 class _LocalMethod:
@@ -151,7 +151,7 @@ def launch_local(
     def start(_worker: Worker) -> LocalHandle:
         return LocalHandle(plain(*args, **kwargs), cluster)
 
-    driver = _driver_placement(live, here().node_id)
+    driver = _driver_placement(live, cluster.driver_node_id())
     instances = [plain(*args, **kwargs) for _ in workers]
     return LocalGroup(component, workers, instances, driver, cluster=cluster, rows=rows), start
 

@@ -7,7 +7,8 @@ others resize, others live through a GCS restart): launches, calls (also across 
 losses of three kinds (processes dead, machine gone, cut off), replacements, new nodes, hot spares (some that match
 nothing), drains (dying at, after or never at their deadline), slow nodes, calls that hang, time passing, the
 cluster's own weather (a GCS restart, requests that fail or are slow, actors slow or failing to start, kills that
-take time), workers restarted in place, a second job on the cluster; then `settle` (the last fault is over: every
+take time), workers restarted in place, a second job on the cluster, the user asking whether a node is lost and
+waiting for the takeovers; then `settle` (the last fault is over: every
 component must answer) and a shutdown. Moves carry every choice they need, so a schedule replays exactly and can
 be shrunk: a failing schedule is cut down, one move at a time, to the shortest one that still fails. The
 invariants are `rlplace.sim.world`'s.
@@ -21,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlplace.errors import RlplaceError
+from rlplace.ray.job import Job
 from rlplace.sim.generate import planned, shapes
-from rlplace.sim.memory_port import SimHang
+from rlplace.sim.memory_port import SimCluster, SimHang
 from rlplace.sim.mutations import MUTATIONS
 from rlplace.sim.world import (
     MOVE_BOUND_S,
@@ -87,8 +89,9 @@ INVENTORIES = ("2x4:A800", "4x2:A800", "3x4:A800", "3x8:A800", "4x8:A800", "1x8:
 
 
 def cases(root: Path) -> list[Case]:
-    """Every example config of the repository that plans on a simulated inventory with every worker pinned to a
-    node by rlplace, and each also with every component elastic (down to one worker) where it plans so."""
+    """Every example config of the repository that plans on a simulated inventory (components Ray places and
+    driver-local ones included), and each also with every component elastic (down to one worker) where it plans
+    so."""
     from rlplace.config import load
     from rlplace.inventory import parse_nodes
     from rlplace.planner import plan
@@ -105,7 +108,7 @@ def cases(root: Path) -> list[Case]:
                 made = plan(spec, inventory)
             except (RlplaceError, ValueError):
                 continue
-            if made.workers and all(w.node_rank is not None and not w.in_driver for w in made.workers):
+            if made.workers:
                 name = f"{path.relative_to(root)} on {nodes}"
                 found.append(Case(name, spec, inventory, made, shapes(inventory)))
                 for elastic in _elastic_variants(written, made.components):
@@ -176,6 +179,8 @@ MOVES = {
     "kill_lag": 1,
     "restart_worker": 1,
     "other_job": 1,
+    "check_nodes": 1,
+    "wait_for_takeovers": 1,
 }
 
 
@@ -184,6 +189,8 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
     base weight times 0, 1/2, 1, 2 or 4), then `settle` and shutdown."""
     components = list(case.plan.components)
     ranks = sorted({w.node_rank for w in case.plan.workers if w.node_rank is not None})
+    if any(w.node_rank is None and not w.in_driver for w in case.plan.workers):  # Ray places them: on any node
+        ranks = [n.rank for n in case.inventory.nodes]
     kinds = list(MOVES)
     weights = [base * rng.choice((0, 0.5, 1, 2, 4)) for base in MOVES.values()]
     if not any(weights):
@@ -230,12 +237,21 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
         return (component, rng.randrange(8))
     if kind == "other_job":
         return (rng.choice(("start", "start", "stop", "crash")),)
+    if kind in ("check_nodes", "wait_for_takeovers"):
+        return ()
     return (rng.choice((0.5, 2.0, 5.0)),)  # wait
 
 
 def run(case: Case, moves: Sequence[Move]) -> Outcome:
     """Run one schedule on a fresh SimCluster; the first invariant it breaks, and after which move."""
     sim, job = simulated_job(case)
+    try:
+        return _run(sim, job, case, moves)
+    finally:
+        sim.close()
+
+
+def _run(sim: SimCluster, job: Job, case: Case, moves: Sequence[Move]) -> Outcome:
     world = World(sim, job, case)
     try:
         job.start()

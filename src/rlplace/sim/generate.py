@@ -8,6 +8,11 @@ places two to four components on it: on the GPUs of a model's group (one, two or
 components may share GPUs), on nodes (several processes each), on robots; some elastic, with room to grow. What
 does not plan is drawn again. Each case also carries the shapes a schedule may join or hold as spares: those of
 its nodes, and ones that do not match any (other GPU count, other model, fewer CPUs).
+
+One config in three is written in the other dialect (`pools_config`, docs/config.md "Dialect pools"): worker
+counts under an auto-mode strategy, half the time `default`, where rlplace leaves train, eval and env to Ray
+(their workers agree on their rendezvous through the KV store: `rlplace.ray.exchange`); some components run in the
+driver (`remote_<component>: false`, `rlplace.ray.local_group`); some elastic.
 """
 
 from __future__ import annotations
@@ -114,6 +119,34 @@ def config(rng: random.Random, inventory: Inventory) -> str:
     return json.dumps({"cluster": section}, indent=2)  # YAML, as JSON is, and what a user would write
 
 
+#: The pools dialect's components, as its keys name them (`storage` is the buffer's `remote_` key).
+POOLS = (("train", "train"), ("eval", "eval"), ("env", "env"), ("buffer", "storage"))
+
+
+def pools_config(rng: random.Random, inventory: Inventory) -> str:
+    """A pools-dialect config for `inventory` (as JSON): one to three train, eval and env workers each, under strategy
+    `default` (Ray places them) half the time, else `disaggregate` or `colocate`; each component in the driver
+    (`remote_<c>: false`) one time in four; some elastic."""
+    gpus = sum(n.num_gpus for n in inventory.nodes)
+    section: dict[str, Any] = {
+        "train_worker_num": rng.randint(1, 3),
+        "eval_worker_num": rng.randint(1, 3),
+        "env_worker_num": rng.randint(1, 3),
+        "buffer_worker_num": rng.choice(("auto", 1, 2)),
+        "env_each_gpu_num": rng.choice((0, 0, 1)),
+        "placement": {"mode": "auto", "strategy": rng.choice(("default", "default", "disaggregate", "colocate"))},
+    }
+    if gpus < 4 or rng.random() < 0.5:  # small clusters: fractions of GPUs
+        section |= {"train_each_gpu_num": 0.5, "eval_each_gpu_num": 0.5}
+    for component, key in POOLS:
+        if rng.random() < 0.25 and not (component == "eval" and "remote_train" in section):
+            section[f"remote_{key}"] = False  # not train and eval both: the planner fails so (docs/decisions.md)
+    elastic = {c: {"min": 1} for c in ("train", "eval") if rng.random() < 0.4}
+    if elastic:
+        section["elastic"] = elastic
+    return json.dumps({"cluster": section}, indent=2)
+
+
 def shapes(inventory: Inventory) -> tuple[Node, ...]:
     """The node shapes a schedule may join or hold as spares: each distinct shape of the cluster, and for the
     first, shapes that match nothing (half the GPUs, another model, a quarter of the CPUs), rank -1."""
@@ -140,13 +173,13 @@ def planned(rng: random.Random, size: int) -> tuple[str, Inventory, Any, Any] | 
 
     for _ in range(TRIES):
         inventory = cluster(rng, size)
-        text = config(rng, inventory)
+        text = (pools_config if rng.random() < 1 / 3 else config)(rng, inventory)
         try:
             spec = load(text)
             made = plan(spec, inventory)
         except (RlplaceError, ValueError):
             continue
-        if made.workers and all(w.node_rank is not None and not w.in_driver for w in made.workers):
+        if made.workers:
             return text, inventory, spec, made
     return None
 

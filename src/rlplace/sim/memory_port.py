@@ -16,7 +16,10 @@ What it models of Ray 2.60, and how (each a measured or documented behaviour, do
   behind the constructor and each other, run their body when they start and answer a duration later (longer on
   a slow node), or hang until their actor dies. A constructor that raises kills the actor: its calls fail. An
   actor with `max_restarts` left is restarted where its bundle is (RESTARTING meanwhile: calls fail at once, as
-  with Ray's `max_task_retries=0`); `kill(restart=True)` restarts it in place. `kill` takes effect after the
+  with Ray's `max_task_retries=0`); `kill(restart=True)` restarts it in place. An actor outside a group, pinned
+  to a node or placed by Ray (packed onto nodes under half used, then onto the least used, as Ray's hybrid
+  policy), waits (PENDING_CREATION) until its resources are free there; pinned, it dies with its node; placed by
+  Ray, it restarts elsewhere if it has restarts left. `kill` takes effect after the
   weather's kill delay: a call made meanwhile still runs. Actor names are unique per namespace while the actor
   is not DEAD.
 - Losing a node three ways: its processes die (`kill_node`: calls fail at once, its raylet's port refuses
@@ -36,6 +39,11 @@ What it models of Ray 2.60, and how (each a measured or documented behaviour, do
   a drawn rate; constructors slow to run or failing.
 - Several drivers (`driver()`): another job on the same cluster, with its own Ray job id; a driver that exits
   takes its actors and placement groups with it, as Ray's non-detached ones.
+- Actor code that waits for other actors (the workers of a component Ray places agree on their rendezvous through
+  the KV store, `rlplace.ray.exchange`, in their constructor and in the call that tells them a new size): it runs in
+  a thread of its own that parks where it sleeps, one thread at a time (`_Fiber`), so the simulation goes on
+  meanwhile, as the actor's process would on Ray. What the actor asks of Ray inside (`worker.here()`, its port,
+  a free port on its node) the simulation answers for the actor whose code runs (`_inside`).
 
 Nothing here is Ray (nothing imports it): it exists so that thousands of fault schedules run per second
 (`rlplace.sim.explore`). Every lookup is indexed (nodes by id and by label, what each node holds, the pending
@@ -57,7 +65,7 @@ from typing import Any
 from rlplace.errors import PlacementError
 from rlplace.lifecycle import GroupState, WorkerState
 from rlplace.planner.capacity import add
-from rlplace.ray.master_ports import free_ports, port_order
+from rlplace.ray.master_ports import FIRST_PORT, free_ports, port_order
 from rlplace.ray.port import CallTimedOut, WorkerDied
 
 #: How long after a node's last answer (its processes died, or it was cut off) `nodes()` reports it dead
@@ -80,6 +88,10 @@ _INF = float("inf")
 
 class SimHang(Exception):
     """A service waited without a bound on something that never comes: on Ray it would hang forever."""
+
+
+class _Ended(BaseException):
+    """Raised where a parked `_Fiber` waits, when its process ended meanwhile: its code unwinds, nothing more runs."""
 
 
 @dataclass
@@ -170,6 +182,7 @@ class SimProcess:
     queue: deque[tuple[SimRef, Callable[..., Any]]] = field(default_factory=deque)  # calls waiting to start
     busy: bool = False  # a call runs (or hangs) in it
     pending: list[SimRef] = field(default_factory=list)  # its calls whose results are not in
+    fiber: _Fiber | None = None  # its constructor or call waiting (parked) for other actors
 
 
 @dataclass(eq=False)
@@ -194,6 +207,7 @@ class SimActor:
     kill_asked_at: float | None = None  # the driver asked to kill it (without restart)
     kills: int = 0  # kills asked and not taken effect yet
     holds: bool = False  # it holds resources of its node outside a group
+    anywhere: bool = False  # outside a group and not pinned to a node: Ray chooses its node
 
     @property
     def instance(self) -> Any:
@@ -306,6 +320,54 @@ class _SimLock:
             self.outside = False
 
 
+class _Fiber:
+    """Actor code that waits for other actors (`SimCluster._run_code`): it runs in a thread of its own, and only
+    while the simulation's thread waits for it (one thread runs at a time, so a schedule stays deterministic);
+    where it sleeps it parks (`park`), and the simulation runs on until it is due again (`resume`)."""
+
+    def __init__(self, p: SimProcess, code: Callable[[], Any], then: Callable[[Any, Exception | None], None]):
+        self.p, self.code, self.then = p, code, then
+        self.value: Any = None
+        self.error: Exception | None = None
+        self.done = False  # the code returned or raised
+        self.ended = False  # its process ended: it unwinds at its next step
+        self._go, self._back = threading.Semaphore(0), threading.Semaphore(0)
+        self._thread: threading.Thread | None = None
+
+    def _main(self) -> None:
+        self._go.acquire()
+        try:
+            if not self.ended:
+                self.value = self.code()
+        except Exception as e:  # the actor's code raised: as from Ray (a creation error, a failed call)
+            self.error = e
+        except _Ended:
+            pass
+        self.done = True
+        self._back.release()
+
+    def resume(self) -> None:
+        """Run the code (from where it parked) until it parks again or ends; the caller waits meanwhile."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, name="sim-actor-code", daemon=True)
+            self._thread.start()
+        self._go.release()
+        self._back.acquire()
+
+    def park(self) -> None:
+        """In the code's thread: hand the simulation back its turn and wait for the next."""
+        self._back.release()
+        self._go.acquire()
+        if self.ended:
+            raise _Ended
+
+    def end(self) -> None:
+        """Its process ended: the parked code unwinds (nothing after it runs)."""
+        self.ended = True
+        if not self.done and self._thread is not None:
+            self.resume()
+
+
 class SimCluster:
     """An in-memory cluster on a virtual clock; see the module docstring. It is also its first driver's port;
     `driver()` gives another driver's."""
@@ -320,6 +382,7 @@ class SimCluster:
         self._by_raylet: dict[tuple[str, int], SimNode] = {}
         self.groups: list[SimGroup] = []
         self._pending: dict[str, SimGroup] = {}  # groups waiting to be placed, in creation order
+        self._unplaced: dict[str, SimActor] = {}  # actors outside groups waiting for their resources, in order
         self.actors: dict[str, SimActor] = {}
         self._names: dict[tuple[str, str], SimActor] = {}  # (namespace, name) -> its actor, while not DEAD
         self.kv: dict[str, bytes] = {}
@@ -338,6 +401,7 @@ class SimCluster:
         #: worker's steps from them, and looks for calls sent to workers the job had asked to kill).
         self.sent: list[SimRef] = []
         self.ran: list[SimRef] = []
+        self._fiber: _Fiber | None = None  # the actor code running now in its own thread (it sleeps by parking)
 
     # -- building the cluster (the explorer's moves) -----------------------------------------------------
 
@@ -422,6 +486,10 @@ class SimCluster:
                 self._unplace(group, removed=True)
         self._place_pending()
 
+    def waiting(self, actor: SimActor) -> bool:
+        """Does the actor (outside a group) wait for its resources to be free (on its node, or on any)?"""
+        return actor.actor_id in self._unplaced
+
     def live_actors(self) -> list[SimActor]:
         return [a for a in self.actors.values() if a.state != WorkerState.DEAD]
 
@@ -455,7 +523,19 @@ class SimCluster:
         return EPOCH + self._now
 
     def sleep(self, seconds: float) -> None:
+        fiber = self._fiber
+        if fiber is not None:  # actor code waits: it parks, and goes on when the time has come
+            self._schedule(self._now + max(0.0, seconds), lambda: self._resume(fiber))
+            fiber.park()
+            return
         self._advance_to(self._now + max(0.0, seconds))
+
+    def close(self) -> None:
+        """The schedule is over: actor code still waiting for other actors unwinds (its thread ends)."""
+        for actor in self.actors.values():
+            for p in actor.processes:
+                if p.fiber is not None:
+                    p.fiber.end()
 
     def spawn(self, task: Callable[[], None], name: str) -> None:
         def once() -> bool:
@@ -601,7 +681,7 @@ class SimCluster:
         elif isinstance(strategy, tuple) and strategy[0] == "node":
             node_id = strategy[1]
         else:
-            node_id = next((n.node_id for n in self._schedulable() if _fits(self._free(n), resources)), "")
+            node_id = ""  # Ray chooses (`_place_actor`)
         actor = SimActor(
             f"{next(self._ids):032x}",
             name,
@@ -615,6 +695,7 @@ class SimCluster:
             node_id,
             max_restarts=int(options.get("max_restarts", 0)),
             started_at=self._now,
+            anywhere=group is None and not node_id,
         )
         self.actors[actor.actor_id] = actor
         if name:
@@ -623,15 +704,37 @@ class SimCluster:
             group.actors.append(actor)
             if group.node_id is None and not group.removed:
                 return actor  # it starts once its group is placed (PENDING_CREATION meanwhile)
+        if group is None:
+            self._unplaced[actor.actor_id] = actor
+            self._place_actor(actor)
+            return actor
         node = self.nodes_by_id.get(node_id)
-        if node is None or not node.running or node.reported_dead or (group is not None and group.removed):
+        if node is None or not node.running or node.reported_dead or group.removed:
             self._dead(actor)  # Ray fails its first call: nowhere to run
             return actor
-        if group is None:
-            actor.holds = True
-            add(node.held, resources)
         self._start_process(actor, node)
         return actor
+
+    def _place_actor(self, actor: SimActor) -> None:
+        """Start an actor outside a group where its resources are free: on its node (dead: it dies), or where Ray
+        puts it (the first node under half used, else the least used, that has them); else it waits."""
+        if actor.anywhere:
+            fitting = [n for n in self._schedulable() if _fits(self._free(n), actor.resources)]
+            calm = [n for n in fitting if _used(n) < 0.5]
+            node = calm[0] if calm else min(fitting, key=_used, default=None)
+        else:
+            node = self.nodes_by_id.get(actor.node_id)
+            if node is None or not node.running or node.reported_dead:
+                self._dead(actor)  # Ray fails its first call: nowhere to run
+                return
+            if not _schedulable(node) or not _fits(self._free(node), actor.resources):
+                node = None
+        if node is None:
+            return  # PENDING_CREATION until its resources are free
+        del self._unplaced[actor.actor_id]
+        actor.holds = True
+        add(node.held, actor.resources)
+        self._start_process(actor, node)
 
     def is_actor(self, handle: Any) -> bool:
         return isinstance(handle, SimActor)
@@ -675,9 +778,13 @@ class SimCluster:
         self._fault(self._now + self.weather.kill_s, lambda: self._killed(handle, restart))
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> SimRef:
+        if not isinstance(handle, SimActor):  # a driver-local worker's (`remote_<c>: false`): runs now, as on Ray
+            return getattr(handle, method).remote(*args, **kwargs)
         return self._run_in(handle, lambda i, *a, **k: getattr(i, method)(*a, **k), method, args, kwargs)
 
     def run_on(self, handle: Any, function: Callable[..., Any], *args: Any, **kwargs: Any) -> SimRef:
+        if not isinstance(handle, SimActor):
+            return handle.__ray_call__.remote(function, *args, **kwargs)
         return self._run_in(handle, function, "", args, kwargs)
 
     def run_task(self, function: Callable[..., Any], *args: Any, node_id: str | None = None) -> SimRef:
@@ -911,6 +1018,9 @@ class SimCluster:
                 group.node_id, group.rescheduling = node.node_id, False
                 add(node.held, group.demand)
                 self._start_in(group, node)
+        for actor in list(self._unplaced.values()):
+            if actor.actor_id in self._unplaced:
+                self._place_actor(actor)
 
     def _unplace(self, group: SimGroup, *, removed: bool) -> None:
         """`group` leaves its node: removed, or rescheduled (its node died)."""
@@ -946,15 +1056,19 @@ class SimCluster:
         def construct() -> None:
             if p.ended_at is not None:
                 return
-            try:
-                if p.doomed:
-                    raise RuntimeError("the constructor failed (the schedule's bad start)")
-                with self._inside(p):
-                    p.instance = actor.cls(*actor.args, **actor.kwargs)
-            except Exception as e:  # the user's constructor raised: the actor dies (Ray's creation error)
-                p.error = e
+            if p.doomed:
+                constructed(None, RuntimeError("the constructor failed (the schedule's bad start)"))
+                return
+            self._run_code(p, lambda: actor.cls(*actor.args, **actor.kwargs), constructed, _waits(actor.args))
+
+        def constructed(instance: Any, error: Exception | None) -> None:
+            if p.ended_at is not None:
+                return  # it died while its constructor waited
+            if error is not None:  # the user's constructor raised: the actor dies (Ray's creation error)
+                p.error = error
                 self._dead(actor)
                 return
+            p.instance = instance
             actor.state = WorkerState.ALIVE
             self._next_call(p)
 
@@ -980,6 +1094,8 @@ class SimCluster:
         if p.ended_at is not None:
             return
         p.ended_at = self._now
+        if p.fiber is not None:
+            p.fiber.end()
         for ref in p.pending:
             if ref.finished_at is None or ref.ready_at > self._now:
                 ref.ready_at = _INF
@@ -996,7 +1112,12 @@ class SimCluster:
         an actor without a group, pinned to its node, cannot be), or DEAD."""
         if actor.process is not None:
             self._end_process(actor.process, known=self._now)
-        if self._restarts_left(actor) and actor.group is not None and not actor.group.removed:
+        if self._restarts_left(actor) and actor.anywhere:  # Ray places it again, on another node
+            self._release_held(actor)
+            actor.state, actor.restarts = WorkerState.RESTARTING, actor.restarts + 1
+            self._unplaced[actor.actor_id] = actor
+            self._place_actor(actor)
+        elif self._restarts_left(actor) and actor.group is not None and not actor.group.removed:
             actor.state = WorkerState.RESTARTING
             if actor.group.node_id is not None:
                 self._start_in(actor.group, self.nodes_by_id[actor.group.node_id])
@@ -1006,8 +1127,8 @@ class SimCluster:
     def _killed(self, actor: SimActor, restart: bool) -> None:
         """`kill` takes effect: the process dies; with `restart` and restarts left, it starts again in place."""
         actor.kills -= 1
-        if actor.state == WorkerState.DEAD:
-            return
+        if actor.state == WorkerState.DEAD or (restart and actor.actor_id in self._unplaced):
+            return  # nothing runs yet to restart
         if actor.process is not None:
             self._end_process(actor.process, known=self._now)
         node = self.nodes_by_id.get(actor.node_id)
@@ -1024,14 +1145,20 @@ class SimCluster:
             self._end_process(actor.process, known=self._now)
         actor.state = WorkerState.DEAD
         actor.died_at = self._now
+        self._unplaced.pop(actor.actor_id, None)
         if self._names.get((actor.namespace, actor.name)) is actor:
             del self._names[(actor.namespace, actor.name)]
+        if actor.holds:
+            self._release_held(actor)
+            self._place_pending()
+
+    def _release_held(self, actor: SimActor) -> None:
+        """What the actor held outside a group, on its node, is free again."""
         if actor.holds:
             actor.holds = False
             node = self.nodes_by_id.get(actor.node_id)
             if node is not None:
                 _release(node.held, actor.resources)
-            self._place_pending()
 
     @staticmethod
     def _restarts_left(actor: SimActor) -> bool:
@@ -1104,14 +1231,54 @@ class SimCluster:
         try:
             resolved = [self._value_of(a) for a in args]
             named = {k: self._value_of(v) for k, v in kwargs.items()}
-            with self._inside(p):
-                ref.value = body(p.instance, *resolved, **named)
-        except Exception as e:  # the user's method raised (or a result it was passed failed): as from Ray
-            ref.error = e
+        except Exception as e:  # a result it was passed failed: so does the call, as on Ray
+            self._ran(p, ref, None, e)
+            return
+        self._run_code(
+            p, lambda: body(p.instance, *resolved, **named), lambda v, e: self._ran(p, ref, v, e), _waits(resolved)
+        )
+
+    def _ran(self, p: SimProcess, ref: SimRef, value: Any, error: Exception | None) -> None:
+        """A call's body returned `value` or raised `error` (the user's method, as from Ray): it finishes a
+        duration later (never, where it hangs, or when its process died meanwhile)."""
+        if p.ended_at is not None:
+            return
+        ref.value, ref.error = value, error
         if ref.hangs:
             return
         node = self.nodes_by_id[p.node_id]
         self._schedule(self._now + self.behaviour.call_s * node.slow, lambda: self._finish(p, ref))
+
+    def _run_code(
+        self, p: SimProcess, code: Callable[[], Any], then: Callable[[Any, Exception | None], None], waits: bool
+    ) -> None:
+        """Run actor code in `p` (`_inside` it), then `then(value, error)`: at once, or, where it `waits` for other
+        actors, in a `_Fiber` that parks while it sleeps."""
+        if not waits:
+            try:
+                with self._inside(p):
+                    value = code()
+            except Exception as e:
+                then(None, e)
+                return
+            then(value, None)
+            return
+        p.fiber = _Fiber(p, code, then)
+        self._resume(p.fiber)
+
+    def _resume(self, fiber: _Fiber) -> None:
+        """Run a fiber on from where it parked (not if its process ended); once its code is over, what follows."""
+        if fiber.done or fiber.ended:
+            return
+        with self._inside(fiber.p):
+            self._fiber = fiber
+            try:
+                fiber.resume()
+            finally:
+                self._fiber = None
+        if fiber.done:
+            fiber.p.fiber = None
+            fiber.then(fiber.value, fiber.error)
 
     def _finish(self, p: SimProcess, ref: SimRef) -> None:
         if p.ended_at is not None:
@@ -1134,16 +1301,20 @@ class SimCluster:
     def _inside(self, p: SimProcess) -> Iterator[None]:
         """As in the actor's own process: what the placed class installs (its rank, its rendezvous variables)
         is the process's, not this process's environment."""
-        from rlplace.ray import worker
+        from rlplace.ray import exchange, worker
 
-        saved = worker.install, worker.restarted, worker.cluster
+        node = self.nodes_by_id[p.node_id]
+        me = worker.Here(node.node_id, dict(node.labels), node.address, (), f"sim-worker-{p.serial}")
+        saved = worker.install, worker.restarted, worker.cluster, worker.here, exchange.free_ports
         worker.install = lambda payload: setattr(p, "payload", payload)
         worker.restarted = lambda: p.restarted
         worker.cluster = lambda: self
+        worker.here = lambda: me
+        exchange.free_ports = _ports_on_a_simulated_node
         try:
             yield
         finally:
-            worker.install, worker.restarted, worker.cluster = saved
+            worker.install, worker.restarted, worker.cluster, worker.here, exchange.free_ports = saved
 
 
 class _DriverView:
@@ -1172,11 +1343,13 @@ class _DriverView:
         return attr
 
 
-def _ports_on_a_simulated_node(count: int, avoid: Sequence[int], low: int, high: int) -> list[int]:
+def _ports_on_a_simulated_node(
+    count: int, avoid: list[int] | set[int], low: int, high: int, first: int = FIRST_PORT
+) -> list[int]:
     """`free_ports` on a simulated node, where nothing listens: the first `count` ports it would try that `avoid`
     does not hold."""
     skip = set(avoid)
-    found = list(itertools.islice((p for p in port_order(low, high) if p not in skip), count))
+    found = list(itertools.islice((p for p in port_order(low, high, first) if p not in skip), count))
     if len(found) < count:
         raise PlacementError(f"no {count} free ports in {low}-{high} for MASTER_PORT")
     return found
@@ -1186,8 +1359,19 @@ def _ports_on_a_simulated_node(count: int, avoid: Sequence[int], low: int, high:
 _ON_A_SIMULATED_NODE: dict[Callable[..., Any], Callable[..., Any]] = {free_ports: _ports_on_a_simulated_node}
 
 
+def _waits(args: Sequence[Any]) -> bool:
+    """Actor code that waits for other actors: a worker's payload with an exchange (its component is placed by
+    Ray: its workers agree on their rendezvous in the constructor, and again in the call telling a new size)."""
+    return any(isinstance(a, dict) and a.get("exchange") for a in args)
+
+
 def _schedulable(node: SimNode) -> bool:
     return node.running and node.reachable and not node.reported_dead and node.drain_deadline_ms is None
+
+
+def _used(node: SimNode) -> float:
+    """How full a node is: the largest share of its CPUs or GPUs held (what Ray's hybrid policy ranks by)."""
+    return max((node.held.get(k, 0.0) / v for k, v in node.resources.items() if k in ("CPU", "GPU") and v), default=0)
 
 
 def _fits(free: Mapping[str, float], demand: Mapping[str, float]) -> bool:

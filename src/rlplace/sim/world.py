@@ -40,7 +40,7 @@ from typing import Any
 
 from rlplace.errors import NodeLostError, RanksRemovedError, RlplaceError
 from rlplace.inventory import Inventory, Node
-from rlplace.lifecycle import EventKind, NodeHealth, NodeStatus, WorkerState
+from rlplace.lifecycle import EventKind, NodeHealth, NodeMark, NodeStatus, WorkerState
 from rlplace.model import JobSpec
 from rlplace.plan import Plan
 from rlplace.planner.capacity import bundle_resources
@@ -49,6 +49,7 @@ from rlplace.ray import records, status
 from rlplace.ray.failover.watcher import WATCH_PERIOD_S
 from rlplace.ray.job import Job
 from rlplace.ray.labels import ACCELERATOR_LABEL, NODE_RANK_LABEL, RAY_NODE_ID_LABEL, SPARE_LABEL
+from rlplace.ray.local_group import LocalGroup
 from rlplace.ray.local_raylets import node_args
 from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.sim.memory_port import SimActor, SimCluster, SimNode, SimProcess, SimRef
@@ -74,9 +75,11 @@ class SimWorker:
     def __init__(self, *_: Any, **__: Any):
         self.serial = next(_serials)
         self.steps = 0
+        self.tokens: list[int] = []  # the tokens it ran (a driver-local worker's runs: no actor counts them)
 
     def step(self, token: int) -> tuple[int, int]:
         self.steps += 1
+        self.tokens.append(token)
         return token, self.serial
 
     def on_replaced(self, event: Any) -> None:
@@ -213,7 +216,8 @@ class World:
         calm = self._calm(component)
         refs = group.call_async("step", self.token)
         node_id = self._serving(node_rank)
-        if calm and node_id is not None and self._spare_for(node_rank, node_id):
+        pinned = all(w.node_rank is not None for w in group.workers)  # Ray-placed workers are not moved (guide)
+        if calm and pinned and node_id is not None and self._spare_for(node_rank, node_id):
             self.promised = f"node {node_rank} was lost with a hot spare ready for it: its calls are re-run there"
         self._lose(node_rank, how)
         self._answered(component, members, lambda: group.get(refs, "step", CALL_TIMEOUT_S))
@@ -237,6 +241,8 @@ class World:
         self._exactly_once(component, members, got)
 
     def _exactly_once(self, component: str, members: list[str], got: list) -> None:
+        if self.job.groups[component].in_driver:
+            return self._exactly_once_in_driver(component, members, got)
         token = self.token
         runs = self._runs_of(token)
         by_serial = {r.process.instance.serial: r for r in runs if r.process is not None and r.process.instance}
@@ -264,6 +270,19 @@ class World:
                     f"exactly once: step({token}) on {name} answered, but ran to an answer {len(delivered)} times "
                     f"(in processes {processes})"
                 )
+
+    def _exactly_once_in_driver(self, component: str, members: list[str], got: list) -> None:
+        """A driver-local component's calls ran in the driver: each answer is the token, from the object of the
+        worker it went to, which ran it once."""
+        token, group = self.token, self.job.groups[component]
+        assert isinstance(group, LocalGroup)
+        instances = dict(zip([w.name for w in group.workers], group.instances, strict=True))
+        for name, value in zip(members, got, strict=True):
+            ran = instances.get(name)
+            if not isinstance(ran, SimWorker) or value != (token, ran.serial):
+                raise Violation(f"each call answered by its worker: step({token}) on {name} in the driver: {value!r}")
+            if ran.tokens.count(token) != 1:
+                raise Violation(f"exactly once: step({token}) ran {ran.tokens.count(token)} times on {name} (driver)")
 
     def _runs_of(self, token: int) -> list[SimRef]:
         """The runs of `step(token)` so far (read from `sim.ran` once each)."""
@@ -385,6 +404,31 @@ class World:
             self.other.state.close()
             self.other = None
 
+    def _check_nodes(self) -> None:
+        """The user's code saw a call fail and asks whether a node of the job is lost (`job.check_nodes()`): every
+        node serving a rank whose raylet refused connections (its processes died) when it asked is then declared
+        lost, and the answer says so."""
+        state = self.job.state
+        serving = {r: str(state.live.node(r).node_id) for r in state.pinned_ranks()}
+        refusing = [r for r, node_id in serving.items() if self.sim.nodes_by_id[node_id].refuses]
+        lost = self.job.check_nodes()  # a node dying meanwhile may be probed before it does
+        still = [r for r in refusing if str(state.live.node(r).node_id) == serving[r]]  # not taken over meanwhile
+        if not state.closed and [r for r in still if state.health(r) == NodeHealth.OK]:
+            raise Violation(
+                f"a refused raylet declares its node lost: nodes {refusing} refuse, state {state.troubles()}"
+            )
+        if refusing and not lost:
+            raise Violation(f"check_nodes says whether a node is lost: it said no, nodes {refusing} refuse")
+
+    def _wait_for_takeovers(self) -> None:
+        """The user waits for the lost ranks to be taken over (`job.wait_for_takeovers()`): once it returns (no
+        NodeLostError), no rank lost before it began is still lost."""
+        began = self.sim.now()
+        self.job.wait_for_takeovers()
+        left = [r for r, t in self.job.state.troubles().items() if t.kind == NodeHealth.LOST and t.declared < began]
+        if left and not self.job.state.closed:
+            raise Violation(f"wait_for_takeovers returns once every lost rank is served: ranks {left} still lost")
+
     def _settle(self) -> None:
         """The last fault is over: the weather clears, every window and deadline passes, then every component is
         called; each must answer, except where a rank failed with no node to take it over or a worker is stuck
@@ -396,8 +440,6 @@ class World:
             self.sim.advance(0.5)
         self.sim.advance(1.0)  # the watcher looks twice more (a rank failed may be taken over yet)
         for component, group in list(self.job.groups.items()):
-            if group.in_driver:
-                continue
             excuse = self._excuse(component)
             if excuse is not None and excuse[0] == "takeable":
                 raise Violation(f"liveness: {excuse[1]}")
@@ -431,7 +473,8 @@ class World:
     def _shutdown(self) -> None:
         if self.other is not None:
             self._other_job("stop")
-        self.job.shutdown()
+        with self.job:  # the job's context manager shuts it down
+            pass
 
     # -- what the promises depend on ------------------------------------------------------------------------
 
@@ -468,6 +511,9 @@ class World:
                 return False
             if p.doomed:
                 return False  # its constructor will fail
+            node = self.sim.nodes_by_id[p.node_id]
+            if not _up(node) or node.drain_deadline_ms is not None:
+                return False  # placed by Ray on a node in trouble the job does not watch
         return True
 
     def _spare_for(self, node_rank: int, node_id: str) -> bool:
@@ -553,6 +599,8 @@ class World:
                     "stuck",
                     f"worker {w.name} is stuck for good (its constructor failed, it was killed, a call hangs)",
                 )
+            if isinstance(actor, SimActor) and self.sim.waiting(actor):
+                return "stuck", f"worker {w.name} waits for resources no node has free (Ray places it, or others)"
         return None
 
     def _replacement(self, node_rank: int) -> bool:
@@ -690,6 +738,54 @@ class World:
                 if wrong:
                     shown = ", ".join(f"{k}={got} (should be {want})" for k, (got, want) in sorted(wrong.items()))
                     return f"the rendezvous of {c}: {w.name} has {shown}"
+        return self._exchanged()
+
+    def _exchanged(self) -> str | None:
+        """The components Ray placed agreed on their rendezvous among themselves (`rlplace.ray.exchange`): every
+        settled worker of one has its rank and size now, and one MASTER_ADDR (rank 0's node, where it runs) and
+        MASTER_PORT; once all are settled, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, GROUP_RANK and
+        GROUP_WORLD_SIZE are those of the nodes they run on."""
+        state = self.job.state
+        for c, group in self.job.groups.items():
+            workers = state.workers(c)
+            if group.in_driver or not workers or any(w.node_rank is not None for w in workers):
+                continue
+            settled = [_settled(a, self.sim) for a in group.actors]
+            envs = [(p.payload or {}).get("env") if p is not None else None for p in settled]
+            known = [(w, p, env) for w, p, env in zip(workers, settled, envs, strict=True) if p and env]
+            masters = {(env.get("MASTER_ADDR"), env.get("MASTER_PORT")) for _, _, env in known}
+            for w, _, env in known:
+                if (env.get("RANK"), env.get("WORLD_SIZE")) != (str(w.rank), str(len(workers))):
+                    return (
+                        f"the rendezvous of {c}: {w.name} (rank {w.rank} of {len(workers)}) has RANK "
+                        f"{env.get('RANK')}, WORLD_SIZE {env.get('WORLD_SIZE')}"
+                    )
+            # A worker Ray restarted (elsewhere, say) meets the others again on its own: theirs still say where it
+            # ran, and its rank 0's master where rank 0 ran (the job does not watch where Ray put them: guide).
+            restarted = [isinstance(a, SimActor) and len(a.processes) > 1 for a in group.actors]
+            if len(masters) > 1 and not restarted[0]:
+                return f"one rendezvous per component: {c}'s workers Ray placed meet at {sorted(masters)}"
+            if len(known) < len(workers) or any(restarted):
+                continue
+            nodes = [self.sim.nodes_by_id[p.node_id] for _, p, _ in known]
+            address = next(iter(masters))[0]
+            if address != nodes[0].address:
+                return f"MASTER_ADDR is rank 0's node: {c}'s master is {address}, rank 0 runs on {nodes[0].address}"
+            labelled = all(NODE_RANK_LABEL in n.labels for n in nodes)  # else NODE_RANK is the record's, then
+            ranked = [i for _, i in sorted({(int(n.labels.get(NODE_RANK_LABEL, -1)), n.node_id) for n in nodes})]
+            for (w, _, env), n in zip(known, nodes, strict=True):
+                here = [v.rank for v, m in zip(workers, nodes, strict=True) if m is n]
+                expected = {
+                    "LOCAL_RANK": str(here.index(w.rank)),
+                    "LOCAL_WORLD_SIZE": str(len(here)),
+                    "GROUP_WORLD_SIZE": str(len(ranked)),
+                }
+                if labelled:
+                    expected |= {"NODE_RANK": n.labels[NODE_RANK_LABEL], "GROUP_RANK": str(ranked.index(n.node_id))}
+                wrong = {k: (env.get(k), v) for k, v in expected.items() if env.get(k) != v}
+                if wrong:
+                    shown = ", ".join(f"{k}={got} (should be {want})" for k, (got, want) in sorted(wrong.items()))
+                    return f"the rendezvous of {c} (placed by Ray): {w.name} has {shown}"
         return None
 
     def _capacity(self) -> str | None:
@@ -712,6 +808,45 @@ class World:
         ports = {c: (r.master_addr, r.master_port) for c, r in record.components.items() if r.master_port}
         if ports != masters:
             return f"the record says what the state says: record masters {ports}, state {masters}"
+        return self._job_says()
+
+    def _job_says(self) -> str | None:
+        """What the Job answers its user says what the state says: its record is under its name and namespace;
+        each worker's plan row and node; each component's master (none where Ray places it or it runs in the
+        driver); each lost or failed rank so in `node_health()`; each elastic component's last resize its size
+        now; every placement group it holds on the cluster; its warnings, text."""
+        job, state = self.job, self.job.state
+        if records.read(self.sim, job.namespace, job.name) is None:
+            return f"the job's record is under its name: none for {job.namespace}/{job.name}"
+        for c in job.groups:
+            workers = state.workers(c)
+            for w in workers:
+                if job.worker(c, w.rank) != w or job.node(w.node_rank) != state.node(w.node_rank):
+                    return f"the job says what the state says: its row or node of {w.name} is not the state's"
+            pinned = bool(workers) and all(w.node_rank is not None for w in workers)
+            rank0 = state.node(workers[0].node_rank) if pinned else None
+            known = state.master(c)
+            if not pinned and job.master(c) is not None:
+                return f"no master where Ray places a component or it runs in the driver: {c} has {job.master(c)}"
+            if known is not None and rank0 is not None and known.node_id == rank0.node_id and job.master(c) != known:
+                return f"the job says what the state says: {c}'s master {job.master(c)}, state {known}"
+        marks = job.node_health()
+        latest = {e.node_rank: e.kind for e in job.events}
+        for rank, t in state.troubles().items():
+            want = {NodeHealth.LOST: NodeMark.LOST, NodeHealth.FAILED: NodeMark.FAILED}.get(t.kind)
+            if latest.get(rank) == EventKind.DRAINING:
+                continue  # a drained node being left: its notice is its event, which marks nothing (rules.py)
+            if want is not None and marks.get(rank, (None,))[0] != want:
+                return f"node_health says what the state says: node {rank} is {t.kind}, marked {marks.get(rank)}"
+        last = {e.component: e.new_size for r in job.resizes for e in (r, *r.also)}
+        changed = {c: n for c, n in last.items() if c in job.groups and n != len(state.workers(c))}
+        if changed:
+            return f"the last resize is the size now: {changed}, state {[len(state.workers(c)) for c in changed]}"
+        gone = [g for g in job.placement_groups if g.removed]
+        if gone:
+            return f"the job's placement groups are on the cluster: {len(gone)} of them removed"
+        if not all(isinstance(w, str) and w for w in job.warnings):
+            return f"the job's warnings are text: {job.warnings!r}"
         return None
 
     def _status(self) -> str | None:
@@ -735,14 +870,23 @@ class World:
             for w in state.workers(c):
                 actor = held.get(w.name)
                 node = state.node(w.node_rank)
-                if not isinstance(actor, SimActor) or node is None:
+                if not isinstance(actor, SimActor) or (node is None and w.node_rank is not None):
                     continue
                 expected.add(w.name)
-                up = _up(self.sim.nodes_by_id[str(node.node_id)]) and state.health(w.node_rank) == NodeHealth.OK
+                runs_on = None
+                if node is None:  # placed by Ray: shown on the node its actor runs on (by its rank label, or IP)
+                    runs_on = self.sim.nodes_by_id.get(actor.node_id)  # None: it waits for a node
+                    up = runs_on is not None and _up(runs_on)
+                    labels = runs_on.labels if runs_on is not None else {}
+                    place = f"node {labels[NODE_RANK_LABEL]}" if NODE_RANK_LABEL in labels else ""
+                else:
+                    up = _up(self.sim.nodes_by_id[str(node.node_id)]) and state.health(w.node_rank) == NodeHealth.OK
+                    place = f"node {w.node_rank}" + (f" (spare {node.address})" if SPARE_LABEL in node.labels else "")
                 if not up or actor.state != WorkerState.ALIVE:
                     continue
                 row = rows.get(w.name)
-                place = f"node {w.node_rank}" + (f" (spare {node.address})" if SPARE_LABEL in node.labels else "")
+                if row is not None and runs_on is not None and not place and runs_on.address in row.node:
+                    place = row.node  # an unlabelled node (a spare, say): named with its IP
                 if row is None or (row.component, row.rank, row.state, row.node) != (c, w.rank, actor.state, place):
                     seen = "not shown" if row is None else f"shown {row.state} as {row.component} rank {row.rank}"
                     where = "" if row is None else f" on {row.node!r}"
@@ -753,6 +897,19 @@ class World:
         stray = sorted(n for n, r in rows.items() if r.state == WorkerState.ALIVE and n not in expected)
         if stray:
             return f"status says what the state says: {', '.join(stray)} shown ALIVE, not workers of the state"
+        return self._status_in_driver(worker_rows)
+
+    def _status_in_driver(self, worker_rows: list[status.WorkerRow]) -> str | None:
+        """`rlplace status` shows every worker of a driver-local component (`remote_<c>: false`) as DRIVER, on
+        the driver's node, and no other."""
+        state = self.job.state
+        shown = {
+            (r.component, r.rank) for r in worker_rows if r.job == self.sim.job_id() and r.node.endswith("(driver)")
+        }
+        shown_as = {r.state for r in worker_rows if r.job == self.sim.job_id() and r.node.endswith("(driver)")}
+        planned = {(c, w.rank) for c in state.plan.components for w in state.workers(c) if w.in_driver}
+        if shown != planned or shown_as - {WorkerState.DRIVER}:
+            return f"status shows the driver's workers: {sorted(shown)} ({sorted(shown_as)}), state {sorted(planned)}"
         return None
 
     def _groups(self) -> str | None:
