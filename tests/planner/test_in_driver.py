@@ -8,6 +8,7 @@ import json
 from tests.planner.specs import auto, groups_spec, manual, r
 
 from rlplace.cli import main
+from rlplace.config import load
 from rlplace.inventory import parse_nodes
 from rlplace.model import ComponentSpec
 from rlplace.plan import Plan
@@ -87,3 +88,17 @@ def test_cli_plan_json_of_a_driver_local_component(tmp_path, capsys):
     assert main(["plan", str(cfg), "--nodes", "2x4", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert all(not w["in_driver"] for w in doc["workers"])  # remote is the default
+
+
+def test_cpu_only_env_workers_whose_gpu_components_all_run_in_the_driver_are_left_to_ray_and_said_so():
+    """With train and eval in the driver the pool env would share has no node: colocate crashed dividing by zero,
+    disaggregate dropped env's workers from the plan without a word."""
+    for strategy in ("colocate", "disaggregate"):
+        text = (
+            "cluster:\n  env_each_gpu_num: 0\n  remote_train: false\n  remote_eval: false\n"
+            f"  placement: {{mode: auto, strategy: {strategy}}}\n"
+        )
+        p = plan(load(text), parse_nodes("2x2:H100"))
+        env = p.by_component("env")
+        assert [(w.node_rank, w.in_driver, w.num_gpus) for w in env] == [(None, False, 0.0)], strategy
+        assert any(w.startswith("env: its 1 worker(s) need no GPU") for w in p.warnings), p.warnings

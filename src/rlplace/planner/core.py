@@ -181,10 +181,23 @@ def _pack_pools(builder: PlanBuilder, pools: list[Pool], counts: dict[str, Count
     pool_of = {c: p for p in pools for c in p.ranges}
     blocks: dict[str, Block] = {}
     for name in COUNTED_COMPONENTS:
-        if name in counts and name in pool_of and counts[name].count:
+        c = counts.get(name)
+        if c is not None and c.count and c.gpus <= 0 and not (name in pool_of and pool_of[name].nodes):
+            _leave_to_ray(builder, c)
+        elif name in counts and name in pool_of and counts[name].count:
             partners = blocks.get("eval") if name == "env" else None  # env i steps with eval i * eval / env
             blocks[name] = pack(builder, pool_of[name], counts[name], source, partners)
     return blocks
+
+
+def _leave_to_ray(builder: PlanBuilder, c: Counted) -> None:
+    """CPU-only workers whose pool has no node (every GPU component it was sized for runs in the driver) go to
+    Ray's scheduler, said so: neither dropped nor placed on a node nothing asked for."""
+    builder.add(Unpinned(c.name, c.count, 0.0, c.cpus))
+    builder.warnings.append(
+        f"{c.name}: its {c.count} worker(s) need no GPU and have no pool node to sit on, since the components their "
+        "pool is sized for run in the driver: Ray places them"
+    )
 
 
 def _check_buffer_range(builder: PlanBuilder, pools: list[Pool], train: Block | None) -> None:

@@ -139,8 +139,8 @@ def pools_config(rng: random.Random, inventory: Inventory) -> str:
     if gpus < 4 or rng.random() < 0.5:  # small clusters: fractions of GPUs
         section |= {"train_each_gpu_num": 0.5, "eval_each_gpu_num": 0.5}
     for component, key in POOLS:
-        if rng.random() < 0.25 and not (component == "eval" and "remote_train" in section):
-            section[f"remote_{key}"] = False  # not train and eval both: the planner fails so (docs/decisions.md)
+        if rng.random() < 0.25:
+            section[f"remote_{key}"] = False
     elastic = {c: {"min": 1} for c in ("train", "eval") if rng.random() < 0.4}
     if elastic:
         section["elastic"] = elastic
