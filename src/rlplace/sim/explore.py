@@ -189,8 +189,8 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
     base weight times 0, 1/2, 1, 2 or 4), then `settle` and shutdown."""
     components = list(case.plan.components)
     ranks = sorted({w.node_rank for w in case.plan.workers if w.node_rank is not None})
-    if any(w.node_rank is None and not w.in_driver for w in case.plan.workers):  # Ray places them: on any node
-        ranks = [n.rank for n in case.inventory.nodes]
+    if not ranks or any(w.node_rank is None and not w.in_driver for w in case.plan.workers):
+        ranks = [n.rank for n in case.inventory.nodes]  # Ray places them (or all run in the driver): any node
     kinds = list(MOVES)
     weights = [base * rng.choice((0, 0.5, 1, 2, 4)) for base in MOVES.values()]
     if not any(weights):

@@ -120,7 +120,8 @@ def config(rng: random.Random, inventory: Inventory) -> str:
 
 
 #: The pools dialect's components, as its keys name them (`storage` is the buffer's `remote_` key).
-POOLS = (("train", "train"), ("eval", "eval"), ("env", "env"), ("buffer", "storage"))
+#: The `remote_<key>` switch of each pools-dialect component (the buffer's is RLightning's `remote_storage`).
+REMOTE_KEYS = ("train", "eval", "env", "storage")
 
 
 def pools_config(rng: random.Random, inventory: Inventory) -> str:
@@ -138,7 +139,7 @@ def pools_config(rng: random.Random, inventory: Inventory) -> str:
     }
     if gpus < 4 or rng.random() < 0.5:  # small clusters: fractions of GPUs
         section |= {"train_each_gpu_num": 0.5, "eval_each_gpu_num": 0.5}
-    for component, key in POOLS:
+    for key in REMOTE_KEYS:
         if rng.random() < 0.25:
             section[f"remote_{key}"] = False
     elastic = {c: {"min": 1} for c in ("train", "eval") if rng.random() < 0.4}
