@@ -164,3 +164,23 @@ def test_a_replacement_another_job_holds_part_of_is_no_node_to_take_a_failed_ran
     assert run(case, [*moves, *settle]).violation is None
     monkeypatch.setattr("rlplace.ray.failover.watcher.candidates", lambda *a, **k: [])  # replacements ignored
     assert run(case, [*moves, *settle]).violation == "liveness: node 1 stays failed though a node could take it over"
+
+
+def test_check_nodes_answers_about_the_job_when_it_returns(all_cases, monkeypatch):
+    """Node 3's processes die under a call; check_nodes declares it lost and the elastic agent shrinks off it at
+    once: the node no longer serves the job, so "no node lost" is the truth (seed 966328899678, shrunk). A
+    check_nodes that never finds a loss is still caught on the same schedule's first moves."""
+    case, _ = draw(all_cases, 966328899678)
+    moves = [
+        Move("launch", ("actor", 0)),
+        Move("call_across_loss", ("actor", 3, "kill")),
+        Move("partition", (6, None)),
+        Move("check_nodes", ()),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None
+    from rlplace.ray.job import Job
+
+    monkeypatch.setattr(Job, "check_nodes", lambda self: False)
+    killed = [Move("launch", ("actor", 0)), Move("lose", (3, "kill")), Move("check_nodes", ()), Move("shutdown", ())]
+    assert "nodes [3] refuse" in (run(case, killed).violation or "")

@@ -407,13 +407,15 @@ class World:
     def _check_nodes(self) -> None:
         """The user's code saw a call fail and asks whether a node of the job is lost (`job.check_nodes()`): every
         node serving a rank whose raylet refused connections (its processes died) when it asked is then declared
-        lost, and the answer says so, unless another node took the rank over meanwhile (the answer is about the job
-        when it returns: run 1 seeds 1001942, 1005282 took a replacement and a spare while it probed)."""
+        lost, and the answer says so, unless another node took the rank over meanwhile or its components shrank off
+        it (the answer is about the job when it returns: run 1 seeds 1001942 and 1005282 took a replacement and a
+        spare while it probed; seed 966328899678 shrank an elastic component off the lost node at once)."""
         state = self.job.state
         serving = {r: str(state.live.node(r).node_id) for r in state.pinned_ranks()}
         refusing = [r for r, node_id in serving.items() if self.sim.nodes_by_id[node_id].refuses]
         lost = self.job.check_nodes()  # a node dying meanwhile may be probed before it does
-        still = [r for r in refusing if str(state.live.node(r).node_id) == serving[r]]  # not taken over meanwhile
+        pinned = set(state.pinned_ranks())  # an elastic component may have shrunk off the rank meanwhile
+        still = [r for r in refusing if r in pinned and str(state.live.node(r).node_id) == serving[r]]
         if not state.closed and [r for r in still if state.health(r) == NodeHealth.OK]:
             raise Violation(
                 f"a refused raylet declares its node lost: nodes {refusing} refuse, state {state.troubles()}"
