@@ -184,3 +184,22 @@ def test_check_nodes_answers_about_the_job_when_it_returns(all_cases, monkeypatc
     monkeypatch.setattr(Job, "check_nodes", lambda self: False)
     killed = [Move("launch", ("actor", 0)), Move("lose", (3, "kill")), Move("check_nodes", ()), Move("shutdown", ())]
     assert "nodes [3] refuse" in (run(case, killed).violation or "")
+
+
+def test_a_spare_whose_cpus_ray_filled_is_no_node_to_take_a_buffer_shard_over(all_cases):
+    """Strategy default: Ray restarts the workers it placed on the hot spare and fills its CPUs, so the lost
+    node's buffer shard (pinned by node affinity, no placement group) cannot start there; the rank staying failed
+    breaks no promise (run 2 seed 2007111, shrunk). The liveness check still holds the job to a spare with room."""
+    case, _ = draw(all_cases, 2007111)
+    assert case.name == "tests/data/spec_examples/auto-default.yaml on 2x4:A800" and not case.plan.bundles
+    moves = [
+        Move("launch", ("eval", -1)),
+        Move("launch", ("env", 1)),
+        Move("launch", ("buffer", 1)),
+        Move("lose", (0, "kill")),
+        Move("spare", (3, 0)),
+        Move("call_across_loss", ("env", 1, "vanish")),
+        Move("settle", ()),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None

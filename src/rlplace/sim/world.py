@@ -555,13 +555,22 @@ class World:
         ]
 
     def _demands(self) -> dict[int, dict[str, float]]:
-        """What the plan's bundles reserve on each node rank, summed."""
+        """What the plan's bundles reserve on each node rank, summed; and what the workers pinned to a node
+        without a bundle ask for there (strategy `default`'s buffer shards, pinned by node affinity: a spare whose
+        CPUs Ray filled with the workers it places cannot start them; run 2 seed 2007111)."""
         state = self.job.state
         out: dict[int, dict[str, float]] = {}
         for b in state.plan.bundles:
             demand = out.setdefault(b.node_rank, {})
             for k, v in bundle_resources(b, state.live.node(b.node_rank).accelerator_resource).items():
                 demand[k] = demand.get(k, 0.0) + v
+        for w in state.plan.workers:
+            if w.node_rank is not None and w.bundle is None and not w.in_driver:
+                demand = out.setdefault(w.node_rank, {})
+                gpu = state.live.node(w.node_rank).accelerator_resource
+                for k, v in (("CPU", w.num_cpus), (gpu, w.num_gpus)):
+                    if v:
+                        demand[k] = demand.get(k, 0.0) + v
         return out
 
     def _nearest_ready(self) -> dict[int, tuple[Node, dict[str, int]]]:
