@@ -189,7 +189,7 @@ def test_check_nodes_answers_about_the_job_when_it_returns(all_cases, monkeypatc
 def test_a_spare_whose_cpus_ray_filled_is_no_node_to_take_a_buffer_shard_over(all_cases):
     """Strategy default: Ray restarts the workers it placed on the hot spare and fills its CPUs, so the lost
     node's buffer shard (pinned by node affinity, no placement group) cannot start there; the rank staying failed
-    breaks no promise (run 2 seed 2007111, shrunk). The liveness check still holds the job to a spare with room."""
+    breaks no promise (run 2 seed 2007111, shrunk)."""
     case, _ = draw(all_cases, 2007111)
     assert case.name == "tests/data/spec_examples/auto-default.yaml on 2x4:A800" and not case.plan.bundles
     moves = [
