@@ -12,7 +12,7 @@ import grimp
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "rlplace"
 #: What only rlplace/ray/_compat.py may name: Ray's private modules and attributes.
 PRIVATE_RAY = re.compile(
-    r"ray\._private|ray\._raylet|_actor_id|_internal_kv_|__ray_metadata__|__ray_actor_class__|_default_options"
+    r"ray\._private|ray\._raylet|\._actor_id|_internal_kv_|__ray_metadata__|__ray_actor_class__|_default_options"
 )
 
 
