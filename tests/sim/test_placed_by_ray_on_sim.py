@@ -14,6 +14,8 @@ DEFAULT = (ROOT / "tests/data/spec_examples/auto-default.yaml").read_text()
 ELASTIC = DEFAULT.replace(
     "cluster:", "cluster:\n  elastic: {train: {min: 1, max: 3}, eval: {min: 1}}\n  remote_env: false", 1
 )
+CARTPOLE = (ROOT / "src/rlplace/examples/cartpole_ppo/configs/default.yaml").read_text()
+CARTPOLE_ELASTIC = CARTPOLE.replace("cluster:", "cluster:\n  elastic: {env: {min: 1}}", 1)
 
 
 def test_a_worker_ray_restarts_after_a_resize_meets_the_others_at_its_rank_and_size_now():
@@ -56,3 +58,15 @@ def test_a_shutdown_while_workers_ray_places_start_leaves_no_exchange_behind():
     constructors published their exchange after the job had deleted it, and the keys stayed in the GCS."""
     case = case_of(DEFAULT, "2x4:A800")
     assert run(case, [Move("launch", ("env", -1)), Move("shutdown")]).violation is None
+
+
+def test_a_worker_ray_restarted_meets_the_others_at_the_exchange_a_later_resize_sends_it():
+    """Found by the explorer (run 4, seed 4003936): a worker Ray had restarted (its node died while it started)
+    took every later resize's payload for its stale first constructor arguments and met the others at the newest
+    exchange it could see in the KV store: its own, published by nobody yet, was not among them, so it took the
+    old size's (its master port too) while the new worker waited for it at the new one, and never answered."""
+    case = case_of(CARTPOLE_ELASTIC, "2x4:A800")
+    moves = [Move("launch", ("env", 1)), Move("lose", (0, "kill")), Move("join", (0,)), Move("wait", (5.0,))]
+    moves += [Move("resize", ("env", 1)), Move("resize", ("env", 2)), Move("settle"), Move("shutdown")]
+    outcome = run(case, moves)
+    assert outcome.violation is None, outcome.violation

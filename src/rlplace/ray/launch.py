@@ -53,7 +53,7 @@ def placed_class(cls: type) -> type:
     """`cls` with a constructor that first takes the worker's rlplace payload and installs it."""
 
     def __init__(self: Any, _rlplace: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        _install(_rlplace)
+        _install(_up_to_date(_rlplace))
         cast(Any, cls).__init__(self, *args, **kwargs)  # the user's constructor, on the placed instance
 
     namespace = {
@@ -65,23 +65,32 @@ def placed_class(cls: type) -> type:
     return type(cls.__name__, (cls,), namespace)
 
 
-def _install(payload: dict[str, Any]) -> None:
-    """Worker side: agree on the rendezvous first where Ray placed the component; a worker Ray restarted reads its
-    rank and rendezvous now from the job record (its constructor arguments are the first ones; where Ray placed
-    it, its rank and size, and it meets the others at their newest exchange); then install."""
+def _up_to_date(payload: dict[str, Any]) -> dict[str, Any]:
+    """The constructor argument of a worker Ray restarted brought up to date: Ray gives it the arguments it was
+    first given, which a resize may have made stale (where Ray placed it, its rank and size, and it meets the others
+    at their newest exchange; else its rank and rendezvous from the job record). Only the constructor's: the payload
+    a resize sends (`apply_resize`) is the driver's, current already, and the exchange it names has no key yet when
+    this worker comes first to it (run 4 seed 4003936: it met the others at the old size's)."""
+    if not worker_record.restarted():
+        return payload
     if payload.get("exchange"):
-        from rlplace.ray.exchange import exchange, rejoined
+        from rlplace.ray.exchange import rejoined
 
-        if worker_record.restarted():
-            payload = rejoined(payload)
+        return rejoined(payload)
+    from rlplace.ray import records
+
+    placement = payload["placement"]
+    record = records.read(worker_record.cluster(), placement["namespace"], placement["job"])
+    return current(payload, record) if record is not None else payload
+
+
+def _install(payload: dict[str, Any]) -> None:
+    """Worker side: agree on the rendezvous first where Ray placed the component, then install."""
+    if payload.get("exchange"):
+        from rlplace.ray.exchange import exchange
+
         agreed = exchange(payload["placement"], payload["exchange"])
         payload = {**payload, "env": {**payload["env"], **agreed}}
-    elif worker_record.restarted():
-        from rlplace.ray import records
-
-        placement = payload["placement"]
-        record = records.read(worker_record.cluster(), placement["namespace"], placement["job"])
-        payload = current(payload, record) if record is not None else payload
     worker_record.install(payload)
 
 
