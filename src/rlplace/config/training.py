@@ -346,15 +346,23 @@ def _megatron_groups(role: str, values: Values, rep: Reporter) -> tuple[tuple[st
     etp = tp if raw is None else checked(Integer(1), raw, (*base, "expert_tensor_parallel_size"), rep)
     if etp is INVALID:
         return ()
-    where = f"{role}.model."
+    return parallel_groups(f"{role}.model.", tp, cp, ep, etp)
+
+
+def parallel_groups(
+    where: str, tp: int, cp: int, ep: int, etp: int, kind: str = ""
+) -> tuple[tuple[str, int, str], ...]:
+    """The GPU groups a Megatron-style model of tensor, context, expert and expert-tensor parallel sizes forms,
+    each as (what, GPUs, the keys under `where` it comes from): tensor x context parallel ranks, and expert x
+    expert-tensor parallel ranks, where more than one. `kind` prefixes what each is ("actor ")."""
     groups = []
     if tp * cp > 1:
-        kind = "tensor-parallel" if cp == 1 else "tensor/context-parallel"
+        what = "tensor-parallel" if cp == 1 else "tensor/context-parallel"
         origin = f"{where}tensor_model_parallel_size: {tp}" + (f", context_parallel_size: {cp}" if cp > 1 else "")
-        groups.append((kind, tp * cp, origin))
+        groups.append((kind + what, tp * cp, origin))
     if ep > 1:
         origin = f"{where}expert_model_parallel_size: {ep}, expert_tensor_parallel_size: {etp}"
-        groups.append(("expert-parallel", etp * ep, origin))
+        groups.append((kind + "expert-parallel", etp * ep, origin))
     return tuple(groups)
 
 

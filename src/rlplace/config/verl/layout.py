@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlplace.config.training import parallel_groups
 from rlplace.config.verl.read import Reader
 
 MAIN_PPO = "verl.trainer.main_ppo"
@@ -501,15 +502,7 @@ def _actor_groups(r: Reader) -> tuple[tuple[str, int, str], ...]:
         etp = tp if raw is None else r.integer(f"{base}.expert_tensor_parallel_size", 1, minimum=1)
         if tp is None or cp is None or ep is None or etp is None:
             return ()
-        out = []
-        if tp * cp > 1:
-            what = "actor tensor-parallel" if cp == 1 else "actor tensor/context-parallel"
-            origin = f"{base}.tensor_model_parallel_size: {tp}" + (f", context_parallel_size: {cp}" if cp > 1 else "")
-            out.append((what, tp * cp, origin))
-        if ep > 1:
-            origin = f"{base}.expert_model_parallel_size: {ep}, expert_tensor_parallel_size: {etp}"
-            out.append(("actor expert-parallel", etp * ep, origin))
-        return tuple(out)
+        return parallel_groups(f"{base}.", tp, cp, ep, etp, kind="actor ")
     for path in (
         "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
         "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size",
