@@ -204,3 +204,19 @@ def test_a_spare_whose_cpus_ray_filled_is_no_node_to_take_a_buffer_shard_over(al
         Move("shutdown", ()),
     ]
     assert run(case, moves).violation is None
+
+
+def test_two_drains_waiting_on_hung_calls_promise_nothing_in_the_simulation(all_cases):
+    """Two nodes of the job drain at once and a call hangs: the watcher's two waits for the hung calls run nested
+    on the simulation's one thread (on Ray, two threads wait side by side), so the earlier drain's move is held
+    past its deadline here only; the invariant holds no promise then (run 5 seed 5003407, shrunk)."""
+    case, _ = draw(all_cases, 5003407)
+    moves = [
+        Move("launch", ("buffer", 0)),
+        Move("spare", (0, 1)),
+        Move("drain", (0, 4.0, "cancelled")),
+        Move("drain", (1, 10.0, "dies")),
+        Move("hang", ("buffer",)),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None

@@ -353,6 +353,13 @@ class World:
     def _hang(self, component: str) -> None:
         """The next calls of `step` hang until their worker's node dies: the call's own timeout must end them."""
         self.sim.behaviour.hang_method = "step"
+        serving = {str(n.node_id) for n in self.job.state.live.nodes}
+        draining = [i for i in serving if i in self.sim.nodes_by_id and self.sim.nodes_by_id[i].drain_deadline_ms]
+        if self.drains and len(draining) > 1:
+            # The simulation's limit, not the job's: two drains' waits for hung calls run nested on its one thread
+            # (the later one's inside the earlier's) where Ray's watcher threads wait side by side, so an earlier
+            # move can be held past its deadline here only: those drains promise nothing (run 5 seed 5003407).
+            self.drains = []
         try:
             self._call(component, promise=False)
         finally:
