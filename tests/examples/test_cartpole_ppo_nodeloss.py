@@ -5,11 +5,12 @@ when `--add-node-after` starts the node again). Bad node-loss options fail befor
 A demo that trains on through the loss runs two ways: in `make test` with `--stop-when-handled`, the node going 1 s
 into training (the run ends at the first iteration finished after the job dealt with it: the same report, picture
 and clean stop, in a fraction of the iterations), and marked `long` (`make test-long`) as the guide shows it, until
-CartPole is solved, which says the redone iteration put training back on its track. `make test` runs the spare
-(the pipeline's takeover) and the elastic demo (its shrink and growth); the drain (a takeover again, before the
-deadline) and the stop without a spare only in `make test-long`, since tests/ray/test_ray_drain.py and
-test_ray_nodeloss.py check the job doing both on the session's cluster (3-7 CPU seconds a test, against 20-37 for a
-demo: its own cluster, eight workers, four of them importing torch)."""
+CartPole is solved, which says the redone iteration put training back on its track. `make test` runs the elastic
+demo (its shrink and growth: two iterations redone from the checkpoint, the report, the picture); the spare (a
+takeover: the same redo from the checkpoint), the drain (a takeover again, before the deadline) and the stop without
+a spare only in `make test-long`, since tests/ray/test_ray_nodeloss.py and test_ray_drain.py check the job doing
+each on the session's cluster, a spare taking over with the training state included (3-7 CPU seconds a test,
+against 25-37 for a demo: its own cluster, eight workers, four of them importing torch)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def assert_trained_on(out: str, until: str) -> None:
 
 
 @pytest.mark.slow
-@UNTIL
+@pytest.mark.long
+@pytest.mark.parametrize("until", ["handled", "solved"])
 def test_demo_survives_losing_a_node_to_a_hot_spare(tmp_path, until):
     """About 20 s (`handled`) or 45 s (`solved`, in about 30 iterations; the budget is 60): node 1 (train rank 1,
     buffer shard 1) goes during training; the spare takes over and training goes on."""

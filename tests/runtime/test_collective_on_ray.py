@@ -1,6 +1,7 @@
-"""torch.distributed in placed workers on the session's simulated cluster (Gloo on CPU): a component's group in one
-call, a missing peer named within its timeout, rejoining after a restart, and collective weight sync, bit-exact
-against the object store. The GPU test (NCCL) runs only where CUDA is."""
+"""torch.distributed in placed workers on the session's simulated cluster (Gloo on CPU): a missing peer named within
+its timeout, and collective weight sync, bit-exact against the object store. A group of four formed in one call, its
+exact all-reduce and a restarted rank rejoining are test_resize_on_ray.py's (the same job resizes the group after).
+The GPU test (NCCL) runs only where CUDA is."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ dist = pytest.importorskip("torch.distributed")
 
 import rlplace  # noqa: E402
 from rlplace.errors import PlacementError, RendezvousError  # noqa: E402
-from rlplace.runtime import destroy_component_group, init_component_group, sync_weights  # noqa: E402
+from rlplace.runtime import init_component_group, sync_weights  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -63,10 +64,6 @@ class Member:
         g = init_component_group(rendezvous_timeout_s=timeout_s)
         return g.backend, g.rank, g.world_size, g.seconds
 
-    def rejoin(self) -> None:
-        destroy_component_group()
-        init_component_group(rendezvous_timeout_s=60)
-
     def all_reduce(self, value: float) -> float:
         t = torch.tensor([value], dtype=torch.float64)
         dist.all_reduce(t)
@@ -92,24 +89,6 @@ class Member:
 
     def digest(self) -> tuple[list[bytes], int]:
         return [w.view(torch.uint8).numpy().tobytes() for w in self.weights], self.updates
-
-
-def test_four_workers_on_two_nodes_all_reduce_the_exact_sum_and_a_restarted_one_rejoins(ray_cluster):
-    """One group of four checks both (each worker imports torch: a group costs seconds of CPU)."""
-    with rlplace.connect(JOB, export_path=None, name="coll-a") as job:
-        learner = job.launch("learner", Member, max_restarts=1, max_task_retries=-1)
-        joined = learner.call("join")
-        assert [(b, r, w) for b, r, w, _ in joined] == [("gloo", r, 4) for r in range(4)]
-        values = [1.5, 2.25, 1e12, -3.0]
-        refs = [a.all_reduce.remote(v) for a, v in zip(learner.actors, values, strict=True)]
-        assert learner.get(refs) == [sum(values)] * 4
-
-        pid = learner.call("pid", rank=2)
-        os.kill(pid, signal.SIGKILL)  # the process dies at once; the next calls wait for its restart
-        assert learner.call("pid", rank=2) != pid
-        learner.call("rejoin")  # every rank destroys and re-initialises; the restarted one has the same env
-        refs = [a.all_reduce.remote(float(r + 1)) for r, a in enumerate(learner.actors)]
-        assert learner.get(refs) == [10.0] * 4
 
 
 @pytest.mark.slow
@@ -141,23 +120,34 @@ def test_a_worker_that_never_arrives_is_named_within_the_timeout(ray_cluster):
             learner.call("join", 2.0, rank=1, timeout_s=30)
 
 
-def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
-    """Also: after a target restarted, the sync rebuilds its groups (one job checks both: torch in seven workers)."""
+class Full(Member):
+    """A target holding every learner rank's tensors, in rank order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights = [torch.zeros_like(w) for _ in range(4) for w in _weights(0)]
+
+
+@pytest.mark.slow
+def test_collective_sync_is_bit_exact_against_the_object_store_and_every_rank_can_send_its_shard(ray_cluster):
+    """6-11 s: seven workers import torch (one job checks it all). Also: after a target restarted, the sync rebuilds
+    its groups; a target whose tensors do not match, before or after the groups were built, is named."""
     with rlplace.connect(JOB, export_path=None, name="coll-d") as job:
         learner = job.launch("learner", Member, seed=7)
+        # Ranks 1-3 differ from rank 0 (the source unless told otherwise), so a target says whose tensors it holds.
+        learner.call("__ray_call__", lambda self: [w.add_(rlplace.worker_placement().rank) for w in self.weights[:2]])
         evals = job.launch("eval", Member, zeros=True, max_restarts=1, max_task_retries=-1)
-        critic = job.launch("critic", Member, zeros=True)
+        critic = job.launch("critic", Full)
 
         report = sync_weights(learner, [evals], transport="collective", bucket_mb=0.1)  # several buckets
         assert (report.transport, report.backend, report.targets) == ("collective", "gloo", 2)
         assert report.bytes == sum(w.numel() * w.element_size() for w in _weights(7)) and report.gb_per_s > 0
-        by_store = sync_weights(learner, [critic], transport="object_store")
-        assert by_store.transport == "object_store" and by_store.bytes > 0
-
         want, _ = learner.call("digest", rank=0)
+        assert evals.call("digest") == [(want, 1), (want, 1)]  # weights_updated() ran once each
+        evals.call("__ray_call__", lambda self: [w.zero_() for w in self.weights])
+        by_store = sync_weights(learner, [evals], transport="object_store")
+        assert by_store.transport == "object_store" and by_store.bytes > 0
         assert [d for d, _ in evals.call("digest")] == [want, want]
-        assert critic.call("digest", rank=0)[0] == want
-        assert [n for _, n in evals.call("digest")] == [1, 1]  # weights_updated() ran once each
 
         # "auto" takes the collective path (torch here, weight_tensors() on both classes), reusing the group.
         learner.call("__ray_call__", lambda self: [w.add_(1) for w in self.weights if w.dtype != torch.bfloat16])
@@ -174,6 +164,15 @@ def test_collective_sync_is_bit_exact_against_the_object_store(ray_cluster):
         evals.call("__ray_call__", lambda self: self.weights.__setitem__(0, torch.zeros(3)), rank=1)
         with pytest.raises(PlacementError, match=r"rlplace:eval:1's weight tensors \(4 tensors"):
             sync_weights(learner, [evals], transport="collective")
+
+        # Every train rank sends its shard to a target holding all four; from rank 0 alone, its tensors do not match.
+        with pytest.raises(PlacementError, match=r"rlplace:critic:0's weight tensors \(16 tensors"):
+            sync_weights(learner, [critic], transport="collective")
+        report = sync_weights(learner, [critic], source="all", transport="collective")
+        assert report.sources == (0, 1, 2, 3)
+        assert report.bytes == 4 * sum(w.numel() * w.element_size() for w in _weights(7))
+        shards = [d for d, _ in learner.call("digest")]
+        assert len(set(map(tuple, shards))) == 4 and critic.call("digest", rank=0)[0] == [b for x in shards for b in x]
 
 
 # learner and eval on both A800 nodes, one of each per node; critic on node 3, where no learner is.
@@ -212,33 +211,6 @@ def test_nearest_sends_each_eval_worker_the_weights_of_the_learner_on_its_node(r
             assert [d for d, _ in evals.call("digest")] == [node0, node1]
             assert critic.call("digest", rank=0)[0] == node0
         assert report.objects == 2  # the object store's: one object per learner read
-
-
-@pytest.mark.slow
-def test_every_train_rank_sends_its_shard_and_a_mismatch_is_named(ray_cluster):
-    """6-11 s: seven workers import torch and join three groups."""
-
-    class Full(Member):
-        """A target holding every learner rank's tensors, in rank order."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.weights = [torch.zeros_like(w) for _ in range(4) for w in _weights(0)]
-
-    with rlplace.connect(JOB, export_path=None, name="coll-e") as job:
-        learner = job.launch("learner", Member, seed=0)
-        learner.call("__ray_call__", lambda self: [w.add_(rlplace.worker_placement().rank) for w in self.weights[:2]])
-        evals = job.launch("eval", Full)
-        report = sync_weights(learner, [evals], source="all", transport="collective")
-        assert report.sources == (0, 1, 2, 3)
-        assert report.bytes == 4 * sum(w.numel() * w.element_size() for w in _weights(0))
-        shards = [d for d, _ in learner.call("digest")]
-        assert evals.call("digest", rank=1)[0] == [b for shard in shards for b in shard]
-
-        critic = job.launch("critic", Member, zeros=True)
-        critic.call("__ray_call__", lambda self: self.weights.pop())
-        with pytest.raises(PlacementError, match=r"rlplace:critic:0's weight tensors \(3 tensors"):
-            sync_weights(learner, [critic], transport="collective")
 
 
 @pytest.mark.gpu
