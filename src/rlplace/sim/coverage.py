@@ -169,8 +169,10 @@ def _by_suffix(files: dict, name: str) -> dict | None:
 
 def _violation_lines(path: Path) -> set[int]:
     """The lines of the statements of `World` that say an invariant broke, with their continuation lines: a
-    `return f"..."` of an invariant (what `_broken` calls, and they in turn), a message kept for the next check
-    (`self.x = f"..."`), and each `raise Violation(...)`."""
+    `return f"..."` (or a plain string, or the message kept from an earlier check: `return self.x`) of an invariant
+    (what `_broken` calls, and they in turn), a message kept for the next check (`self.x = f"..."`), and each
+    `raise Violation(...)`; and the statements before it in the block of an `if` that ends so (they build the
+    message: what the worker had, which calls ran)."""
     tree = ast.parse(path.read_text())
     world = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "World"), None)
     methods = {m.name: m for m in (world.body if world else []) if isinstance(m, ast.FunctionDef)}
@@ -187,13 +189,22 @@ def _violation_lines(path: Path) -> set[int]:
         for node in ast.walk(method):
             if not isinstance(node, ast.stmt):
                 continue
-            says = name in checks and isinstance(node, ast.Return) and isinstance(node.value, ast.JoinedStr)
+            value = node.value if isinstance(node, ast.Return) else None
+            text = isinstance(value, ast.JoinedStr) or (
+                isinstance(value, ast.Constant) and isinstance(value.value, str)
+            )
+            kept_before = isinstance(value, ast.Attribute) and value.attr in said_later
+            says = name in checks and (text or kept_before)
             kept = isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr)  # said at the next check
             kept = kept and any(getattr(t, "attr", None) in said_later for t in getattr(node, "targets", []))
             exc = node.exc if isinstance(node, ast.Raise) else None
             raises = isinstance(exc, ast.Call) and getattr(exc.func, "id", "") == "Violation"
             if says or kept or raises:
                 out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    for method in methods.values():
+        for node in ast.walk(method):
+            if isinstance(node, ast.If) and node.body[-1].lineno in out:
+                out.update(range(node.body[0].lineno, node.body[-1].lineno))
     return out
 
 

@@ -161,6 +161,7 @@ def generated_case(rng: random.Random, size: int) -> Case | None:
 MOVES = {
     "call": 3,
     "call_rank": 1,
+    "call_sharded": 1,
     "call_across_loss": 2,
     "lose": 2,
     "partition": 1,
@@ -181,6 +182,8 @@ MOVES = {
     "other_job": 1,
     "check_nodes": 1,
     "wait_for_takeovers": 1,
+    "launch": 0.5,
+    "stop_during": 0.25,
 }
 
 
@@ -209,6 +212,12 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
         return (component,)
     if kind == "call_rank":
         return (component, rng.randrange(8))
+    if kind == "call_sharded":
+        return (component, rng.choice((0, 0, 0, 1)))
+    if kind == "launch":  # again: a documented error, or the next try of a launch that failed
+        return (component, rng.choice((0, 0, 0, 1, -1)))
+    if kind == "stop_during":
+        return (rng.choice((0.0, 0.5, 2.0, 5.0)),)
     if kind == "call_across_loss":
         return (component, rank, rng.choice(("kill", "kill", "vanish")))
     if kind == "lose":
@@ -222,7 +231,7 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
     if kind == "spare":
         return (rng.randrange(max(1, len(case.shapes))), rng.randrange(len(case.inventory)))
     if kind == "resize":
-        return (component, rng.randrange(1, 5))
+        return (component, rng.randrange(1, 5) if rng.random() < 0.9 else rng.choice((0, -1)))  # 0, -1: refused
     if kind == "gcs_restart":
         return (rng.choice((0.5, 2.0, 5.0)),)
     if kind == "slow_gcs":
