@@ -220,3 +220,34 @@ def test_two_drains_waiting_on_hung_calls_promise_nothing_in_the_simulation(all_
         Move("shutdown", ()),
     ]
     assert run(case, moves).violation is None
+
+
+def test_a_takeover_under_way_when_the_job_is_shut_down_starts_no_worker_after_it():
+    """Run 8, seed 8000221 (shrunk): the user's other thread shut the job down while the watcher was moving a
+    drained node's buffer shard to a replacement, past its check that the job is open and waiting for the cluster
+    to start the relaunched worker; the shutdown killed what was started, then the takeover started the worker,
+    which outlived the job. No worker starts once the job is shut down."""
+    text = """
+cluster:
+  train_worker_num: 3
+  eval_worker_num: 2
+  env_worker_num: 3
+  buffer_worker_num: 2
+  env_each_gpu_num: 0
+  placement: {mode: auto, strategy: default}
+  train_each_gpu_num: 0.5
+  eval_each_gpu_num: 0.5
+"""
+    moves = [
+        Move("launch", ("buffer", 1)),
+        Move("launch", ("env", 1)),
+        Move("kill_lag", (1.0,)),
+        Move("stop_during", (2.0,)),
+        Move("drain", (0, 4.0, "dies")),
+        Move("drain", (1, 10.0, "dies")),
+        Move("spare", (0, 0)),
+        Move("join", (1,)),
+        Move("hang", ("env",)),
+        Move("shutdown", ()),
+    ]
+    assert run(case_of(text, "2x4:A800"), moves).violation is None

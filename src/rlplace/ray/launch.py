@@ -255,9 +255,14 @@ class Launcher:
         max_task_retries: int | None = None,
         options: dict[str, Any] | None = None,
     ) -> Any:
-        """Start `worker` as an actor of `cls(*args, **kwargs)`, where the plan says."""
+        """Start `worker` as an actor of `cls(*args, **kwargs)`, where the plan says. Never once the job is shut
+        down: a takeover or resize on another thread may reach here after `shutdown` killed what was started (its
+        probes and master ports wait on the cluster meanwhile), and what it started then would outlive the job (found by
+        the explorer, docs/ray.md)."""
         self.check_interpreters([worker])
         payload = self._payloads.payload(worker)
+        if self._state.closed:
+            raise PlacementError(f"job {self._state.name} is shut down: {worker.name} is not started")
         opts = actor_options(
             worker,
             namespace=self._state.namespace,
