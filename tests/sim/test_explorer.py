@@ -251,3 +251,26 @@ cluster:
         Move("shutdown", ()),
     ]
     assert run(case_of(text, "2x4:A800"), moves).violation is None
+
+
+def test_a_takeover_undone_frees_its_workers_names_before_the_next_spare_is_tried(all_cases):
+    """Run 51, seed 51000673 (shrunk): both nodes lost, Ray's own workers restarted onto the first spare and filled
+    its CPUs, so the buffer shard relaunched there waited for a CPU and the takeover was undone; the next spare,
+    tried at once, was refused the shard's name (its relaunched actor killed, not dead yet) and the rank failed
+    with a spare free. An undone takeover waits until what it relaunched is dead."""
+    case, _ = draw(all_cases, 51000673)
+    assert case.name == "tests/data/spec_examples/auto-default.yaml on 2x4:A800, elastic"
+    moves = [
+        Move("launch", ("train", 1)),
+        Move("launch", ("eval", 1)),
+        Move("launch", ("buffer", 1)),
+        Move("spare", (3, 0)),
+        Move("lose", (0, "kill")),
+        Move("lose", (1, "kill")),
+        Move("wait", (5.0,)),
+        Move("spare", (3, 1)),
+        Move("spare", (3, 0)),
+        Move("settle", ()),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None

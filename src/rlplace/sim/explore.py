@@ -237,11 +237,11 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
     if kind == "slow_gcs":
         return (rng.randrange(1 << 30), rng.choice((0.1, 0.3)), rng.choice((1.0, 5.0)))
     if kind == "slow_starts":
-        return (rng.choice((0.0, 0.3, 2.0)),)
+        return (rng.choice((0.0, 0.3, 2.0, 8.0)),)  # 8 s: longer than the job's timeout_s
     if kind == "bad_start":
         return (rng.choice((1, 2)),)
     if kind == "kill_lag":
-        return (rng.choice((0.0, 0.2, 1.0)),)
+        return (rng.choice((0.0, 0.2, 1.0, 12.0)),)  # 12 s: stuck in the kernel past the job's 10 s wait
     if kind == "restart_worker":
         return (component, rng.randrange(8))
     if kind == "other_job":

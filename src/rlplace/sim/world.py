@@ -470,6 +470,7 @@ class World:
         for good (liveness)."""
         w = self.sim.weather
         w.until, w.bad_starts = self.sim.now(), 0
+        w.start_s, w.kill_s = min(w.start_s, 2.0), min(w.kill_s, 1.0)  # later starts and kills within the bounds
         deadline = self.sim.now() + SETTLE_S
         while self.sim.now() < deadline and (self.sim.faults_pending() or self._moving()):
             self.sim.advance(0.5)
@@ -516,8 +517,11 @@ class World:
     # -- what the promises depend on ------------------------------------------------------------------------
 
     def _weather(self) -> bool:
+        """The cluster's own trouble: the GCS restarting or slow, actors failing to start, or starting or dying too
+        slowly for the job's bounds (a relaunch waits for the old actor's name to be free, then for it to start)."""
         w, now = self.sim.weather, self.sim.now()
-        return now < w.gcs_down_until or w.slow(now) or w.bad_starts > 0
+        slow_actors = w.start_s >= JOB_TIMEOUT_S or w.kill_s >= REPLACE_WITHIN_S
+        return now < w.gcs_down_until or w.slow(now) or w.bad_starts > 0 or slow_actors
 
     def _disturbed(self) -> bool:
         """Anything in trouble on the cluster the job's changes would wait on, or weather, or a shutdown coming."""
@@ -1018,7 +1022,10 @@ class World:
     def _left_over(self) -> str | None:
         mine = self.sim.job_id()
         groups = [g for g in self.sim.live_groups() if g.driver == mine]
-        actors = [a for a in self.sim.live_actors() if a.driver == mine]
+        # an actor the job asked to kill whose kill the cluster has not carried out yet is on its way: the job waits
+        # 10 s for the deaths and says which outlived it (kills that lag longer: `_kill_lag`)
+        dying = [a for a in self.sim.live_actors() if a.kill_asked_at is not None and a.kills]
+        actors = [a for a in self.sim.live_actors() if a.driver == mine and a not in dying]
         state = self.job.state
         keys = [k for k in self.sim.kv if k == records.key(state.namespace, state.name) or state.instance in k]
         if groups or actors or keys:

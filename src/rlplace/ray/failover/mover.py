@@ -112,7 +112,9 @@ class RankMover:
                 self._cluster.get(first, self._state.timeout_s)
                 self._check_open()
             except BaseException as e:
-                self._kill([handle for _, _, handle in relaunched])
+                # Dead before the next try (another spare, the next tick): their names are free only then (found by
+                # the explorer: the next spare tried at once was refused the name, and the rank failed).
+                self.stop([handle for _, _, handle in relaunched], f"workers relaunched for node {rank}")
                 self._reservation.release(rank)
                 # Undone: the rank is the lost node's again, and so are the masters chosen on `node` meanwhile;
                 # a worker Ray restarted meanwhile read them from the job record: it is told them again.
