@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlplace.errors import RlplaceError
+from rlplace.ray.failover.mover import DEATH_WAIT_S
 from rlplace.ray.job import Job
 from rlplace.sim.generate import planned, shapes
 from rlplace.sim.memory_port import SimCluster, SimHang
@@ -287,7 +288,8 @@ def _run(sim: SimCluster, job: Job, case: Case, moves: Sequence[Move]) -> Outcom
             return Outcome(f"undocumented error from {move}: {type(e).__name__}: {e}", i)
         bound = MOVE_BOUND_S + max(0.0, weather.gcs_down_until - began)
         bound += SETTLE_S if move.kind == "settle" else 0.0
-        bound += 30.0 if slow or weather.slow(sim.now()) else 0.0
+        # slow requests; kills stuck past the job's wait for the deaths (each wait, nested in the move here, lasts it)
+        bound += 30.0 if slow or weather.slow(sim.now()) or weather.kill_s >= DEATH_WAIT_S else 0.0
         if sim.now() - began > bound:
             return Outcome(f"never hang: {move} waited {sim.now() - began:.1f} s (bound {bound:g} s)", i)
         problem = world.broken()
