@@ -520,7 +520,7 @@ class World:
         """The cluster's own trouble: the GCS restarting or slow, actors failing to start, or starting or dying too
         slowly for the job's bounds (a relaunch waits for the old actor's name to be free, then for it to start)."""
         w, now = self.sim.weather, self.sim.now()
-        slow_actors = w.start_s >= JOB_TIMEOUT_S or w.kill_s >= REPLACE_WITHIN_S
+        slow_actors = w.start_s >= self.job.timeout_s or w.kill_s >= self.job.replace_within_s
         return now < w.gcs_down_until or w.slow(now) or w.bad_starts > 0 or slow_actors
 
     def _disturbed(self) -> bool:
