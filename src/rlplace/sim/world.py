@@ -276,9 +276,8 @@ class World:
         if names != members:
             raise Violation(f"each call answered by its worker: step({token}) sent to {members}, answered by {names}")
         by_name: dict[str, list[SimRef]] = {}
-        for r in runs:
-            if r.actor is not None:
-                by_name.setdefault(r.actor.name, []).append(r)
+        for r in runs:  # each a call's: an actor's (a driver-local worker's runs are `_exactly_once_in_driver`'s)
+            by_name.setdefault(r.actor.name if r.actor is not None else "?", []).append(r)
         for name, refs in by_name.items():
             serials = [r.process.serial for r in refs if r.process is not None]
             if len(set(serials)) != len(serials):
@@ -1039,10 +1038,7 @@ def other_job(sim: SimCluster, case: Case, rng: random.Random) -> Job | None:
     from rlplace.config import load
     from rlplace.planner import plan
 
-    gpu_nodes = [n for n in case.inventory.nodes if n.num_gpus]
-    if not gpu_nodes:
-        return None
-    node = rng.choice(gpu_nodes)
+    node = rng.choice([n for n in case.inventory.nodes if n.num_gpus])  # every case has GPUs (node 0 at least)
     text = (
         f"cluster:\n  num_nodes: {len(case.inventory)}\n  node_groups:\n    - {{label: g, node_ranks: '{node.rank}'}}\n"
         f"  component_placement:\n    learner: {{node_group: g, placement: '{rng.randrange(node.num_gpus)}'}}\n"
