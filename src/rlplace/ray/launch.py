@@ -106,8 +106,7 @@ def current(payload: dict[str, Any], record: JobRecord) -> dict[str, Any]:
         return payload
     layout = Layout.of(component.node_ranks)
     node_rank = component.node_ranks[where[1]]
-    if layout is None or node_rank is None:
-        return payload
+    assert layout is not None and node_rank is not None  # a component with a master is pinned, every rank of it
     rank, size = where[1], component.world_size
     variables = layout.variables(rank, size, node_rank, component.master_addr, component.master_port)
     now = {"rank": rank, "world_size": size, "node_rank": node_rank, "local_rank": layout.local_rank[rank]}

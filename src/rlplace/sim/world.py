@@ -478,8 +478,6 @@ class World:
             return  # shut down by `_stop_during`: nothing answers, and nothing of the job may be left (`_left_over`)
         for component, group in list(self.job.groups.items()):
             excuse = self._excuse(component)
-            if excuse is not None and excuse[0] == "takeable":
-                raise Violation(f"liveness: {excuse[1]}")
             members = [w.name for w in group.workers]
             try:
                 self._answered(
@@ -624,14 +622,14 @@ class World:
 
     def _excuse(self, component: str) -> tuple[str, str] | None:
         """Why `component` may fail after the last fault: ("stuck", why) for a worker stuck for good, ("failed",
-        why) for a failed rank no node can take over, ("takeable", why) for a failed rank a node could take over
-        (a broken promise); None: it must answer."""
+        why) for a failed rank no node can take over; None: it must answer. A failed rank a node could take over is a
+        broken promise (Violation)."""
         state = self.job.state
         group = self.job.groups[component]
         for w in group.workers:
             if w.node_rank is not None and state.health(w.node_rank) == NodeHealth.FAILED:
                 if self._ready_spares(w.node_rank) or self._replacement(w.node_rank):
-                    return "takeable", f"node {w.node_rank} stays failed though a node could take it over"
+                    raise Violation(f"liveness: node {w.node_rank} stays failed though a node could take it over")
                 return "failed", f"node {w.node_rank} failed with no node to take it over"
         held = group.held()
         for w in group.workers:
