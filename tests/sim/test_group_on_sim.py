@@ -43,7 +43,7 @@ def started(text: str = PINNED):
 
 
 def test_a_group_names_itself_and_refuses_a_rank_it_does_not_have():
-    sim, job = started()
+    _, job = started()
     train = job.launch("train", Echo)
     assert repr(train) == "WorkerGroup('train', 2 workers)"
     with pytest.raises(IndexError, match="train has ranks 0-1, not 2"):
@@ -52,14 +52,14 @@ def test_a_group_names_itself_and_refuses_a_rank_it_does_not_have():
 
 
 def test_a_function_runs_on_every_worker_through_ray_call():
-    sim, job = started()
+    _, job = started()
     train = job.launch("train", Echo)
     assert train.call("__ray_call__", lambda worker, x: worker.step(x) + 1, 4, timeout_s=5) == [5, 5]
     job.shutdown()
 
 
 def test_a_kill_ray_does_not_carry_out_in_time_is_a_placement_error():
-    sim, job = started()
+    _, job = started()
     train = job.launch("train", Echo)
     sim.advance(0.1)
     sim.weather.kill_s = 5.0  # the worker is stuck where a kill cannot reach it yet
@@ -69,7 +69,7 @@ def test_a_kill_ray_does_not_carry_out_in_time_is_a_placement_error():
 
 
 def test_a_call_made_outside_the_group_is_not_re_run_after_a_takeover():
-    sim, job = started()
+    _, job = started()
     train = job.launch("train", Echo)
     shape = job.live.node(0)
     sim.add_node(node_resources(shape), node_labels(shape, None))  # a hot spare
@@ -87,7 +87,7 @@ def test_an_env_config_that_sets_a_rendezvous_variable_loses_to_rlplace_and_says
         '{label: a800, node_ranks: "0,1"}',
         '{label: a800, node_ranks: "0,1", env_configs: [{node_ranks: "0-1", env_vars: [{MASTER_PORT: "1234"}]}]}',
     )
-    sim, job = started(text)
+    _, job = started(text)
     job.launch("train", Echo)
     said = [w for w in job.warnings if "sets MASTER_PORT=1234 in env_configs" in w]
     assert len(said) == 1 and "its value wins" in said[0]
