@@ -59,7 +59,7 @@ def test_a_function_runs_on_every_worker_through_ray_call():
 
 
 def test_a_kill_ray_does_not_carry_out_in_time_is_a_placement_error():
-    _, job = started()
+    sim, job = started()
     train = job.launch("train", Echo)
     sim.advance(0.1)
     sim.weather.kill_s = 5.0  # the worker is stuck where a kill cannot reach it yet
@@ -69,7 +69,7 @@ def test_a_kill_ray_does_not_carry_out_in_time_is_a_placement_error():
 
 
 def test_a_call_made_outside_the_group_is_not_re_run_after_a_takeover():
-    _, job = started()
+    sim, job = started()
     train = job.launch("train", Echo)
     shape = job.live.node(0)
     sim.add_node(node_resources(shape), node_labels(shape, None))  # a hot spare
