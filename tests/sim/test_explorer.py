@@ -274,3 +274,13 @@ def test_a_takeover_undone_frees_its_workers_names_before_the_next_spare_is_trie
         Move("shutdown", ()),
     ]
     assert run(case, moves).violation is None
+
+
+def test_a_cluster_no_drawn_config_plans_on_leaves_the_schedule_to_an_example(all_cases, monkeypatch):
+    """`generate.planned` gives up after `TRIES` configs that do not plan; the schedule then runs an example."""
+    from rlplace.sim import generate
+
+    monkeypatch.setattr(generate, "TRIES", 0)
+    assert generate.planned(random.Random(1), 3) is None
+    case, _ = draw(all_cases, 1, nodes=3)
+    assert case in all_cases

@@ -74,6 +74,83 @@ NOT_SIMULATED: dict[str, str] = {
     "ray/labels.py:is_label_value": "of `rlplace start` (commands/start.py)",
     "ray/labels.py:node_env_labels": "of `rlplace start`: a node's environment published as labels "
     "(tests/planner/test_robots_from_env.py)",
+    # Failover, groups, launching, reserving, the rendezvous, and the World's own (issue 35's coverage, helper A).
+    # Ray's client raising or Ray gone: the simulated GCS never refuses a request (it waits while it restarts, as
+    # measured on Ray 2.60) and the simulated driver never loses Ray; tests/sim/test_ray_refusing_on_sim.py injects it.
+    "ray/failover/mover.py:RankMover._kill": "Ray refusing a kill (of an actor gone already, or with Ray shut down): "
+    "the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/job.py:Job._kill_all": "Ray refusing a kill at shutdown: the simulated port never refuses "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/reserve.py:Reservation._create": "Ray refusing a placement group (malformed bundles, Ray shut down): the "
+    "simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/reserve.py:Reservation._remove": "Ray refusing to remove a group gone already (Ray shut down): the "
+    "simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/reserve.py:Reservation._starved": "the actor table (a debugging API) failing while a timeout is explained: "
+    "the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/failover/watcher.py:NodeWatcher._run_once": "a look at the nodes that raises (logged, tried again) and Ray "
+    "gone under the job (`connected()` false): the simulated port neither raises nor disconnects "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/failover/watcher.py:NodeWatcher._leave": "the wait for a draining node's calls raising (Ray refusing the "
+    "no-op it sends): the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/job.py:Job.shutdown": "`rlplace run --profile-out`'s memory figures at shutdown (`record_memory`, the "
+    "workers' CUDA: tests/test_cli_profile_out.py) and a driver whose Ray was shut down first "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
+    # What only a user's code does: the explorer's moves are the control plane's and a user's calls through groups.
+    "ray/group.py:WorkerGroup.__repr__": "a group printed by the user (tests/sim/test_group_on_sim.py)",
+    "ray/group.py:WorkerGroup._actor": "a rank out of range (IndexError naming the ranks): the explorer's moves "
+    "take ranks modulo the size (tests/sim/test_group_on_sim.py)",
+    "ray/group.py:WorkerGroup._rerun": "a ref the user made outside the group, re-run after a takeover (NodeLostError):"
+    " the explorer's calls go through the group (tests/sim/test_group_on_sim.py)",
+    "ray/group.py:WorkerGroup._send": "`__ray_call__` (a function run on each worker): `placements()` and "
+    "`record_memory()` send it, not simulated (they read the worker's runtime context and CUDA; "
+    "tests/sim/test_group_on_sim.py runs one)",
+    "ray/group.py:WorkerGroup.actor_ids": "read by the runtime (weight sync's routes, the buffer's shards: "
+    "runtime/sync.py, runtime/buffer.py), not by the control plane (tests/sim/test_sync_on_sim.py)",
+    "ray/group.py:WorkerGroup.kill": "a kill without restart that Ray does not carry out in time: the explorer's "
+    "kills of workers ask Ray to restart them (`restart_worker`; tests/sim/test_group_on_sim.py)",
+    "ray/failover/mover.py:RankMover.grow_back": "a job started from a Plan without its config (it cannot grow "
+    "back): the explorer's jobs carry their config, which its resizes need (tests/sim/test_group_on_sim.py)",
+    "ray/rendezvous.py:Rendezvous._warn_overrides": "a node group's env_configs setting a rendezvous variable "
+    "(MASTER_PORT ...): the generated configs set none (tests/sim/test_group_on_sim.py)",
+    "ray/launch.py:launch_ray_actor": "RLightning's one-worker launch, beside `job.launch`: no WorkerGroup holds its "
+    "workers, the explorer's invariants are the groups' (tests/ray/test_ray_launch_options.py)",
+    "ray/launch.py:Launcher.check_interpreters": "workers with an interpreter of their own (`python_interpreter_path`"
+    "), probed on their node (ray/interpreter.py, not simulated; tests/ray/test_ray_launch_options.py)",
+    "ray/launch.py:_runtime_env": "a worker's own interpreter (`py_executable`): probed on a real node "
+    "(ray/interpreter.py, not simulated; tests/ray/test_ray_launch_options.py)",
+    "ray/launch.py:actor_options": "what a user passes to `launch` (`options=`, `max_task_retries=`), a spanning "
+    "worker's fractions of several GPUs (tests/sim/test_launch_on_sim.py), accelerators other than GPUs (by "
+    "resource name): the explorer's launches pass none and its nodes have GPUs (tests/ray/test_ray_launch_options.py, "
+    "tests/ray/test_ray_accelerators.py)",
+    "ray/launch.py:Launcher.check_names": "another job's actors under the same names in one Ray namespace: the "
+    "explorer's second job has a namespace of its own (tests/ray/test_ray_failures.py)",
+    "ray/launch.py:apply_resize": "a worker class without `on_resized`: the explorer's SimWorker has one, so every "
+    "resize is seen told (tests/ray/test_ray_resize.py)",
+    "ray/rendezvous.py:Rendezvous._allocate": "a master on the driver's own node, its port bound in this process "
+    "(master_ports.free_ports, this machine's sockets): the simulated driver runs on no simulated node "
+    "(tests/runtime/test_rendezvous_on_ray.py)",
+    "ray/rendezvous.py:Rendezvous._choose_masters": "a clash left after three fresh draws: each draw avoids every port "
+    "the live records hold, so only another driver choosing the same port between a draw and its check, three times "
+    "over; on the simulation's one thread no driver runs between them",
+    "ray/rendezvous.py:Rendezvous._ensure_masters": "a rank 0 whose node has no address: Ray's node records always "
+    "carry one (the simulation's too); the check names the node should one appear",
+    "ray/rendezvous.py:Rendezvous.renew": "as `_ensure_masters`: a rank 0 whose node has no address",
+    "ray/failover/watcher.py:NodeWatcher._wake": "the watcher not started (nothing pinned to a node): no loss is "
+    "declared then (only pinned ranks are lost), so nothing wakes it",
+    "ray/failover/watcher.py:NodeWatcher._declare": "a rank taken over by another thread between the probe that "
+    "found its node lost and the declaration's lock (the simulation's locks never wait: one thread), and "
+    "`replace_within_s=0` (the explorer's jobs have a 3 s window: tests/sim/test_failover_on_sim.py, "
+    "test_replace_within_zero_...)",
+    "ray/failover/rules.py:_waited_for": "`replace_within_s=0`: the explorer's jobs have a 3 s window "
+    "(tests/sim/test_failover_on_sim.py, test_replace_within_zero_...)",
+    "sim/generate.py:planned": "fifty drawn configs in a row that do not plan on one cluster (or plan no worker): "
+    "not met on clusters of 2 to 4,096 nodes; the schedule then runs an example (tests/sim/test_explorer.py)",
+    "sim/world.py:Move.__str__": "names a move in a violation's message and `--replay`'s listing "
+    "(tests/sim/test_explorer.py)",
+    "sim/world.py:first": "names the error in a violation's message (tests/sim/test_explorer.py)",
+    "sim/world.py:World._replacement": "asked only of a rank still failed at `settle`, when no spare is ready: true "
+    "is a broken promise, false only when another job holds part of the node with its label "
+    "(tests/sim/test_explorer.py, test_a_replacement_another_job_holds_part_of_...)",
 }
 
 

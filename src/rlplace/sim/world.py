@@ -746,7 +746,7 @@ class World:
                 continue
             master = state.master(c)
             if master is None:
-                continue
+                return f"a pinned component has a master once launched: {c} has none"
             rank0 = state.node(workers[0].node_rank)
             assert rank0 is not None
             if master.address != rank0.address:
