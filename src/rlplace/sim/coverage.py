@@ -143,6 +143,26 @@ NOT_SIMULATED: dict[str, str] = {
     "test_replace_within_zero_...)",
     "ray/failover/rules.py:_waited_for": "`replace_within_s=0`: the explorer's jobs have a 3 s window "
     "(tests/sim/test_failover_on_sim.py, test_replace_within_zero_...)",
+    "ray/failover/mover.py:RankMover._realise": "a resize failing with an error other than PlacementError or "
+    "PlanError (one of Ray's own, wrapped into a PlacementError): every failure the simulated port makes is one of "
+    "those two, and no test makes another",
+    "ray/failover/mover.py:RankMover._retell": "a component whose master moved but has no group: its launch failed "
+    "after its master was chosen (the payload comes first), then its rank 0's node was taken over; or one in the "
+    "driver, which has no master: both left out, as they must be",
+    "ray/failover/watcher.py:NodeWatcher._drained": "the rank's health or the job changed between the tick's look and "
+    "this lock: on Ray another thread (a call's probe, a shutdown); in the simulation only a shutdown "
+    "(`stop_during`) coming due inside the same tick's declarations, not met in 3,000 schedules",
+    "ray/reserve.py:Reservation._wait": "a group removed while its reservation waits for it: a shutdown from "
+    "another thread (`stop_during`) landing in that wait, not met in 3,000 schedules (a spare is taken only with its "
+    "resources free, so its group is placed at once)",
+    "ray/reserve.py:Reservation._wait_fillers": "two nodes' idle GPUs held aside in one reservation, one filler "
+    "placed and the other not when the wait ran out: the explorer's second job starts after the first's reservation",
+    "sim/world.py:World._calm": "a worker Ray placed on a node down or draining while the job's own nodes are fine "
+    "(a drained rank's node after its takeover, with Ray's worker still on it): not met in 3,000 schedules",
+    "sim/world.py:World._hang": "two of the job's nodes draining when a call hangs (their waits nest on the "
+    "simulation's one thread: tests/sim/test_explorer.py, test_two_drains_waiting_on_hung_calls_...)",
+    "sim/world.py:World._status": "a worker of the state without an actor of the simulation, or on no node: "
+    "`_ranks`, checked first, holds that every worker has its actor, and every pinned rank a node",
     "sim/generate.py:planned": "fifty drawn configs in a row that do not plan on one cluster (or plan no worker): "
     "not met on clusters of 2 to 4,096 nodes; the schedule then runs an example (tests/sim/test_explorer.py)",
     "sim/world.py:Move.__str__": "names a move in a violation's message and `--replay`'s listing "
