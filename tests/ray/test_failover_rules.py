@@ -112,9 +112,7 @@ def test_a_lost_node_tries_the_spares_of_its_rack_first_then_in_ip_order():
         s = raw(node_id, ip, gpus=4, model="A800")
         s["Labels"].update({"rlplace/spare": "true", "rack": rack})
         spares.append(s)
-    found = candidates(1, lost, spares, serving=set(), demand=DEMAND, free={})
+    found = candidates(1, lost, spares, serving=set(), demand=DEMAND, free={}, refusals={})
     assert [n.node_id for _, n in found] == ["mate", "other"]  # IP order alone would take "other" first
-    assert [n.node_id for _, n in candidates(1, lost, spares, serving=set(), demand=DEMAND, free={}, levels=())] == [
-        "other",
-        "mate",
-    ]
+    flat = candidates(1, lost, spares, serving=set(), demand=DEMAND, free={}, levels=(), refusals={})
+    assert [n.node_id for _, n in flat] == ["other", "mate"]

@@ -220,3 +220,67 @@ def test_two_drains_waiting_on_hung_calls_promise_nothing_in_the_simulation(all_
         Move("shutdown", ()),
     ]
     assert run(case, moves).violation is None
+
+
+def test_a_takeover_under_way_when_the_job_is_shut_down_starts_no_worker_after_it():
+    """Run 8, seed 8000221 (shrunk): the user's other thread shut the job down while the watcher was moving a
+    drained node's buffer shard to a replacement, past its check that the job is open and waiting for the cluster
+    to start the relaunched worker; the shutdown killed what was started, then the takeover started the worker,
+    which outlived the job. No worker starts once the job is shut down."""
+    text = """
+cluster:
+  train_worker_num: 3
+  eval_worker_num: 2
+  env_worker_num: 3
+  buffer_worker_num: 2
+  env_each_gpu_num: 0
+  placement: {mode: auto, strategy: default}
+  train_each_gpu_num: 0.5
+  eval_each_gpu_num: 0.5
+"""
+    moves = [
+        Move("launch", ("buffer", 1)),
+        Move("launch", ("env", 1)),
+        Move("kill_lag", (1.0,)),
+        Move("stop_during", (2.0,)),
+        Move("drain", (0, 4.0, "dies")),
+        Move("drain", (1, 10.0, "dies")),
+        Move("spare", (0, 0)),
+        Move("join", (1,)),
+        Move("hang", ("env",)),
+        Move("shutdown", ()),
+    ]
+    assert run(case_of(text, "2x4:A800"), moves).violation is None
+
+
+def test_a_takeover_undone_frees_its_workers_names_before_the_next_spare_is_tried(all_cases):
+    """Run 51, seed 51000673 (shrunk): both nodes lost, Ray's own workers restarted onto the first spare and filled
+    its CPUs, so the buffer shard relaunched there waited for a CPU and the takeover was undone; the next spare,
+    tried at once, was refused the shard's name (its relaunched actor killed, not dead yet) and the rank failed
+    with a spare free. An undone takeover waits until what it relaunched is dead."""
+    case, _ = draw(all_cases, 51000673)
+    assert case.name == "tests/data/spec_examples/auto-default.yaml on 2x4:A800, elastic"
+    moves = [
+        Move("launch", ("train", 1)),
+        Move("launch", ("eval", 1)),
+        Move("launch", ("buffer", 1)),
+        Move("spare", (3, 0)),
+        Move("lose", (0, "kill")),
+        Move("lose", (1, "kill")),
+        Move("wait", (5.0,)),
+        Move("spare", (3, 1)),
+        Move("spare", (3, 0)),
+        Move("settle", ()),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None
+
+
+def test_a_cluster_no_drawn_config_plans_on_leaves_the_schedule_to_an_example(all_cases, monkeypatch):
+    """`generate.planned` gives up after `TRIES` configs that do not plan; the schedule then runs an example."""
+    from rlplace.sim import generate
+
+    monkeypatch.setattr(generate, "TRIES", 0)
+    assert generate.planned(random.Random(1), 3) is None
+    case, _ = draw(all_cases, 1, nodes=3)
+    assert case in all_cases

@@ -106,8 +106,7 @@ def current(payload: dict[str, Any], record: JobRecord) -> dict[str, Any]:
         return payload
     layout = Layout.of(component.node_ranks)
     node_rank = component.node_ranks[where[1]]
-    if layout is None or node_rank is None:
-        return payload
+    assert layout is not None and node_rank is not None  # a component with a master is pinned, every rank of it
     rank, size = where[1], component.world_size
     variables = layout.variables(rank, size, node_rank, component.master_addr, component.master_port)
     now = {"rank": rank, "world_size": size, "node_rank": node_rank, "local_rank": layout.local_rank[rank]}
@@ -255,9 +254,14 @@ class Launcher:
         max_task_retries: int | None = None,
         options: dict[str, Any] | None = None,
     ) -> Any:
-        """Start `worker` as an actor of `cls(*args, **kwargs)`, where the plan says."""
+        """Start `worker` as an actor of `cls(*args, **kwargs)`, where the plan says. Never once the job is shut
+        down: a takeover or resize on another thread may reach here after `shutdown` killed what was started (its
+        probes and master ports wait on the cluster meanwhile), and what it started then would outlive the job (found by
+        the explorer, docs/ray.md)."""
         self.check_interpreters([worker])
         payload = self._payloads.payload(worker)
+        if self._state.closed:
+            raise PlacementError(f"job {self._state.name} is shut down: {worker.name} is not started")
         opts = actor_options(
             worker,
             namespace=self._state.namespace,

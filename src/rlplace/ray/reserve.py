@@ -139,11 +139,6 @@ class Reservation:
 
     # -- node loss (rlplace.ray.failover.watcher): a rank's bundles released, then reserved on another node ---
 
-    @property
-    def ranks(self) -> list[int]:
-        """The node ranks holding bundles of this reservation."""
-        return sorted({rank for rank, _ in self._units})
-
     def _of(self, rank: int) -> list[_NodeReservation]:
         return [r for (n, _), r in sorted(self._units.items()) if n == rank]
 

@@ -74,6 +74,103 @@ NOT_SIMULATED: dict[str, str] = {
     "ray/labels.py:is_label_value": "of `rlplace start` (commands/start.py)",
     "ray/labels.py:node_env_labels": "of `rlplace start`: a node's environment published as labels "
     "(tests/planner/test_robots_from_env.py)",
+    # Failover, groups, launching, reserving, the rendezvous, and the World's own (issue 35's coverage, helper A).
+    # Ray's client raising or Ray gone: the simulated GCS never refuses a request (it waits while it restarts, as
+    # measured on Ray 2.60) and the simulated driver never loses Ray; tests/sim/test_ray_refusing_on_sim.py injects it.
+    "ray/failover/mover.py:RankMover._kill": "Ray refusing a kill (of an actor gone already, or with Ray shut down): "
+    "the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/job.py:Job._kill_all": "Ray refusing a kill at shutdown: the simulated port never refuses "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/reserve.py:Reservation._create": "Ray refusing a placement group (malformed bundles, Ray shut down): the "
+    "simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/reserve.py:Reservation._remove": "Ray refusing to remove a group gone already (Ray shut down): the "
+    "simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/reserve.py:Reservation._starved": "the actor table (a debugging API) failing while a timeout is explained: "
+    "the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/failover/watcher.py:NodeWatcher._run_once": "a look at the nodes that raises (logged, tried again) and Ray "
+    "gone under the job (`connected()` false): the simulated port neither raises nor disconnects "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/failover/watcher.py:NodeWatcher._leave": "the wait for a draining node's calls raising (Ray refusing the "
+    "no-op it sends): the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/job.py:Job.shutdown": "`rlplace run --profile-out`'s memory figures at shutdown (`record_memory`, the "
+    "workers' CUDA: tests/test_cli_profile_out.py) and a driver whose Ray was shut down first "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
+    # What only a user's code does: the explorer's moves are the control plane's and a user's calls through groups.
+    "ray/group.py:WorkerGroup.__repr__": "a group printed by the user (tests/sim/test_group_on_sim.py)",
+    "ray/group.py:WorkerGroup._actor": "a rank out of range (IndexError naming the ranks): the explorer's moves "
+    "take ranks modulo the size (tests/sim/test_group_on_sim.py)",
+    "ray/group.py:WorkerGroup._rerun": "a ref the user made outside the group, re-run after a takeover (NodeLostError):"
+    " the explorer's calls go through the group (tests/sim/test_group_on_sim.py)",
+    "ray/group.py:WorkerGroup._send": "`__ray_call__` (a function run on each worker): `placements()` and "
+    "`record_memory()` send it, not simulated (they read the worker's runtime context and CUDA; "
+    "tests/sim/test_group_on_sim.py runs one)",
+    "ray/group.py:WorkerGroup.actor_ids": "read by the runtime (weight sync's routes, the buffer's shards: "
+    "runtime/sync.py, runtime/buffer.py), not by the control plane (tests/sim/test_sync_on_sim.py)",
+    "ray/group.py:WorkerGroup.kill": "a kill without restart that Ray does not carry out in time: the explorer's "
+    "kills of workers ask Ray to restart them (`restart_worker`; tests/sim/test_group_on_sim.py)",
+    "ray/failover/mover.py:RankMover.grow_back": "a job started from a Plan without its config (it cannot grow "
+    "back): the explorer's jobs carry their config, which its resizes need (tests/sim/test_group_on_sim.py)",
+    "ray/rendezvous.py:Rendezvous._warn_overrides": "a node group's env_configs setting a rendezvous variable "
+    "(MASTER_PORT ...): the generated configs set none (tests/sim/test_group_on_sim.py)",
+    "ray/launch.py:launch_ray_actor": "RLightning's one-worker launch, beside `job.launch`: no WorkerGroup holds its "
+    "workers, the explorer's invariants are the groups' (tests/ray/test_ray_launch_options.py)",
+    "ray/launch.py:Launcher.check_interpreters": "workers with an interpreter of their own (`python_interpreter_path`"
+    "), probed on their node (ray/interpreter.py, not simulated; tests/ray/test_ray_launch_options.py)",
+    "ray/launch.py:_runtime_env": "a worker's own interpreter (`py_executable`): probed on a real node "
+    "(ray/interpreter.py, not simulated; tests/ray/test_ray_launch_options.py)",
+    "ray/launch.py:actor_options": "what a user passes to `launch` (`options=`, `max_task_retries=`), a spanning "
+    "worker's fractions of several GPUs (tests/sim/test_launch_on_sim.py), accelerators other than GPUs (by "
+    "resource name): the explorer's launches pass none and its nodes have GPUs (tests/ray/test_ray_launch_options.py, "
+    "tests/ray/test_ray_accelerators.py)",
+    "ray/launch.py:Launcher.check_names": "another job's actors under the same names in one Ray namespace: the "
+    "explorer's second job has a namespace of its own (tests/ray/test_ray_failures.py)",
+    "ray/launch.py:apply_resize": "a worker class without `on_resized`: the explorer's SimWorker has one, so every "
+    "resize is seen told (tests/ray/test_ray_resize.py)",
+    "ray/rendezvous.py:Rendezvous._allocate": "a master on the driver's own node, its port bound in this process "
+    "(master_ports.free_ports, this machine's sockets): the simulated driver runs on no simulated node "
+    "(tests/runtime/test_rendezvous_on_ray.py)",
+    "ray/rendezvous.py:Rendezvous._choose_masters": "a clash left after three fresh draws: each draw avoids every port "
+    "the live records hold, so only another driver choosing the same port between a draw and its check, three times "
+    "over; on the simulation's one thread no driver runs between them",
+    "ray/rendezvous.py:Rendezvous._ensure_masters": "a rank 0 whose node has no address: Ray's node records always "
+    "carry one (the simulation's too); the check names the node should one appear",
+    "ray/rendezvous.py:Rendezvous.renew": "as `_ensure_masters`: a rank 0 whose node has no address",
+    "ray/failover/watcher.py:NodeWatcher._wake": "the watcher not started (nothing pinned to a node): no loss is "
+    "declared then (only pinned ranks are lost), so nothing wakes it",
+    "ray/failover/watcher.py:NodeWatcher._declare": "a rank taken over by another thread between the probe that "
+    "found its node lost and the declaration's lock (the simulation's locks never wait: one thread), and "
+    "`replace_within_s=0` (the explorer's jobs have a 3 s window: tests/sim/test_failover_on_sim.py, "
+    "test_replace_within_zero_...)",
+    "ray/failover/rules.py:_waited_for": "`replace_within_s=0`: the explorer's jobs have a 3 s window "
+    "(tests/sim/test_failover_on_sim.py, test_replace_within_zero_...)",
+    "ray/failover/mover.py:RankMover._realise": "a resize failing with an error other than PlacementError or "
+    "PlanError (one of Ray's own, wrapped into a PlacementError): every failure the simulated port makes is one of "
+    "those two, and no test makes another",
+    "ray/failover/mover.py:RankMover._retell": "a component whose master moved but has no group: its launch failed "
+    "after its master was chosen (the payload comes first), then its rank 0's node was taken over; or one in the "
+    "driver, which has no master: both left out, as they must be",
+    "ray/failover/watcher.py:NodeWatcher._drained": "the rank's health or the job changed between the tick's look and "
+    "this lock: on Ray another thread (a call's probe, a shutdown); in the simulation only a shutdown "
+    "(`stop_during`) coming due inside the same tick's declarations, not met in 3,000 schedules",
+    "ray/reserve.py:Reservation._wait": "a group removed while its reservation waits for it: a shutdown from "
+    "another thread (`stop_during`) landing in that wait, not met in 3,000 schedules (a spare is taken only with its "
+    "resources free, so its group is placed at once)",
+    "ray/reserve.py:Reservation._wait_fillers": "two nodes' idle GPUs held aside in one reservation, one filler "
+    "placed and the other not when the wait ran out: the explorer's second job starts after the first's reservation",
+    "sim/world.py:World._calm": "a worker Ray placed on a node down or draining while the job's own nodes are fine "
+    "(a drained rank's node after its takeover, with Ray's worker still on it): not met in 3,000 schedules",
+    "sim/world.py:World._hang": "two of the job's nodes draining when a call hangs (their waits nest on the "
+    "simulation's one thread: tests/sim/test_explorer.py, test_two_drains_waiting_on_hung_calls_...)",
+    "sim/world.py:World._status": "a worker of the state without an actor of the simulation, or on no node: "
+    "`_ranks`, checked first, holds that every worker has its actor, and every pinned rank a node",
+    "sim/generate.py:planned": "fifty drawn configs in a row that do not plan on one cluster (or plan no worker): "
+    "not met on clusters of 2 to 4,096 nodes; the schedule then runs an example (tests/sim/test_explorer.py)",
+    "sim/world.py:Move.__str__": "names a move in a violation's message and `--replay`'s listing "
+    "(tests/sim/test_explorer.py)",
+    "sim/world.py:first": "names the error in a violation's message (tests/sim/test_explorer.py)",
+    "sim/world.py:World._replacement": "asked only of a rank still failed at `settle`, when no spare is ready: true "
+    "is a broken promise, false only when another job holds part of the node with its label "
+    "(tests/sim/test_explorer.py, test_a_replacement_another_job_holds_part_of_...)",
 }
 
 
@@ -169,8 +266,10 @@ def _by_suffix(files: dict, name: str) -> dict | None:
 
 def _violation_lines(path: Path) -> set[int]:
     """The lines of the statements of `World` that say an invariant broke, with their continuation lines: a
-    `return f"..."` of an invariant (what `_broken` calls, and they in turn), a message kept for the next check
-    (`self.x = f"..."`), and each `raise Violation(...)`."""
+    `return f"..."` (or a plain string, or the message kept from an earlier check: `return self.x`) of an invariant
+    (what `_broken` calls, and they in turn), a message kept for the next check (`self.x = f"..."`), and each
+    `raise Violation(...)`; and the statements before it in the block of an `if` that ends so (they build the
+    message: what the worker had, which calls ran)."""
     tree = ast.parse(path.read_text())
     world = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "World"), None)
     methods = {m.name: m for m in (world.body if world else []) if isinstance(m, ast.FunctionDef)}
@@ -187,13 +286,22 @@ def _violation_lines(path: Path) -> set[int]:
         for node in ast.walk(method):
             if not isinstance(node, ast.stmt):
                 continue
-            says = name in checks and isinstance(node, ast.Return) and isinstance(node.value, ast.JoinedStr)
+            value = node.value if isinstance(node, ast.Return) else None
+            text = isinstance(value, ast.JoinedStr) or (
+                isinstance(value, ast.Constant) and isinstance(value.value, str)
+            )
+            kept_before = isinstance(value, ast.Attribute) and value.attr in said_later
+            says = name in checks and (text or kept_before)
             kept = isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr)  # said at the next check
             kept = kept and any(getattr(t, "attr", None) in said_later for t in getattr(node, "targets", []))
             exc = node.exc if isinstance(node, ast.Raise) else None
             raises = isinstance(exc, ast.Call) and getattr(exc.func, "id", "") == "Violation"
             if says or kept or raises:
                 out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    for method in methods.values():
+        for node in ast.walk(method):
+            if isinstance(node, ast.If) and node.body[-1].lineno in out:
+                out.update(range(node.body[0].lineno, node.body[-1].lineno))
     return out
 
 

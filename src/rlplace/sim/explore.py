@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlplace.errors import RlplaceError
+from rlplace.ray.failover.mover import DEATH_WAIT_S
 from rlplace.ray.job import Job
 from rlplace.sim.generate import planned, shapes
 from rlplace.sim.memory_port import SimCluster, SimHang
@@ -161,6 +162,7 @@ def generated_case(rng: random.Random, size: int) -> Case | None:
 MOVES = {
     "call": 3,
     "call_rank": 1,
+    "call_sharded": 1,
     "call_across_loss": 2,
     "lose": 2,
     "partition": 1,
@@ -181,6 +183,8 @@ MOVES = {
     "other_job": 1,
     "check_nodes": 1,
     "wait_for_takeovers": 1,
+    "launch": 0.5,
+    "stop_during": 0.25,
 }
 
 
@@ -195,7 +199,8 @@ def schedule(rng: random.Random, case: Case, length: int) -> list[Move]:
     weights = [base * rng.choice((0, 0.5, 1, 2, 4)) for base in MOVES.values()]
     if not any(weights):
         weights = list(MOVES.values())
-    moves = [Move("launch", (c, rng.choice((0, 0, 0, 1, -1)))) for c in components]
+    # one component in ten is not launched at first: it is resized before its launch, or launched by a later move
+    moves = [Move("launch", (c, rng.choice((0, 0, 0, 1, -1)))) for c in components if rng.random() < 0.9]
     for _ in range(length):
         kind = rng.choices(kinds, weights=weights)[0]
         moves.append(Move(kind, _choices(rng, kind, case, components, ranks)))
@@ -209,6 +214,12 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
         return (component,)
     if kind == "call_rank":
         return (component, rng.randrange(8))
+    if kind == "call_sharded":
+        return (component, rng.choice((0, 0, 0, 1)))
+    if kind == "launch":  # again: a documented error, or the next try of a launch that failed
+        return (component, rng.choice((0, 0, 0, 1, -1)))
+    if kind == "stop_during":
+        return (rng.choice((0.0, 0.5, 2.0, 5.0)),)
     if kind == "call_across_loss":
         return (component, rank, rng.choice(("kill", "kill", "vanish")))
     if kind == "lose":
@@ -222,17 +233,17 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
     if kind == "spare":
         return (rng.randrange(max(1, len(case.shapes))), rng.randrange(len(case.inventory)))
     if kind == "resize":
-        return (component, rng.randrange(1, 5))
+        return (component, rng.randrange(1, 5) if rng.random() < 0.9 else rng.choice((0, -1)))  # 0, -1: refused
     if kind == "gcs_restart":
         return (rng.choice((0.5, 2.0, 5.0)),)
     if kind == "slow_gcs":
         return (rng.randrange(1 << 30), rng.choice((0.1, 0.3)), rng.choice((1.0, 5.0)))
     if kind == "slow_starts":
-        return (rng.choice((0.0, 0.3, 2.0)),)
+        return (rng.choice((0.0, 0.3, 2.0, 8.0)),)  # 8 s: longer than the job's timeout_s
     if kind == "bad_start":
         return (rng.choice((1, 2)),)
     if kind == "kill_lag":
-        return (rng.choice((0.0, 0.2, 1.0)),)
+        return (rng.choice((0.0, 0.2, 1.0, 12.0)),)  # 12 s: stuck in the kernel past the job's 10 s wait
     if kind == "restart_worker":
         return (component, rng.randrange(8))
     if kind == "other_job":
@@ -278,7 +289,8 @@ def _run(sim: SimCluster, job: Job, case: Case, moves: Sequence[Move]) -> Outcom
             return Outcome(f"undocumented error from {move}: {type(e).__name__}: {e}", i)
         bound = MOVE_BOUND_S + max(0.0, weather.gcs_down_until - began)
         bound += SETTLE_S if move.kind == "settle" else 0.0
-        bound += 30.0 if slow or weather.slow(sim.now()) else 0.0
+        # slow requests; kills stuck past the job's wait for the deaths (each wait, nested in the move here, lasts it)
+        bound += 30.0 if slow or weather.slow(sim.now()) or weather.kill_s >= DEATH_WAIT_S else 0.0
         if sim.now() - began > bound:
             return Outcome(f"never hang: {move} waited {sim.now() - began:.1f} s (bound {bound:g} s)", i)
         problem = world.broken()

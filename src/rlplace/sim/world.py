@@ -173,6 +173,7 @@ class World:
         self._runs: dict[int, list[SimRef]] = {}  # token -> the runs of `step(token)`
         self.token = 0
         self.promised = ""  # why the move promised an answer ("" none): a documented error breaks it then
+        self._stop_at: float | None = None  # when the user's other thread shuts the job down (`_stop_during`)
 
     # -- moves ---------------------------------------------------------------------------------------------
 
@@ -202,13 +203,33 @@ class World:
 
     def _call_rank(self, component: str, rank: int) -> None:
         group = self._group(component)
-        if not len(group):
-            return
-        r = rank % len(group)
+        r = rank % len(group)  # a launched group has a worker at least: every elastic min is 1 or more
         if self._calm(component):
             self.promised = f"{component} is calm (no trouble, weather, hang or dead worker)"
         name = group.workers[r].name
         self._answered(component, [name], lambda: [group.call("step", self.token, rank=r, timeout_s=CALL_TIMEOUT_S)])
+
+    def _call_sharded(self, component: str, extra: int = 0) -> None:
+        """`group.call_sharded`: rank i gets shard i of each argument (here the token), so each answer is checked
+        as a call's; `extra` shards more than the workers: a ValueError naming both counts, and nothing sent."""
+        group = self._group(component)
+        members = [w.name for w in group.workers]
+        shards = [self.token] * (len(members) + extra)
+        if extra:
+            return self._refused_shards(group, members, shards)
+        if self._calm(component):
+            self.promised = f"{component} is calm (no trouble, weather, hang or dead worker)"
+        self._answered(component, members, lambda: group.call_sharded("step", shards, timeout_s=CALL_TIMEOUT_S))
+
+    def _refused_shards(self, group: Any, members: list[str], shards: list[int]) -> None:
+        sent = len(self.sim.sent)
+        try:
+            group.call_sharded("step", shards, timeout_s=CALL_TIMEOUT_S)
+        except ValueError as e:
+            if f"{len(shards)} shards for {len(members)}" in str(e) and len(self.sim.sent) == sent:
+                return
+            raise Violation(f"call_sharded refuses shards that do not match: {first(e)}") from e
+        raise Violation(f"call_sharded refuses shards that do not match: {len(shards)} for {members} ran")
 
     def _call_across_loss(self, component: str, node_rank: int, how: str = "kill") -> None:
         group = self._group(component)
@@ -217,7 +238,7 @@ class World:
         refs = group.call_async("step", self.token)
         node_id = self._serving(node_rank)
         pinned = all(w.node_rank is not None for w in group.workers)  # Ray-placed workers are not moved (guide)
-        if calm and pinned and node_id is not None and self._spare_for(node_rank, node_id):
+        if calm and pinned and self._spare_for(node_rank, node_id):
             self.promised = f"node {node_rank} was lost with a hot spare ready for it: its calls are re-run there"
         self._lose(node_rank, how)
         self._answered(component, members, lambda: group.get(refs, "step", CALL_TIMEOUT_S))
@@ -255,9 +276,8 @@ class World:
         if names != members:
             raise Violation(f"each call answered by its worker: step({token}) sent to {members}, answered by {names}")
         by_name: dict[str, list[SimRef]] = {}
-        for r in runs:
-            if r.actor is not None:
-                by_name.setdefault(r.actor.name, []).append(r)
+        for r in runs:  # each a call's: an actor's (a driver-local worker's runs are `_exactly_once_in_driver`'s)
+            by_name.setdefault(r.actor.name if r.actor is not None else "?", []).append(r)
         for name, refs in by_name.items():
             serials = [r.process.serial for r in refs if r.process is not None]
             if len(set(serials)) != len(serials):
@@ -293,24 +313,18 @@ class World:
         self._indexed = len(ran)
         return self._runs.get(token, [])
 
-    def _serving(self, node_rank: int) -> str | None:
-        live = self.job.state.live
-        return str(live.node(node_rank).node_id) if node_rank < len(live) else None
+    def _serving(self, node_rank: int) -> str:
+        """The node serving `node_rank` now (schedules draw ranks of the case's inventory: the live one only grows)."""
+        return str(self.job.state.live.node(node_rank).node_id)
 
     def _lose(self, node_rank: int, how: str = "kill") -> None:
-        node_id = self._serving(node_rank)
-        if node_id is not None:
-            (self.sim.vanish_node if how == "vanish" else self.sim.kill_node)(node_id)
+        (self.sim.vanish_node if how == "vanish" else self.sim.kill_node)(self._serving(node_rank))
 
     def _partition(self, node_rank: int, seconds: float | None) -> None:
-        node_id = self._serving(node_rank)
-        if node_id is not None:
-            self.sim.partition(node_id, seconds)
+        self.sim.partition(self._serving(node_rank), seconds)
 
     def _drain(self, node_rank: int, deadline_s: float, fate: str = "dies") -> None:
         node_id = self._serving(node_rank)
-        if node_id is None:
-            return
         node = self.sim.nodes_by_id[node_id]
         ready = node.running and node.reachable and not node.reported_dead and node.drain_deadline_ms is None
         held = node_rank in self.job.state.pinned_ranks()  # the job has workers or bundles there
@@ -321,9 +335,7 @@ class World:
             self.drains.append(_Drain(node_rank, self.sim.wall() + deadline_s, len(self.job.events), shape))
 
     def _slow(self, node_rank: int) -> None:
-        node_id = self._serving(node_rank)
-        if node_id is not None:
-            self.sim.nodes_by_id[node_id].slow = 20.0
+        self.sim.nodes_by_id[self._serving(node_rank)].slow = 20.0
 
     def _join(self, like_rank: int) -> None:
         """A replacement: a node with the rank label of `like_rank` and its shape."""
@@ -365,6 +377,15 @@ class World:
         finally:
             self.sim.behaviour.hang_method = None
 
+    def _stop_during(self, seconds: float) -> None:
+        """The user's other thread (a signal handler, say) shuts the job down `seconds` from now, in whatever the
+        job is doing then: a takeover, a resize, a launch, a call waiting for a lost node (in the simulation the
+        shutdown runs whole inside that wait). What was in progress ends in a documented error; nothing of the job
+        is left after it (the check after shutdown); the moves after it meet a job that is shut down."""
+        if self._stop_at is None:
+            self._stop_at = self.sim.now() + seconds
+            self.sim._fault(self._stop_at, self.job.shutdown)
+
     def _wait(self, seconds: float) -> None:
         self.sim.advance(seconds)
 
@@ -395,8 +416,7 @@ class World:
     def _restart_worker(self, component: str, rank: int) -> None:
         """The user kills a worker for Ray to restart it in place (`group.kill(rank, restart=True)`)."""
         group = self._group(component)
-        if len(group):
-            group.kill(rank % len(group), restart=True)
+        group.kill(rank % len(group), restart=True)
 
     def _other_job(self, action: str) -> None:
         """A second job on the cluster (its own driver): it starts on a GPU of the cluster's, stops, or its driver
@@ -427,7 +447,8 @@ class World:
             raise Violation(
                 f"a refused raylet declares its node lost: nodes {refusing} refuse, state {state.troubles()}"
             )
-        if still and not lost:  # a rank taken over while it asked is no longer lost: "no" is then the truth
+        # a rank taken over while it asked is no longer lost: "no" is then the truth (and of a job shut down)
+        if still and not lost and not state.closed:
             raise Violation(f"check_nodes says whether a node is lost: it said no, nodes {still} refuse")
 
     def _wait_for_takeovers(self) -> None:
@@ -448,14 +469,15 @@ class World:
         for good (liveness)."""
         w = self.sim.weather
         w.until, w.bad_starts = self.sim.now(), 0
+        w.start_s, w.kill_s = min(w.start_s, 2.0), min(w.kill_s, 1.0)  # later starts and kills within the bounds
         deadline = self.sim.now() + SETTLE_S
         while self.sim.now() < deadline and (self.sim.faults_pending() or self._moving()):
             self.sim.advance(0.5)
         self.sim.advance(1.0)  # the watcher looks twice more (a rank failed may be taken over yet)
+        if self.job.state.closed:
+            return  # shut down by `_stop_during`: nothing answers, and nothing of the job may be left (`_left_over`)
         for component, group in list(self.job.groups.items()):
             excuse = self._excuse(component)
-            if excuse is not None and excuse[0] == "takeable":
-                raise Violation(f"liveness: {excuse[1]}")
             members = [w.name for w in group.workers]
             try:
                 self._answered(
@@ -492,12 +514,15 @@ class World:
     # -- what the promises depend on ------------------------------------------------------------------------
 
     def _weather(self) -> bool:
+        """The cluster's own trouble: the GCS restarting or slow, actors failing to start, or starting or dying too
+        slowly for the job's bounds (a relaunch waits for the old actor's name to be free, then for it to start)."""
         w, now = self.sim.weather, self.sim.now()
-        return now < w.gcs_down_until or w.slow(now) or w.bad_starts > 0
+        slow_actors = w.start_s >= self.job.timeout_s or w.kill_s >= self.job.replace_within_s
+        return now < w.gcs_down_until or w.slow(now) or w.bad_starts > 0 or slow_actors
 
     def _disturbed(self) -> bool:
-        """Anything in trouble on the cluster the job's changes would wait on, or weather."""
-        if self._weather() or self.job.state.troubles():
+        """Anything in trouble on the cluster the job's changes would wait on, or weather, or a shutdown coming."""
+        if self._weather() or self.job.state.troubles() or self._stop_at is not None:
             return True
         serving = [self.sim.nodes_by_id[str(n.node_id)] for n in self.job.state.live.nodes]
         return any(not _up(n) or n.drain_deadline_ms is not None for n in serving)
@@ -511,10 +536,7 @@ class World:
         well) on a node that is up and not draining, none hung."""
         if self._disturbed():
             return False
-        group = self.job.groups.get(component)
-        if group is None:
-            return False
-        for actor in group.held().values():
+        for actor in self.job.groups[component].held().values():  # launched: the moves asked `_group` first
             if not isinstance(actor, SimActor):
                 continue
             p = actor.process
@@ -600,14 +622,14 @@ class World:
 
     def _excuse(self, component: str) -> tuple[str, str] | None:
         """Why `component` may fail after the last fault: ("stuck", why) for a worker stuck for good, ("failed",
-        why) for a failed rank no node can take over, ("takeable", why) for a failed rank a node could take over
-        (a broken promise); None: it must answer."""
+        why) for a failed rank no node can take over; None: it must answer. A failed rank a node could take over is a
+        broken promise (Violation)."""
         state = self.job.state
         group = self.job.groups[component]
         for w in group.workers:
             if w.node_rank is not None and state.health(w.node_rank) == NodeHealth.FAILED:
                 if self._ready_spares(w.node_rank) or self._replacement(w.node_rank):
-                    return "takeable", f"node {w.node_rank} stays failed though a node could take it over"
+                    raise Violation(f"liveness: node {w.node_rank} stays failed though a node could take it over")
                 return "failed", f"node {w.node_rank} failed with no node to take it over"
         held = group.held()
         for w in group.workers:
@@ -650,8 +672,7 @@ class World:
         resizes = state.resizes
         for c in sorted({r.component for r in resizes[self._resizes_seen :]}):  # a step's events, each once
             if c in masters and c not in self._moved and not self._stale_port:
-                address, port = masters[c]
-                self._stale_port = f"a fresh port at every size: {c} kept {address}:{port} through a resize"
+                self._stale_port = f"a fresh port at every size: {c} kept {masters[c][0]}:{masters[c][1]} in a resize"
             self._moved.discard(c)
         self._resizes_seen = len(resizes)
 
@@ -664,7 +685,7 @@ class World:
     def _broken(self) -> str | None:
         if self.job.state.closed:
             return self._left_over()
-        for check in (
+        checks = (
             self._ranks,
             self._capacity,
             self._record,
@@ -674,11 +695,8 @@ class World:
             self._zombies,
             self._nearest,
             self._drained,
-        ):
-            problem = check()
-            if problem:
-                return problem
-        return None
+        )
+        return next((problem for problem in (check() for check in checks) if problem), None)  # the first, in order
 
     def _ranks(self) -> str | None:
         state = self.job.state
@@ -728,7 +746,7 @@ class World:
                 continue
             master = state.master(c)
             if master is None:
-                continue
+                return f"a pinned component has a master once launched: {c} has none"
             rank0 = state.node(workers[0].node_rank)
             assert rank0 is not None
             if master.address != rank0.address:
@@ -1001,7 +1019,10 @@ class World:
     def _left_over(self) -> str | None:
         mine = self.sim.job_id()
         groups = [g for g in self.sim.live_groups() if g.driver == mine]
-        actors = [a for a in self.sim.live_actors() if a.driver == mine]
+        # an actor the job asked to kill whose kill the cluster has not carried out yet is on its way: the job waits
+        # 10 s for the deaths and says which outlived it (kills that lag longer: `_kill_lag`)
+        dying = [a for a in self.sim.live_actors() if a.kill_asked_at is not None and a.kills]
+        actors = [a for a in self.sim.live_actors() if a.driver == mine and a not in dying]
         state = self.job.state
         keys = [k for k in self.sim.kv if k == records.key(state.namespace, state.name) or state.instance in k]
         if groups or actors or keys:
@@ -1015,10 +1036,7 @@ def other_job(sim: SimCluster, case: Case, rng: random.Random) -> Job | None:
     from rlplace.config import load
     from rlplace.planner import plan
 
-    gpu_nodes = [n for n in case.inventory.nodes if n.num_gpus]
-    if not gpu_nodes:
-        return None
-    node = rng.choice(gpu_nodes)
+    node = rng.choice([n for n in case.inventory.nodes if n.num_gpus])  # every case has GPUs (node 0 at least)
     text = (
         f"cluster:\n  num_nodes: {len(case.inventory)}\n  node_groups:\n    - {{label: g, node_ranks: '{node.rank}'}}\n"
         f"  component_placement:\n    learner: {{node_group: g, placement: '{rng.randrange(node.num_gpus)}'}}\n"

@@ -112,7 +112,9 @@ class RankMover:
                 self._cluster.get(first, self._state.timeout_s)
                 self._check_open()
             except BaseException as e:
-                self._kill([handle for _, _, handle in relaunched])
+                # Dead before the next try (another spare, the next tick): their names are free only then (found by
+                # the explorer: the next spare tried at once was refused the name, and the rank failed).
+                self.stop([handle for _, _, handle in relaunched], f"workers relaunched for node {rank}")
                 self._reservation.release(rank)
                 # Undone: the rank is the lost node's again, and so are the masters chosen on `node` meanwhile;
                 # a worker Ray restarted meanwhile read them from the job record: it is told them again.
@@ -206,13 +208,12 @@ class RankMover:
         deadline: float,
         *,
         drain: bool,
-        done: Done | None = None,
+        done: Done = lambda events: None,
     ) -> tuple[ResizeEvent, ...]:
         """Make the step true on Ray (see the module docstring); the leader's event first. Raises PlacementError
         with the step undone when it fails before the commit, and after it when an `on_resized` failed."""
         if not step.changes:
-            if done is not None:
-                done(())
+            done(())
             return ()
         begun = self._cluster.now()
         state = self._state
@@ -262,8 +263,7 @@ class RankMover:
             told = self._tell(groups, {e.component: e for e in events})  # before any later call
         state.apply(Change(resizes=tuple(events)))
         log.info("rlplace job %s: %s", state.name, "; ".join(map(str, events)))
-        if done is not None:
-            done(tuple(events))
+        done(tuple(events))
         failures = self._awaited(told, deadline)
         if failures:
             lead, why = changes[0].component, "; ".join(failures)

@@ -61,7 +61,7 @@ def candidates(
     demand: Mapping[str, float],
     free: Mapping[str, Mapping[str, float]],
     levels: Sequence[TopologyLevel] = DEFAULT_TOPOLOGY,
-    refusals: dict[str, str] | None = None,
+    refusals: dict[str, str],
 ) -> list[tuple[Takeover, Node]]:
     """The nodes that may take `rank` (served by `lost` until now) over, as (REPLACEMENT or SPARE, node),
     replacements first, spares nearest the lost node first (its NVLink domain, rack, zone: `spare_order`, by the
@@ -82,8 +82,7 @@ def candidates(
             continue  # already serving another rank
         why = spare_refusal(lost, demand, spare, free.get(str(spare.node_id)))
         if why:
-            if refusals is not None:
-                refusals[str(spare.node_id)] = why
+            refusals[str(spare.node_id)] = why
         else:
             out.append((Takeover.SPARE, dataclasses.replace(spare, rank=rank)))
     return out

@@ -388,12 +388,12 @@ class NodeWatcher:
                 self._fail(rank)
 
     def _amend(self, rank: int, **fields: Any) -> None:
-        """Change fields of the rank's trouble (a new record through the state; nothing when none or unchanged).
-        Read and replaced under the state's lock: a waiting call may fail the rank meanwhile (`_fail`)."""
+        """Change fields of the rank's trouble (a new record through the state; nothing when unchanged). Read and
+        replaced under the state's lock: a waiting call may fail the rank meanwhile (`_fail`); only the watcher's
+        own thread, which amends it, clears a trouble (a takeover, a shrink)."""
         with self._state.changed:
             old = self._state.trouble(rank)
-            if old is None:
-                return
+            assert old is not None, f"node {rank} has no trouble to amend"
             new = dataclasses.replace(old, **fields)
             if new != old:
                 self._state.apply(Change(trouble={rank: new}))
