@@ -127,3 +127,41 @@ def test_a_shutdown_after_ray_was_shut_down_asks_ray_nothing():
     kills = refuse(sim, "kill")
     job.shutdown()
     assert job.state.closed and not kills
+
+
+ELASTIC = """
+cluster:
+  num_nodes: 2
+  component_placement:
+    train: {node_group: a800, placement: "0-1"}
+  node_groups:
+    - {label: a800, node_ranks: "0,1"}
+  elastic: {train: {max: 4}}
+"""
+
+
+def test_a_growth_ray_refuses_to_start_is_a_placement_error_and_leaves_the_job_as_it_was():
+    sim, job = simulated_job(case_of(ELASTIC, "2x4:A800"))
+    job.start()
+    train = job.launch("train", Echo)
+    refuse(sim, "start_actor")  # Ray's client raising its own error, not rlplace's
+    with pytest.raises(PlacementError, match=r"resizing train failed, nothing changed: Ray refused start_actor"):
+        job.resize("train", 4)
+    assert len(train.actors) == 2 and len(job.plan.by_component("train")) == 2
+    assert train.call("step", 5, timeout_s=30) == [5, 5]
+    job.shutdown()
+
+
+def test_ctrl_c_during_a_growth_undoes_it_and_stays_a_keyboard_interrupt():
+    sim, job = simulated_job(case_of(ELASTIC, "2x4:A800"))
+    job.start()
+    train = job.launch("train", Echo)
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    sim.start_actor = interrupted  # the user's Ctrl-C lands while the new workers start
+    with pytest.raises(KeyboardInterrupt):
+        job.resize("train", 4)
+    assert len(train.actors) == 2 and len(job.plan.by_component("train")) == 2
+    job.shutdown()

@@ -144,8 +144,8 @@ NOT_SIMULATED: dict[str, str] = {
     "ray/failover/rules.py:_waited_for": "`replace_within_s=0`: the explorer's jobs have a 3 s window "
     "(tests/sim/test_failover_on_sim.py, test_replace_within_zero_...)",
     "ray/failover/mover.py:RankMover._realise": "a resize failing with an error other than PlacementError or "
-    "PlanError (one of Ray's own, wrapped into a PlacementError): every failure the simulated port makes is one of "
-    "those two, and no test makes another",
+    "PlanError (Ray's client raising, wrapped into a PlacementError; Ctrl-C, kept): the simulated port never "
+    "refuses (tests/sim/test_ray_refusing_on_sim.py injects both)",
     "ray/failover/mover.py:RankMover._retell": "a component whose master moved but has no group: its launch failed "
     "after its master was chosen (the payload comes first), then its rank 0's node was taken over; or one in the "
     "driver, which has no master: both left out, as they must be",

@@ -252,8 +252,8 @@ class RankMover:
                 state.apply(Change(plan=before[0], masters=before[1]))
                 if not state.closed:
                     self._retell(groups)  # a worker Ray restarted meanwhile read the size being tried
-                if isinstance(e, (PlacementError, PlanError)):
-                    raise
+                if isinstance(e, (PlacementError, PlanError)) or not isinstance(e, Exception):
+                    raise  # the job's own errors as they are; Ctrl-C (KeyboardInterrupt) stays Ctrl-C
                 raise PlacementError(f"resizing {changes[0].component} failed, nothing changed: {e}") from e
             self._rendezvous.joined()
             self._commit(step, groups, started)
