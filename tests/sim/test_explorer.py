@@ -220,3 +220,21 @@ def test_two_drains_waiting_on_hung_calls_promise_nothing_in_the_simulation(all_
         Move("shutdown", ()),
     ]
     assert run(case, moves).violation is None
+
+
+def test_status_shows_the_worker_started_again_not_its_dead_namesake_listed_after_it(all_cases):
+    """A vanished node's rollout worker is killed and started again on the replacement at the same virtual time:
+    two actors of one name, one DEAD, with equal start times. Ray lists its actors in no order (the simulated actor
+    table neither): status showed the worker DEAD when the dead one came later (run 7 seed 7000734, shrunk)."""
+    case, _ = draw(all_cases, 7000734)
+    assert case.name.startswith("generated, 7 nodes")
+    moves = [
+        Move("launch", ("rollout", 0)),
+        Move("bad_start", (2,)),
+        Move("lose", (4, "vanish")),
+        Move("other_job", ("start",)),
+        Move("join", (4,)),
+        Move("wait", (2.0,)),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None
