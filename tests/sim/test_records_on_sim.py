@@ -1,0 +1,58 @@
+"""The job's record in the simulated cluster's KV store where the explorer's schedules cannot take it: written by a
+change racing the shutdown, unwritable, or listed and gone before it is read; and a job's bounds checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlplace.ray import records, status
+from rlplace.ray.state import Change
+from rlplace.sim.explore import SimWorker, case_of, simulated_job
+
+TEXT = "cluster:\n  train_worker_num: 1\n  eval_worker_num: 1\n  placement: {strategy: disaggregate}\n"
+
+
+def test_a_record_that_cannot_be_written_fails_no_change_and_none_is_written_after_shutdown(monkeypatch):
+    sim, job = simulated_job(case_of(TEXT, "2x4"))
+    job.start()
+    written = sim.kv[records.key(job.state.namespace, job.state.name)]
+
+    def gone(key: str, value: bytes | str) -> None:
+        raise ConnectionError("the GCS is gone")
+
+    monkeypatch.setattr(sim, "kv_put", gone)
+    job.state.apply(Change(warnings=("a change while Ray is gone",)))  # the record's writer is told: no error
+    assert "a change while Ray is gone" in job.state.warnings
+    assert sim.kv[records.key(job.state.namespace, job.state.name)] == written
+    monkeypatch.undo()
+    writer = records.RecordWriter(sim, job.state, sim.job, (1, "driver"))
+    job.shutdown()
+    assert writer.write() is None and not sim.kv  # after the shutdown nothing writes it back
+    sim.close()
+
+
+def test_a_record_listed_but_empty_when_read_is_skipped_and_status_reads_on():
+    sim, job = simulated_job(case_of(TEXT, "2x4"))
+    job.start()
+    job.launch("train", SimWorker)
+    sim.kv_put(records.key("another", "gone"), b"")  # deleted by its driver between the listing and the read
+    assert [r.job for r in records.read_all(sim)] == [job.state.name]
+    assert [w.component for w in status.collect_all(sim, probe_gpus=False)[1]] == ["train"]
+    job.shutdown()
+    sim.close()
+
+
+def test_an_actor_named_like_a_worker_but_no_worker_is_not_listed():
+    sim, job = simulated_job(case_of(TEXT, "2x4"))
+    job.start()
+    job.launch("train", SimWorker)
+    sim.start_actor(SimWorker, {"name": "rlplace:router"})  # the user's own, under rlplace's prefix
+    sim.advance(0.1)
+    assert [w.name for w in status.collect_all(sim, probe_gpus=False)[1]] == ["rlplace:train:0"]
+    job.shutdown()
+    sim.close()
+
+
+def test_a_negative_replacement_window_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"replace_within_s must be 0 .* not -1"):
+        simulated_job(case_of(TEXT, "2x4"), replace_within_s=-1)
