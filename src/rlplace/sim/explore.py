@@ -207,7 +207,8 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
     if kind == "partition":
         return (rank, rng.choice((0.5, 1.0, 3.0, None)))
     if kind == "drain":
-        return (rank, rng.choice((1.0, 4.0, 10.0)), rng.choice(("dies", "dies", "outlives", "cancelled")))
+        deadline = rng.choice((1.0, 4.0, 10.0, None))  # None: Ray is given none
+        return (rank, deadline, rng.choice(("dies", "dies", "outlives", "cancelled")))
     if kind in ("join", "grow", "slow"):
         return (rank,)
     if kind == "spare":

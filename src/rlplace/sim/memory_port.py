@@ -446,14 +446,18 @@ class SimCluster:
         if seconds is not None:
             self._fault(self._now + seconds, lambda: self._heal(node))
 
-    def drain_node(self, node_id: str, deadline_s: float, *, dies_after_s: float | None = 0.0) -> bool:
+    def drain_node(
+        self, node_id: str, deadline_s: float, *, dies_after_s: float | None = 0.0, announced: bool = True
+    ) -> bool:
         """Ray's drain: the node is reported draining now and dies `dies_after_s` after the deadline (more than
-        0: it outlives it; None: never, the drain is cancelled then and it leaves the draining list). False,
-        nothing changed, when Ray rejects it (the node is not alive, or drains already)."""
+        0: it outlives it; None: never, the drain is cancelled then and it leaves the draining list). Not
+        `announced`: Ray was given no deadline (`ray drain-node` without one: reported as 0), the node goes
+        `deadline_s` from now all the same (whoever drains it removes it). False, nothing changed, when Ray
+        rejects it (the node is not alive, or drains already)."""
         node = self.nodes_by_id[node_id]
         if node.reported_dead or not node.running or node.drain_deadline_ms is not None:
             return False
-        node.drain_deadline_ms = int((self.wall() + deadline_s) * 1000)
+        node.drain_deadline_ms = int((self.wall() + deadline_s) * 1000) if announced else 0
         if dies_after_s is None:
             self._fault(self._now + deadline_s, lambda: self._undrain(node))
         else:
