@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from rlplace.sim.explore import MUTATIONS, Move, case_of, cases, draw, explore, run, shrink
+from rlplace.sim.explore import MUTATIONS, Move, case_of, cases, draw, explore, run, schedule, shrink
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: train on node 1 (4 GPUs), eval on node 0
@@ -238,3 +238,14 @@ def test_status_shows_the_worker_started_again_not_its_dead_namesake_listed_afte
         Move("shutdown", ()),
     ]
     assert run(case, moves).violation is None
+
+
+def test_a_schedule_whose_weights_are_all_drawn_zero_draws_with_the_base_weights(all_cases):
+    class Zeros(random.Random):
+        """Draws every schedule weight's factor 0 (the first choice); the rest as a seeded Random."""
+
+        def choice(self, seq):
+            return seq[0] if seq == (0, 0.5, 1, 2, 4) else super().choice(seq)
+
+    moves = schedule(Zeros(1), all_cases[0], 12)
+    assert len(moves) == len(all_cases[0].plan.components) + 12 + 2 and moves[-1].kind == "shutdown"

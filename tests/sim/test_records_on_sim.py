@@ -56,3 +56,28 @@ def test_an_actor_named_like_a_worker_but_no_worker_is_not_listed():
 def test_a_negative_replacement_window_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"replace_within_s must be 0 .* not -1"):
         simulated_job(case_of(TEXT, "2x4"), replace_within_s=-1)
+
+
+def test_a_worker_on_an_unranked_node_takes_its_node_rank_from_the_record_and_none_without_one(monkeypatch):
+    """A worker Ray places on a hot spare (no rank label) reads its node rank from the job's record; once the job
+    shut down (its record deleted) while the worker started, it has none."""
+    from rlplace.ray import exchange, worker
+
+    sim, job = simulated_job(case_of(TEXT, "2x4"))
+    job.start()
+    monkeypatch.setattr(worker, "cluster", lambda: sim)  # as inside a worker of the simulated cluster
+    placement = {"namespace": job.state.namespace, "job": job.state.name}
+    serving = job.state.live.node(1)
+    assert exchange._node_rank_from_record(placement, str(serving.node_id)) == 1
+    job.shutdown()
+    assert exchange._node_rank_from_record(placement, str(serving.node_id)) is None
+    sim.close()
+
+
+def test_a_job_without_a_name_lives_in_its_drivers_namespace():
+    from rlplace.ray.job import Job
+    from rlplace.ray.nodes import inventory_from_nodes
+
+    sim, named = simulated_job(case_of(TEXT, "2x4"))
+    job = Job(named.plan, inventory_from_nodes(sim.nodes()), cluster=sim)
+    assert job.state.namespace == sim.namespace() and job.state.name != named.state.name
