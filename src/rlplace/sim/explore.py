@@ -21,6 +21,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 from rlplace.errors import RlplaceError
 from rlplace.ray.job import Job
@@ -245,16 +246,11 @@ def run(case: Case, moves: Sequence[Move]) -> Outcome:
     environment (the simulation's driver is this process) sets the rendezvous timeout to `RENDEZVOUS_TIMEOUT_S`
     meanwhile."""
     sim, job = simulated_job(case)
-    before = os.environ.get(RENDEZVOUS_TIMEOUT_ENV)
-    os.environ[RENDEZVOUS_TIMEOUT_ENV] = f"{RENDEZVOUS_TIMEOUT_S:g}"
     try:
-        return _run(sim, job, case, moves)
+        with mock.patch.dict(os.environ, {RENDEZVOUS_TIMEOUT_ENV: f"{RENDEZVOUS_TIMEOUT_S:g}"}):  # restored after
+            return _run(sim, job, case, moves)
     finally:
         sim.close()
-        if before is None:
-            del os.environ[RENDEZVOUS_TIMEOUT_ENV]
-        else:
-            os.environ[RENDEZVOUS_TIMEOUT_ENV] = before
 
 
 def _run(sim: SimCluster, job: Job, case: Case, moves: Sequence[Move]) -> Outcome:
