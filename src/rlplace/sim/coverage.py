@@ -184,8 +184,6 @@ NOT_SIMULATED: dict[str, str] = {
     "(tests/sim/test_memory_port.py)",
     "sim/memory_port.py:SimCluster._run_code": "actor code that raises at once: the explorer's SimWorker never raises, "
     "and a bad start fails without running the constructor (tests/sim/test_memory_port.py)",
-    "sim/memory_port.py:_Ticker.wake": "a ticker woken once stopped: a loss declared after the job's shutdown "
-    "stopped its watcher; a closed job declares none (tests/sim/test_memory_port.py)",
     "sim/memory_port.py:_ports_on_a_simulated_node": "runs out of master ports: on a simulated node nothing listens "
     "(see `port_order`) (tests/sim/test_memory_port.py)",
 }

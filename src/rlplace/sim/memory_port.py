@@ -267,8 +267,7 @@ class _Ticker:
     driver: str = ""  # the Ray job id of the driver whose thread it is
 
     def wake(self) -> None:
-        if not self.stopped:
-            self.cluster._schedule(self.cluster.now(), self._run)
+        self.cluster._schedule(self.cluster.now(), self._run)  # stopped: it runs nothing (`_run`)
 
     def stop(self, timeout_s: float) -> None:
         self.stopped = True
