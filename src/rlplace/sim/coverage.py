@@ -136,8 +136,8 @@ NOT_SIMULATED: dict[str, str] = {
     "explorer pass the spec (tests/ray/test_topology_rules.py)",
     "sim/explore.py:cases": "example configs the repository does not have: one that plans no worker, one none of whose "
     "elastic variants plans (it says `elastic` already); the examples are data",
-    "sim/explore.py:generated_case": "sim/generate.py finds no config that plans in its 50 draws (at 2 to 8 nodes, "
-    "and --nodes, one plans within a few); `draw` then takes an example",
+    "sim/explore.py:generated_case": "the fallback for sim/generate.py's `planned` giving up (no config planned in "
+    "its 50 draws, which no run of 10,000 schedules has met): `draw` then takes an example",
     "sim/explore.py:schedule": "every one of the 22 weights drawn 0 (one schedule in 5^22): the base weights then, "
     "so that there is something to draw (tests/sim/test_explorer.py)",
     "sim/explore.py:_run": "returns a violation: runs when a schedule breaks an invariant (tests/sim/test_explorer.py "
@@ -157,8 +157,8 @@ NOT_SIMULATED: dict[str, str] = {
     "(tests/sim/test_memory_port.py)",
     "sim/memory_port.py:SimCluster.remove_group": "a group removed twice (a no-op, as on Ray): rlplace removes each "
     "group it created once (tests/sim/test_memory_port.py)",
-    "sim/memory_port.py:SimCluster.start_actor": "an unnamed actor, one created in a group not placed yet or in one "
-    "removed: rlplace names every worker and starts it in a group it saw placed, in the same instant "
+    "sim/memory_port.py:SimCluster.start_actor": "an unnamed actor, or one created in a group not placed yet: "
+    "rlplace names every worker and starts it in a group it saw placed, in the same instant "
     "(tests/sim/test_memory_port.py)",
     "sim/memory_port.py:SimCluster._start_in": "an actor created before its group was placed (see `start_actor`)",
     "sim/memory_port.py:SimCluster._place_actor": "an actor pinned to a node dead when it is created: rlplace pins a "
