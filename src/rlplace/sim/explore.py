@@ -16,16 +16,13 @@ invariants are `rlplace.sim.world`'s.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
 from rlplace.errors import RlplaceError
 from rlplace.ray.job import Job
-from rlplace.ray.worker import RENDEZVOUS_TIMEOUT_ENV
 from rlplace.sim.generate import planned, shapes
 from rlplace.sim.memory_port import SimCluster, SimHang
 from rlplace.sim.mutations import MUTATIONS
@@ -69,10 +66,6 @@ SHRUNK = 3
 #: A move may make this many cluster operations, plus `OPS_PER_UNIT` per node and worker of its job, before it
 #: counts as spinning (a hang that virtual time does not show).
 OPS_BASE, OPS_PER_UNIT = 3_000, 60
-#: How long the workers of a component Ray places wait at their rendezvous for every rank (virtual seconds; 120 by
-#: default): shortened, as the job's other bounds are, so that a rank that never starts fails the others' inside a
-#: schedule (`rlplace.ray.exchange`).
-RENDEZVOUS_TIMEOUT_S = 15.0
 
 
 @dataclass
@@ -242,13 +235,10 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
 
 
 def run(case: Case, moves: Sequence[Move]) -> Outcome:
-    """Run one schedule on a fresh SimCluster; the first invariant it breaks, and after which move. The driver's
-    environment (the simulation's driver is this process) sets the rendezvous timeout to `RENDEZVOUS_TIMEOUT_S`
-    meanwhile."""
+    """Run one schedule on a fresh SimCluster; the first invariant it breaks, and after which move."""
     sim, job = simulated_job(case)
     try:
-        with mock.patch.dict(os.environ, {RENDEZVOUS_TIMEOUT_ENV: f"{RENDEZVOUS_TIMEOUT_S:g}"}):  # restored after
-            return _run(sim, job, case, moves)
+        return _run(sim, job, case, moves)
     finally:
         sim.close()
 
