@@ -7,7 +7,7 @@ import pytest
 from rlplace.errors import PlacementError
 from rlplace.inventory import Node
 from rlplace.ray import diagnose
-from rlplace.ray.nodes import inventory_from_nodes
+from rlplace.ray.nodes import inventory_from_nodes, is_head
 
 
 def raw(node_id, ip="10.0.0.1", gpus=0, rank=None, model=None, head=False, alive=True, **custom):
@@ -54,6 +54,12 @@ def test_without_ranks_head_first_then_accelerator_then_ip():
         ]
     )
     assert [n.node_id for n in inv.nodes] == ["head", "a", "g1", "g2", "cpu"]
+
+
+def test_without_ranks_addresses_that_are_no_ip_come_after_the_ips_by_name_and_the_head_is_known():
+    nodes = [raw("h2", ip="host-b"), raw("h1", ip="host-a"), raw("ip", ip="10.0.0.99"), raw("head", head=True)]
+    assert [n.node_id for n in inventory_from_nodes(nodes).nodes] == ["head", "ip", "h1", "h2"]
+    assert [is_head(n) for n in nodes] == [False, False, False, True]  # `rlplace drain` refuses to drain it
 
 
 def test_some_nodes_without_rank_is_an_error_naming_them():

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from rlplace.sim.explore import MUTATIONS, Move, case_of, cases, draw, explore, run, shrink
+from rlplace.sim.explore import MUTATIONS, Move, case_of, cases, draw, explore, run, schedule, shrink
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: train on node 1 (4 GPUs), eval on node 0
@@ -276,6 +276,24 @@ def test_a_takeover_undone_frees_its_workers_names_before_the_next_spare_is_trie
     assert run(case, moves).violation is None
 
 
+def test_status_shows_the_worker_started_again_not_its_dead_namesake_listed_after_it(all_cases):
+    """A vanished node's rollout worker is killed and started again on the replacement at the same virtual time:
+    two actors of one name, one DEAD, with equal start times. Ray lists its actors in no order (the simulated actor
+    table neither): status showed the worker DEAD when the dead one came later (run 7 seed 7000734, shrunk)."""
+    case, _ = draw(all_cases, 7000734)
+    assert case.name.startswith("generated, 7 nodes")
+    moves = [
+        Move("launch", ("rollout", 0)),
+        Move("bad_start", (2,)),
+        Move("lose", (4, "vanish")),
+        Move("other_job", ("start",)),
+        Move("join", (4,)),
+        Move("wait", (2.0,)),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None
+
+
 def test_a_cluster_no_drawn_config_plans_on_leaves_the_schedule_to_an_example(all_cases, monkeypatch):
     """`generate.planned` gives up after `TRIES` configs that do not plan; the schedule then runs an example."""
     from rlplace.sim import generate
@@ -284,3 +302,14 @@ def test_a_cluster_no_drawn_config_plans_on_leaves_the_schedule_to_an_example(al
     assert generate.planned(random.Random(1), 3) is None
     case, _ = draw(all_cases, 1, nodes=3)
     assert case in all_cases
+
+
+def test_a_schedule_whose_weights_are_all_drawn_zero_draws_with_the_base_weights(all_cases):
+    class Zeros(random.Random):
+        """Draws every schedule weight's factor 0 (the first choice); the rest as a seeded Random."""
+
+        def choice(self, seq):
+            return seq[0] if seq == (0, 0.5, 1, 2, 4) else super().choice(seq)
+
+    moves = schedule(Zeros(1), all_cases[0], 12)
+    assert len(moves) == len(all_cases[0].plan.components) + 12 + 2 and moves[-1].kind == "shutdown"

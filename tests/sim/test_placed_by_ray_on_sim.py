@@ -6,6 +6,9 @@ from __future__ import annotations
 import logging
 import pathlib
 
+import pytest
+
+from rlplace.errors import PlacementError
 from rlplace.sim.explore import Move, case_of, run
 from rlplace.sim.world import SimWorker, World, simulated_job
 
@@ -43,6 +46,10 @@ def test_workers_ray_places_share_one_master_and_driver_local_ones_answer():
     assert {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs} == {(envs[0]["MASTER_ADDR"], envs[0]["MASTER_PORT"])}
     assert [e["RANK"] for e in envs] == ["0", "1"] and job.master("train") is None
     assert env.in_driver and env.call("step", 7) == [(7, i.serial) for i in env.instances]
+    assert (repr(env), repr(env.actors[0])) == ("LocalGroup('env', 2 workers in the driver)", "LocalHandle(SimWorker)")
+    placed = env.placements()  # where they run: the driver, as they are told
+    assert [(p.component, p.rank, p.world_size, p.node_id) for p in placed] == [("env", r, 2, "driver") for r in (0, 1)]
+    assert [sim.get(r) for r in env.placements_async()] == placed
     job.resize("train", 3)  # the new worker, and the two there, meet at a new exchange
     sim.advance(1.0)
     envs = [a.payload["env"] for a in train.actors]
@@ -70,3 +77,23 @@ def test_a_worker_ray_restarted_meets_the_others_at_the_exchange_a_later_resize_
     moves += [Move("resize", ("env", 1)), Move("resize", ("env", 2)), Move("settle"), Move("shutdown")]
     outcome = run(case, moves)
     assert outcome.violation is None, outcome.violation
+
+
+def test_a_worker_ray_places_that_never_starts_fails_the_others_rendezvous_at_its_timeout():
+    """Rank 0's constructor fails (a bad start): rank 1 waits for it at the exchange for the rendezvous timeout
+    (120 s), then its constructor raises a RendezvousError naming the missing rank, and calls fail with a documented
+    error instead of hanging."""
+    sim, job = simulated_job(case_of(DEFAULT, "2x4:A800"))
+    job.start()
+    sim.weather.bad_starts = 1
+    train = job.launch("train", SimWorker)
+    sim.advance(119.0)
+    assert [a.state for a in train.actors] == ["DEAD", "PENDING_CREATION"]
+    sim.advance(2.0)
+    error = train.actors[1].processes[-1].error
+    assert train.actors[1].state == "DEAD" and type(error).__name__ == "RendezvousError"
+    assert "rank(s) 0 did not start within 120 s" in str(error) and "ranks 1 did" in str(error)
+    with pytest.raises(PlacementError, match="died during step"):
+        train.call("step", 1)
+    job.shutdown()
+    sim.close()

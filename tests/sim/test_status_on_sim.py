@@ -52,3 +52,26 @@ def test_workers_are_listed_in_plan_order_not_by_name():
     rows = [r.component for r in status.collect_all(sim, probe_gpus=False)[1] if r.job == sim.job]
     assert rows == ["train", "eval", "env"]
     job.shutdown()
+
+
+def test_a_drain_ray_was_given_no_deadline_is_shown_so_and_its_workers_move_to_the_spare():
+    """`ray drain-node` without a deadline: Ray reports 0; status says "no deadline" and the job moves the node's
+    workers to the hot spare at once (it cannot know when the node goes)."""
+    from rlplace.sim.explore import SimWorker, case_of, node_labels, node_resources, simulated_job
+
+    text = (
+        "cluster:\n  num_nodes: 2\n  component_placement:\n    train: {node_group: a800, placement: '4-7'}\n"
+        "    eval: {node_group: a800, placement: '0'}\n  node_groups:\n    - {label: a800, node_ranks: '0,1'}\n"
+    )
+    sim, job = simulated_job(case_of(text, "2x4:A800"))
+    job.start()
+    job.launch("train", SimWorker)
+    shape = job.live.node(1)
+    spare = sim.add_node(node_resources(shape), node_labels(shape, None)).node_id
+    assert sim.drain_node(str(shape.node_id), 10.0, announced=False)
+    sim.advance(1.0)
+    draining = [r for r in status.collect_all(sim, probe_gpus=False)[0] if r.state == "DRAINING"]
+    assert [(r.node, r.deadline) for r in draining] == [(f"node 1 ({shape.address})", None)]
+    assert draining[0].detail.startswith("no deadline; ") and str(job.live.node(1).node_id) == spare
+    job.shutdown()
+    sim.close()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rlplace.lifecycle import EventKind, NodeStatus, WorkerState
+from rlplace.ray.ray_port import RAY
 
 if TYPE_CHECKING:
     from rlplace.ray.port import Cluster
@@ -67,32 +68,30 @@ def collect() -> list[WorkerRow]:
     return collect_all()[1]
 
 
-def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> tuple[list[NodeRow], list[WorkerRow]]:
+def collect_all(cluster: Cluster = RAY, *, probe_gpus: bool = True) -> tuple[list[NodeRow], list[WorkerRow]]:
     """The troubled nodes of live jobs, and every rlplace worker of every live job (by job, component, rank), on
     `cluster` (default: the connected Ray cluster). Without `probe_gpus` no worker is asked for its GPUs (they
     show `?`): the simulation's explorer reads status after every step and must not let time pass doing so."""
     from rlplace.ray.records import read_all
 
-    if cluster is None:
-        from rlplace.ray.ray_port import RAY
-
-        cluster = RAY
     live_jobs = cluster.live_jobs()
     records = [r for r in read_all(cluster) if r.ray_job_id in live_jobs]
     raw_nodes = cluster.nodes()
     planned = _planned_names(records)
-    latest: dict[tuple[str, str], dict] = {}  # (job, name) -> newest actor: a name reused by a later Job wins
+    # (job, name) -> the newest actor of a worker's name (a name reused by a later Job wins), and its (component,
+    # rank) as the name says
+    latest: dict[tuple[str, str], tuple[dict, tuple[str, int]]] = {}
     for a in cluster.actor_table().values():
         if (
             a.get("Name", "").startswith("rlplace:")
             and a.get("JobID") in live_jobs
-            and _parse(a["Name"])
+            and (parsed := _parse(a["Name"]))
             and (a["JobID"] not in planned or a["Name"] in planned[a["JobID"]])
         ):
             key = (a["JobID"], a["Name"])
-            if key not in latest or _started(a) >= _started(latest[key]):
-                latest[key] = a
-    actors = list(latest.values())
+            if key not in latest or _newest_first(a) >= _newest_first(latest[key][0]):
+                latest[key] = (a, parsed)
+    actors = [a for a, _ in latest.values()]
     names = _node_names(raw_nodes, records)
     spares = _spares_by_job(raw_nodes, records)
     # The nodes of running workers, and every node a live job's record holds (a worker on a lost node may
@@ -105,11 +104,8 @@ def collect_all(cluster: Cluster | None = None, *, probe_gpus: bool = True) -> t
     ranks = _current_ranks(records)
     planned_nodes = _planned_nodes(records)
     rows = []
-    for a in actors:
-        where = ranks.get((a["JobID"], a["Name"])) or _parse(a["Name"])
-        if where is None:  # not a worker's name: the actors listed above all have one
-            continue
-        component, rank = where
+    for a, parsed in latest.values():
+        component, rank = ranks.get((a["JobID"], a["Name"])) or parsed
         running = a["State"] == WorkerState.ALIVE and _node_id(a) not in down
         planned_rank = planned_nodes.get((a["JobID"], a["Name"]))
         if running or a["State"] == WorkerState.ALIVE:
@@ -250,13 +246,11 @@ def _node_rows(records: list[JobRecord], down: dict[str, str], names: dict[str, 
                 if e is not None:
                     detail += "; workers: " + (", ".join(e.workers) or "none launched")
                 rows.append(NodeRow(f"node {rank}", NodeStatus.LOST, since, detail, r.ray_job_id))
-            elif e is None:
-                continue
-            elif e.kind in _SHOWN:
-                detail = e.detail
-                if e.kind in (EventKind.SPARE, EventKind.REPLACEMENT):
-                    detail += f", {e.seconds:.1f} s after the loss was declared"
-                rows.append(NodeRow(f"node {rank}", _SHOWN[e.kind], e.at, detail, r.ray_job_id))
+            elif (shown := latest[rank]).kind in _SHOWN:  # neither lost nor failed: its rank has an event
+                detail = shown.detail
+                if shown.kind in (EventKind.SPARE, EventKind.REPLACEMENT):
+                    detail += f", {shown.seconds:.1f} s after the loss was declared"
+                rows.append(NodeRow(f"node {rank}", _SHOWN[shown.kind], shown.at, detail, r.ray_job_id))
     known = {row.node for row in rows}
     for node_id, why in down.items():
         name = names.get(node_id, node_id[:8])
@@ -307,10 +301,14 @@ def _draining_rows(
     return rows
 
 
-def _started(actor: dict) -> float:
-    """Start time; an actor still being created has none yet and is the newest (one that died before it
-    started is the oldest)."""
-    return actor.get("StartTime") or (0.0 if actor.get("State") == WorkerState.DEAD else float("inf"))
+def _newest_first(actor: dict) -> tuple[float, bool]:
+    """Which of two actors of one name is the newer: the later start time (an actor still being created has none
+    yet and is the newest; one that died before it started is the oldest), and of two started in the same
+    millisecond the one not DEAD: a name is taken again only once its actor is DEAD. Ray lists its actors in no
+    order (found by the simulation's explorer, whose actor table lists them so: a worker killed and started again
+    in the same millisecond was shown DEAD when the dead one came later)."""
+    dead = actor.get("State") == WorkerState.DEAD
+    return actor.get("StartTime") or (0.0 if dead else float("inf")), not dead
 
 
 def _planned_names(records: list[JobRecord]) -> dict[str, set[str]]:

@@ -74,7 +74,7 @@ NOT_SIMULATED: dict[str, str] = {
     "ray/labels.py:is_label_value": "of `rlplace start` (commands/start.py)",
     "ray/labels.py:node_env_labels": "of `rlplace start`: a node's environment published as labels "
     "(tests/planner/test_robots_from_env.py)",
-    # Failover, groups, launching, reserving, the rendezvous, and the World's own (issue 35's coverage, helper A).
+    # Failover, groups, launching, reserving, the rendezvous, and the World's own.
     # Ray's client raising or Ray gone: the simulated GCS never refuses a request (it waits while it restarts, as
     # measured on Ray 2.60) and the simulated driver never loses Ray; tests/sim/test_ray_refusing_on_sim.py injects it.
     "ray/failover/mover.py:RankMover._kill": "Ray refusing a kill (of an actor gone already, or with Ray shut down): "
@@ -171,6 +171,123 @@ NOT_SIMULATED: dict[str, str] = {
     "sim/world.py:World._replacement": "asked only of a rank still failed at `settle`, when no spare is ready: true "
     "is a broken promise, false only when another job holds part of the node with its label "
     "(tests/sim/test_explorer.py, test_a_replacement_another_job_holds_part_of_...)",
+    # ray/'s reading of the cluster and of the user's code (nodes, topology, status, records, state, gate, calls,
+    # exchange, labels, local_group, master_ports), and the simulation's own (sim/memory_port.py, sim/explore.py).
+    "ray/calls.py:CallMemory.remember": "forgets the oldest of more than REMEMBERED (4,096) calls remembered per "
+    "group: a schedule of at most 30 moves sends a few hundred (tests/ray/test_group_parts.py)",
+    "ray/exchange.py:_node_rank_from_record": "a worker Ray places on an unranked node (a hot spare) that finds no job "
+    "record: it starts after a shutdown deleted it, its kill still on the way; the explorer has not drawn the three "
+    "at once (tests/sim/test_records_on_sim.py)",
+    "ray/exchange.py:_wait_for_peers": "a rank of a component Ray places missing at the rendezvous for its timeout "
+    "(120 s, the driver's $RLPLACE_RENDEZVOUS_TIMEOUT_S): a schedule ends sooner after such a start "
+    "(tests/sim/test_placed_by_ray_on_sim.py). Shortened to 15 s it runs, and breaks 'ranks 0..n-1': docs/decisions.md",
+    "ray/gate.py:ResizeGate.pause": "waits while another thread sends calls: the simulation runs one thread, where a "
+    "send never waits, so a resize never meets one under way (tests/ray/test_group_parts.py)",
+    "ray/gate.py:ResizeGate.open": "waits while another thread resizes: the simulation runs one thread "
+    "(tests/ray/test_group_parts.py)",
+    "ray/labels.py:node_env": "reads the variables a node publishes as labels (`rlplace start`'s `node_env_labels`, "
+    "not simulated): the simulated nodes publish none (tests/planner/test_robots_from_env.py)",
+    "ray/local_group.py:LocalHandle.__repr__": "what the user's REPL or log shows: the control plane formats none "
+    "(tests/sim/test_placed_by_ray_on_sim.py)",
+    "ray/local_group.py:LocalGroup.__repr__": "what the user's REPL or log shows: the control plane formats none "
+    "(tests/sim/test_placed_by_ray_on_sim.py)",
+    "ray/local_group.py:LocalGroup.placements": "called by `Job.verify` (not simulated: it asks the workers Ray runs "
+    "for `worker_placement()`) and the user's code (tests/sim/test_placed_by_ray_on_sim.py)",
+    "ray/local_group.py:LocalGroup.placements_async": "as `LocalGroup.placements`: `Job.verify` and the user's code",
+    "ray/local_group.py:LocalGroup._placements": "as `LocalGroup.placements`: `Job.verify` and the user's code",
+    "ray/master_ports.py:port_order": "wraps to the range's start once every port from `first` to its end is taken: "
+    "on a simulated node nothing listens, and masters hold a handful of its 12,768 ports "
+    "(tests/runtime/test_rendezvous_parts.py, tests/sim/test_memory_port.py)",
+    "ray/nodes.py:_accelerator": "a node without rlplace's accelerator label (Ray's `accelerator_type:` resource read "
+    "instead): the simulated nodes are labelled as `rlplace start` labels them (tests/ray/test_ray_inventory.py)",
+    "ray/nodes.py:_by_rank_label": "rank labels that break the rules (some nodes unranked, a rank not a number): the "
+    "simulated nodes are ranked as `rlplace start` ranks them (tests/ray/test_ray_inventory.py)",
+    "ray/nodes.py:_default_order": "orders a cluster without rank labels: the simulated nodes all carry one "
+    "(tests/ray/test_ray_inventory.py)",
+    "ray/nodes.py:_ip_key": "an address that is no IP: the simulated nodes' are IPs (tests/ray/test_ray_inventory.py)",
+    "ray/nodes.py:is_head": "called by `rlplace drain` only (commands/drain.py), not the control plane "
+    "(tests/ray/test_ray_inventory.py)",
+    "ray/records.py:JobRecord.node_of": "called by the runtime's collectives only (runtime/collective.py), not the "
+    "control plane (tests/runtime/test_rendezvous_parts.py)",
+    "ray/records.py:RecordWriter.on_change": "a record that cannot be written: Ray gone under the driver; a GCS "
+    "restart blocks requests instead (measured, docs/ray.md), as the simulation's does "
+    "(tests/sim/test_records_on_sim.py)",
+    "ray/records.py:RecordWriter.write": "a write after the job is shut down: a change on another thread racing the "
+    "shutdown, and the simulation runs one thread (tests/sim/test_records_on_sim.py)",
+    "ray/records.py:read_all": "a record listed, then empty or gone when read (its driver, another process, deleted it "
+    "in between): the simulation's drivers take turns on one thread (tests/sim/test_records_on_sim.py)",
+    "ray/state.py:JobState.__init__": "refuses a negative `replace_within_s` (connect's argument): the explorer's jobs "
+    "take its own bounds (tests/sim/test_records_on_sim.py)",
+    "ray/state.py:JobState.planned": "a component the plan does not hold, named by the user's code (`job.launch`, "
+    "`job.resize`): the explorer's moves name planned ones (tests/ray/test_ray_resize.py)",
+    "ray/state.py:JobState.worker": "a rank the plan does not hold, asked by the user's code (`job.worker`): the "
+    "explorer asks none (tests/ray/test_ray_failures.py)",
+    "ray/status.py:_node_rows": "a lost rank whose events fell out of the record's last 50: a schedule of at most 30 "
+    "moves makes fewer (tests/sim/test_status_on_sim.py)",
+    "ray/status.py:_parse": "an actor named `rlplace:` that is no worker: rlplace names none so (its placement groups "
+    "are `rlplace:<job>:...`), only a user could (tests/sim/test_records_on_sim.py)",
+    "ray/topology.py:Mismatch.__str__": "a live cluster whose topology labels contradict the plan (one made for "
+    "other nodes): the simulated cluster is built from the plan's own inventory (tests/ray/test_topology_rules.py)",
+    "ray/topology.py:check_live": "as `Mismatch.__str__`: the simulated cluster is the plan's own inventory",
+    "ray/topology.py:mismatches": "as `Mismatch.__str__`: the simulated cluster is the plan's own inventory",
+    "ray/topology.py:unplanned": "a plan made blind to a level the live nodes carry: the simulated cluster is the "
+    "plan's own inventory (tests/ray/test_topology_rules.py)",
+    "ray/topology.py:job_levels": "a Job handed a Plan without its spec (`Job(plan, ...)` by hand): `connect` and the "
+    "explorer pass the spec (tests/ray/test_topology_rules.py)",
+    "sim/explore.py:cases": "example configs the repository does not have: one that plans no worker, one none of whose "
+    "elastic variants plans (it says `elastic` already); the examples are data",
+    "sim/explore.py:generated_case": "the fallback for sim/generate.py's `planned` giving up (no config planned in "
+    "its 50 draws, which no run of 10,000 schedules has met): `draw` then takes an example",
+    "sim/explore.py:schedule": "every one of the 22 weights drawn 0 (one schedule in 5^22): the base weights then, "
+    "so that there is something to draw (tests/sim/test_explorer.py)",
+    "sim/explore.py:_run": "returns a violation: runs when a schedule breaks an invariant (tests/sim/test_explorer.py "
+    "runs every mutation of sim/mutations.py)",
+    "sim/explore.py:shrink": "runs after a violation (tests/sim/test_explorer.py)",
+    "sim/explore.py:explore": "what follows a violation: shrinking, stopping at the first (tests/sim/test_explorer.py)",
+    "sim/memory_port.py:SimActor.instance": "read by the tests, looking inside an actor; the explorer reads its "
+    "processes (tests/sim/test_sync_on_sim.py)",
+    "sim/memory_port.py:SimActor.payload": "read by the tests, looking inside an actor; the explorer reads its "
+    "processes (tests/sim/test_placed_by_ray_on_sim.py)",
+    "sim/memory_port.py:SimActor.__getattr__": "a hook the user's class lacks (`hasattr(handle, 'on_replaced')`): the "
+    "explorer's SimWorker has every hook (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.gcs_address": "the port's, asked by `connect` and the commands only (not simulated)",
+    "sim/memory_port.py:SimCluster.namespace": "the driver's namespace, for a Job without a name: the explorer names "
+    "its jobs (tests/sim/test_records_on_sim.py)",
+    "sim/memory_port.py:SimCluster.create_group": "Ray's refusal of a bad bundle: rlplace's plans make none "
+    "(tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.remove_group": "a group removed twice (a no-op, as on Ray): rlplace removes each "
+    "group it created once (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.start_actor": "an unnamed actor, or one created in a group not placed yet: "
+    "rlplace names every worker and starts it in a group it saw placed, in the same instant "
+    "(tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster._start_in": "an actor created before its group was placed (see `start_actor`)",
+    "sim/memory_port.py:SimCluster._place_actor": "an actor pinned to a node dead when it is created: rlplace pins a "
+    "worker to a node it found alive, in the same instant (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster._candidates": "a node with the rank's label in another rack or domain than the "
+    "group selects: the explorer's replacements join where their rank was (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.get": "a get without a timeout that would wait forever: a hang, reported as the "
+    "invariant 'never hang'; it runs only when the control plane hangs (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.wait_on": "a wait on the job's state without a timeout and nothing left to happen: "
+    "a hang; the watcher, its one caller, always passes a timeout (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster._spend": "a move spinning without time passing: a hang, reported as the invariant "
+    "'never hang'; it runs only when the control plane spins (tests/sim/test_explorer.py's mutations)",
+    "sim/memory_port.py:SimCluster.get_actor": "asked by status's GPU probe only (`_probe_gpus`, not simulated) "
+    "(tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.cancel": "asked by ray/interpreter.py only (not simulated) "
+    "(tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster.object_nodes": "asked by weight sync only (runtime/sync.py, not the control "
+    "plane's moves) (tests/sim/test_sync_on_sim.py)",
+    "sim/memory_port.py:SimCluster._once_passed": "a call passed results of other calls: weight sync "
+    "(runtime/sync.py) and the user's code pass them, the control plane never "
+    "(tests/sim/test_memory_port.py, tests/sim/test_sync_on_sim.py)",
+    "sim/memory_port.py:SimCluster._body": "a call passed a result that failed: see `_once_passed` "
+    "(tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:SimCluster._run_code": "actor code that raises at once: the explorer's SimWorker never raises, "
+    "and a bad start fails without running the constructor (tests/sim/test_memory_port.py)",
+    "sim/memory_port.py:_Fiber._main": "actor code that waits, then raises: a rendezvous given up (see "
+    "`exchange._wait_for_peers`) (tests/sim/test_placed_by_ray_on_sim.py)",
+    "sim/memory_port.py:_ports_on_a_simulated_node": "runs out of master ports: on a simulated node nothing listens "
+    "(see `port_order`) (tests/sim/test_memory_port.py)",
 }
 
 

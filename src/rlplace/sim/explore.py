@@ -93,30 +93,22 @@ def cases(root: Path) -> list[Case]:
     """Every example config of the repository that plans on a simulated inventory (components Ray places and
     driver-local ones included), and each also with every component elastic (down to one worker) where it plans
     so."""
-    from rlplace.config import load
-    from rlplace.inventory import parse_nodes
-    from rlplace.planner import plan
-
     shipped = root / "src/rlplace/examples"  # examples/ links its configs there
     files = [*sorted(shipped.rglob("*.yaml")), *sorted((root / "tests/data/spec_examples").glob("*.yaml"))]
     found: list[Case] = []
     for path in files:
         written = path.read_text()
         for nodes in INVENTORIES:
+            name = f"{path.relative_to(root)} on {nodes}"
             try:
-                spec = load(written)
-                inventory = parse_nodes(nodes, num_cpus=16)
-                made = plan(spec, inventory)
+                case = case_of(written, nodes, name)
             except (RlplaceError, ValueError):
                 continue
-            if made.workers:
-                name = f"{path.relative_to(root)} on {nodes}"
-                found.append(Case(name, spec, inventory, made, shapes(inventory)))
-                for elastic in _elastic_variants(written, made.components):
+            if case.plan.workers:
+                found.append(case)
+                for elastic in _elastic_variants(written, case.plan.components):
                     try:
-                        spec = load(elastic)
-                        made = plan(spec, inventory)
-                        found.append(Case(f"{name}, elastic", spec, inventory, made, shapes(inventory)))
+                        found.append(case_of(elastic, nodes, f"{name}, elastic"))
                         break
                     except (RlplaceError, ValueError):
                         continue  # components that follow another cannot change size on their own
@@ -126,9 +118,8 @@ def cases(root: Path) -> list[Case]:
 
 def _elastic_variants(text: str, components: Sequence[str]) -> list[str]:
     """The config with every component elastic down to one worker, then with fewer (a buffer or an env that
-    follows another component cannot change size on its own), where the config says nothing of elastic."""
-    if "elastic" in text or "cluster:" not in text:
-        return []
+    follows another component cannot change size on its own). A config that says `elastic` already gets none that
+    loads (the key twice is a ConfigError), nor one without a `cluster:` section (it does not plan)."""
     out = []
     for drop in ((), ("buffer",), ("buffer", "env"), ("buffer", "env", "eval")):
         ranges = ", ".join(f"{c}: {{min: 1}}" for c in components if c not in drop)
@@ -136,15 +127,15 @@ def _elastic_variants(text: str, components: Sequence[str]) -> list[str]:
     return out
 
 
-def case_of(text: str, nodes: str) -> Case:
-    """A Case from a config's text and simulated nodes (`--nodes` syntax)."""
+def case_of(text: str, nodes: str, name: str | None = None) -> Case:
+    """A Case from a config's text and simulated nodes (`--nodes` syntax), named `name` (default: the nodes)."""
     from rlplace.config import load
     from rlplace.inventory import parse_nodes
     from rlplace.planner import plan
 
     spec = load(text)
     inventory = parse_nodes(nodes, num_cpus=16)
-    return Case(nodes, spec, inventory, plan(spec, inventory), shapes(inventory))
+    return Case(name or nodes, spec, inventory, plan(spec, inventory), shapes(inventory))
 
 
 def generated_case(rng: random.Random, size: int) -> Case | None:
@@ -227,7 +218,8 @@ def _choices(rng: random.Random, kind: str, case: Case, components: list[str], r
     if kind == "partition":
         return (rank, rng.choice((0.5, 1.0, 3.0, None)))
     if kind == "drain":
-        return (rank, rng.choice((1.0, 4.0, 10.0)), rng.choice(("dies", "dies", "outlives", "cancelled")))
+        deadline = rng.choice((1.0, 4.0, 10.0, None))  # None: Ray is given none
+        return (rank, deadline, rng.choice(("dies", "dies", "outlives", "cancelled")))
     if kind in ("join", "grow", "slow"):
         return (rank,)
     if kind == "spare":

@@ -267,8 +267,7 @@ class _Ticker:
     driver: str = ""  # the Ray job id of the driver whose thread it is
 
     def wake(self) -> None:
-        if not self.stopped:
-            self.cluster._schedule(self.cluster.now(), self._run)
+        self.cluster._schedule(self.cluster.now(), self._run)  # stopped: it runs nothing (`_run`)
 
     def stop(self, timeout_s: float) -> None:
         self.stopped = True
@@ -335,10 +334,9 @@ class _Fiber:
         self._thread: threading.Thread | None = None
 
     def _main(self) -> None:
-        self._go.acquire()
+        self._go.acquire()  # first resumed by `_resume`, which never resumes an ended fiber
         try:
-            if not self.ended:
-                self.value = self.code()
+            self.value = self.code()
         except Exception as e:  # the actor's code raised: as from Ray (a creation error, a failed call)
             self.error = e
         except _Ended:
@@ -447,14 +445,18 @@ class SimCluster:
         if seconds is not None:
             self._fault(self._now + seconds, lambda: self._heal(node))
 
-    def drain_node(self, node_id: str, deadline_s: float, *, dies_after_s: float | None = 0.0) -> bool:
+    def drain_node(
+        self, node_id: str, deadline_s: float, *, dies_after_s: float | None = 0.0, announced: bool = True
+    ) -> bool:
         """Ray's drain: the node is reported draining now and dies `dies_after_s` after the deadline (more than
-        0: it outlives it; None: never, the drain is cancelled then and it leaves the draining list). False,
-        nothing changed, when Ray rejects it (the node is not alive, or drains already)."""
+        0: it outlives it; None: never, the drain is cancelled then and it leaves the draining list). Not
+        `announced`: Ray was given no deadline (`ray drain-node` without one: reported as 0), the node goes
+        `deadline_s` from now all the same (whoever drains it removes it). False, nothing changed, when Ray
+        rejects it (the node is not alive, or drains already)."""
         node = self.nodes_by_id[node_id]
         if node.reported_dead or not node.running or node.drain_deadline_ms is not None:
             return False
-        node.drain_deadline_ms = int((self.wall() + deadline_s) * 1000)
+        node.drain_deadline_ms = int((self.wall() + deadline_s) * 1000) if announced else 0
         if dies_after_s is None:
             self._fault(self._now + deadline_s, lambda: self._undrain(node))
         else:
@@ -754,7 +756,7 @@ class SimCluster:
                 "NumRestarts": a.restarts,
                 "StartTime": (EPOCH + a.started_at) * 1000,  # ms, as Ray's
             }
-            for a in self.actors.values()
+            for a in sorted(self.actors.values(), key=_listed_order)
         }
 
     def named_actors(self) -> list[dict[str, str]]:
@@ -947,9 +949,11 @@ class SimCluster:
         and its actors are DEAD (or RESTARTING, to start where their bundle goes)."""
         node.reported_dead = True
         node.drain_deadline_ms = None
-        for p in [*node.processes.values(), *node.unknown.values()]:
+        for p in node.unknown.values():  # ended before, unknown to the driver until now
             p.known_at = min(p.known_at, self._now)
         node.unknown.clear()
+        for p in list(node.processes.values()):  # still running: cut off (zombies), they end here
+            self._end_process(p, known=self._now)
         for group in self.groups:
             if group.node_id == node.node_id and not group.removed:
                 self._unplace(group, removed=False)
@@ -959,15 +963,13 @@ class SimCluster:
         self._place_pending()
 
     def _heal(self, node: SimNode) -> None:
-        """The cut ends: a node Ray declared dead meanwhile learns it and its raylet exits (the zombies die);
-        otherwise what was held back goes through."""
-        if node.reachable:
-            return
+        """The cut ends (each partition heals once: `partition` cuts only a reachable node): a node Ray declared
+        dead meanwhile learns it and its raylet exits (its zombies were ended when Ray declared the node dead:
+        nothing of theirs could get out of the cut), or one whose processes died meanwhile stays down; otherwise
+        what was held back goes through."""
         node.reachable = True
         if node.reported_dead or not node.running:
             node.running, node.refuses = False, True
-            for p in list(node.processes.values()):
-                self._end_process(p, known=self._now)
             return
         for p in node.processes.values():
             for ref in p.pending:
@@ -998,10 +1000,8 @@ class SimCluster:
     def _candidates(self, group: SimGroup) -> Iterator[SimNode]:
         """The nodes whose labels match every bundle's selector (through the label index)."""
         wanted = {k: v for s in group.selectors for k, v in s.items()}
-        if not wanted:
-            yield from self.nodes_by_id.values()
-            return
-        sets = [self._by_label.get(item, {}) for item in wanted.items()]
+        sets: list[Mapping[str, object]] = [self._by_label.get(item, {}) for item in wanted.items()]
+        sets = sets or [self.nodes_by_id]  # no selector: every node
         for node_id in min(sets, key=len):
             node = self.nodes_by_id[node_id]
             if all(_selects(node.labels, s) for s in group.selectors):
@@ -1018,9 +1018,8 @@ class SimCluster:
                 group.node_id, group.rescheduling = node.node_id, False
                 add(node.held, group.demand)
                 self._start_in(group, node)
-        for actor in list(self._unplaced.values()):
-            if actor.actor_id in self._unplaced:
-                self._place_actor(actor)
+        for actor in list(self._unplaced.values()):  # placing one takes no other out of the list
+            self._place_actor(actor)
 
     def _unplace(self, group: SimGroup, *, removed: bool) -> None:
         """`group` leaves its node: removed, or rescheduled (its node died)."""
@@ -1062,8 +1061,6 @@ class SimCluster:
             self._run_code(p, lambda: actor.cls(*actor.args, **actor.kwargs), constructed, _waits(actor.args))
 
         def constructed(instance: Any, error: Exception | None) -> None:
-            if p.ended_at is not None:
-                return  # it died while its constructor waited
             if error is not None:  # the user's constructor raised: the actor dies (Ray's creation error)
                 p.error = error
                 self._dead(actor)
@@ -1101,26 +1098,21 @@ class SimCluster:
                 ref.ready_at = _INF
         p.pending, p.busy = [], True
         p.queue.clear()
-        node = self.nodes_by_id.get(p.node_id)
-        if node is not None:
-            node.processes.pop(p.serial, None)
-            if p.known_at == _INF:
-                node.unknown[p.serial] = p
+        node = self.nodes_by_id[p.node_id]  # nodes are never removed
+        node.processes.pop(p.serial, None)
+        if p.known_at == _INF:
+            node.unknown[p.serial] = p
 
     def _lost(self, actor: SimActor) -> None:
         """The actor's node was declared dead: restarted where its bundle is placed again (RESTARTING until then;
-        an actor without a group, pinned to its node, cannot be), or DEAD."""
-        if actor.process is not None:
-            self._end_process(actor.process, known=self._now)
+        an actor without a group, pinned to its node, cannot be), or DEAD. Its process ended already."""
         if self._restarts_left(actor) and actor.anywhere:  # Ray places it again, on another node
             self._release_held(actor)
             actor.state, actor.restarts = WorkerState.RESTARTING, actor.restarts + 1
             self._unplaced[actor.actor_id] = actor
             self._place_actor(actor)
         elif self._restarts_left(actor) and actor.group is not None and not actor.group.removed:
-            actor.state = WorkerState.RESTARTING
-            if actor.group.node_id is not None:
-                self._start_in(actor.group, self.nodes_by_id[actor.group.node_id])
+            actor.state = WorkerState.RESTARTING  # its group was on the node: it starts where the group goes next
         else:
             self._dead(actor)
 
@@ -1146,19 +1138,15 @@ class SimCluster:
         actor.state = WorkerState.DEAD
         actor.died_at = self._now
         self._unplaced.pop(actor.actor_id, None)
-        if self._names.get((actor.namespace, actor.name)) is actor:
-            del self._names[(actor.namespace, actor.name)]
+        self._names.pop((actor.namespace, actor.name), None)  # held by it (names are unique while not DEAD), or none
         if actor.holds:
             self._release_held(actor)
             self._place_pending()
 
     def _release_held(self, actor: SimActor) -> None:
-        """What the actor held outside a group, on its node, is free again."""
-        if actor.holds:
-            actor.holds = False
-            node = self.nodes_by_id.get(actor.node_id)
-            if node is not None:
-                _release(node.held, actor.resources)
+        """What the actor (holding it) held outside a group, on its node, is free again."""
+        actor.holds = False
+        _release(self.nodes_by_id[actor.node_id].held, actor.resources)
 
     @staticmethod
     def _restarts_left(actor: SimActor) -> bool:
@@ -1223,9 +1211,8 @@ class SimCluster:
         self, p: SimProcess, ref: SimRef, body: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any]
     ) -> None:
         """A call starts in its process (unless the process died first): its body runs now; it finishes a duration
-        later (never, where it hangs), and the process takes its next call."""
-        if p.ended_at is not None:
-            return
+        later (never, where it hangs), and the process takes its next call. `_once_passed` runs it in a running
+        process only."""
         ref.ran_at = self._now
         self.ran.append(ref)
         try:
@@ -1240,9 +1227,8 @@ class SimCluster:
 
     def _ran(self, p: SimProcess, ref: SimRef, value: Any, error: Exception | None) -> None:
         """A call's body returned `value` or raised `error` (the user's method, as from Ray): it finishes a
-        duration later (never, where it hangs, or when its process died meanwhile)."""
-        if p.ended_at is not None:
-            return
+        duration later (never, where it hangs, or when its process dies meanwhile). Its process runs: code that
+        waits runs on in a `_Fiber`, whose process ending unwinds it without coming here."""
         ref.value, ref.error = value, error
         if ref.hangs:
             return
@@ -1286,10 +1272,9 @@ class SimCluster:
         ref.finished_at = self._now
         if self.nodes_by_id[p.node_id].reachable:
             ref.ready_at = self._now  # else its answer waits for the cut to heal
-        if ref in p.pending:
-            p.pending.remove(ref)
-            if ref.ready_at == _INF:
-                p.pending.append(ref)  # kept: the heal lets its answer out
+        p.pending.remove(ref)  # sent with it (`_run_in`), emptied only when the process ends
+        if ref.ready_at == _INF:
+            p.pending.append(ref)  # kept: the heal lets its answer out
         p.busy = False
         self._next_call(p)
 
@@ -1363,6 +1348,13 @@ def _waits(args: Sequence[Any]) -> bool:
     """Actor code that waits for other actors: a worker's payload with an exchange (its component is placed by
     Ray: its workers agree on their rendezvous in the constructor, and again in the call telling a new size)."""
     return any(isinstance(a, dict) and a.get("exchange") for a in args)
+
+
+def _listed_order(actor: SimActor) -> int:
+    """Where the actor table lists an actor: in no order of creation, as Ray's (its GCS keeps them by id in a hash
+    map; `rlplace status` picks the newest of two actors of one name by start time, not by the order listed).
+    Deterministic, so a schedule replays."""
+    return int(actor.actor_id, 16) * 0x9E3779B97F4A7C15 % (1 << 64)
 
 
 def _schedulable(node: SimNode) -> bool:

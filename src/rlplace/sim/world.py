@@ -62,6 +62,8 @@ JOB_TIMEOUT_S = 5.0
 MOVE_BOUND_S = CALL_TIMEOUT_S + REPLACE_WITHIN_S + 2 * JOB_TIMEOUT_S + 15.0
 #: How long `settle` lets pass before it calls every component: past every window, deadline and delay.
 SETTLE_S = 25.0
+#: A drain Ray was given no deadline for: the node goes this long after (whoever drains it removes it).
+UNANNOUNCED_DRAIN_S = 10.0
 #: The Ray job id of the second job's driver.
 OTHER_DRIVER = "02000000"
 
@@ -323,16 +325,20 @@ class World:
     def _partition(self, node_rank: int, seconds: float | None) -> None:
         self.sim.partition(self._serving(node_rank), seconds)
 
-    def _drain(self, node_rank: int, deadline_s: float, fate: str = "dies") -> None:
+    def _drain(self, node_rank: int, deadline_s: float | None, fate: str = "dies") -> None:
+        """Node `node_rank` drains by `deadline_s` (None: Ray is given no deadline, and the node goes
+        `UNANNOUNCED_DRAIN_S` later: no promise then, the job cannot know when)."""
         node_id = self._serving(node_rank)
         node = self.sim.nodes_by_id[node_id]
         ready = node.running and node.reachable and not node.reported_dead and node.drain_deadline_ms is None
         held = node_rank in self.job.state.pinned_ranks()  # the job has workers or bundles there
         spare = held and ready and not self._disturbed() and self._spare_for(node_rank, node_id)
         after = {"dies": 0.0, "outlives": 3.0, "cancelled": None}[fate]
-        if self.sim.drain_node(node_id, deadline_s, dies_after_s=after) and spare:
+        announced = deadline_s is not None
+        goes_s = UNANNOUNCED_DRAIN_S if deadline_s is None else deadline_s
+        if self.sim.drain_node(node_id, goes_s, dies_after_s=after, announced=announced) and spare and announced:
             shape = self.job.state.live.node(node_rank)
-            self.drains.append(_Drain(node_rank, self.sim.wall() + deadline_s, len(self.job.events), shape))
+            self.drains.append(_Drain(node_rank, self.sim.wall() + goes_s, len(self.job.events), shape))
 
     def _slow(self, node_rank: int) -> None:
         self.sim.nodes_by_id[self._serving(node_rank)].slow = 20.0
@@ -366,7 +372,8 @@ class World:
         """The next calls of `step` hang until their worker's node dies: the call's own timeout must end them."""
         self.sim.behaviour.hang_method = "step"
         serving = {str(n.node_id) for n in self.job.state.live.nodes}
-        draining = [i for i in serving if i in self.sim.nodes_by_id and self.sim.nodes_by_id[i].drain_deadline_ms]
+        by_id = self.sim.nodes_by_id
+        draining = [i for i in serving if i in by_id and by_id[i].drain_deadline_ms is not None]  # 0: no deadline
         if self.drains and len(draining) > 1:
             # The simulation's limit, not the job's: two drains' waits for hung calls run nested on its one thread
             # (the later one's inside the earlier's) where Ray's watcher threads wait side by side, so an earlier
