@@ -11,6 +11,7 @@ import ray
 from rlplace.errors import PlacementError
 from rlplace.plan import Worker
 from rlplace.ray._compat import user_class
+from rlplace.ray.exchange import ranks_of_nodes
 from rlplace.ray.launch import actor_options, placed_class, remote_class
 from rlplace.ray.master_ports import PORT_RANGE_ENV, free_ports, port_range
 from rlplace.ray.records import ComponentRecord, JobRecord, NodeRecord
@@ -184,3 +185,17 @@ def test_the_job_record_names_renumbered_workers_and_carries_elastic_ranges():
     }
     assert back.worker_nodes()["rlplace:train:1.1"] == 4
     assert back.components["train"].elastic == (1, 2, 2) and back.components["eval"].elastic is None
+
+
+def test_workers_on_one_unranked_node_count_it_once_whatever_rank_they_read():
+    """Two workers Ray placed on a hot spare exchanged their nodes while the spare took node 1 over: one read the
+    job record before (no rank), one after (rank 1). The spare is one node of the group (explorer run 2 seed
+    2006825: GROUP_WORLD_SIZE was 2), ranked by what was read last; every worker computes the same."""
+    entries = [
+        {"node_id": "spare", "node_rank": None},
+        {"node_id": "spare", "node_rank": 1},
+        {"node_id": "n0", "node_rank": 0},
+        {"node_id": "other", "node_rank": None},
+    ]
+    assert ranks_of_nodes(entries) == {"spare": 1, "n0": 0, "other": -1}
+    assert ranks_of_nodes(entries[::-1]) == ranks_of_nodes(entries)

@@ -313,3 +313,24 @@ def test_a_schedule_whose_weights_are_all_drawn_zero_draws_with_the_base_weights
 
     moves = schedule(Zeros(1), all_cases[0], 12)
     assert len(moves) == len(all_cases[0].plan.components) + 12 + 2 and moves[-1].kind == "shutdown"
+
+
+def test_a_hung_call_waits_out_the_nested_takeovers_of_actors_slower_than_the_timeout(all_cases):
+    """Run 2 seed 2009689 (shrunk): actors start slower than the job's timeout_s and node 1 is cut off under a hung
+    call; every node's takeover fails after timeout_s, twice over (the window, then the failed rank's next look).
+    On Ray the waiting call fails the rank on its own thread; here the watcher's rounds run nested in the call's
+    wait, which the move's bound allows for (every node tried twice), and nothing else is broken."""
+    case, _ = draw(all_cases, 2009689)
+    assert case.name.startswith("generated, 2 nodes")
+    moves = [
+        Move("launch", ("critic", 0)),
+        Move("join", (1,)),
+        Move("spare", (0, 0)),
+        Move("join", (1,)),
+        Move("join", (1,)),
+        Move("slow_starts", (8.0,)),
+        Move("partition", (1, None)),
+        Move("hang", ("critic",)),
+        Move("shutdown", ()),
+    ]
+    assert run(case, moves).violation is None

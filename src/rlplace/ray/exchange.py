@@ -52,19 +52,31 @@ def exchange(placement: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
     worker.cluster().kv_put(where + str(rank), json.dumps(mine))
     entries = _wait_for_peers(where, world, timeout_s, placement)
     same_node = [r for r in range(world) if entries[r]["node_id"] == node_id]
-    nodes = sorted({(e["node_rank"] if e["node_rank"] is not None else -1, e["node_id"]) for e in entries})
+    node_ranks = ranks_of_nodes(entries)
+    nodes = sorted((r, n) for n, r in node_ranks.items())
     group_rank = [n for _, n in nodes].index(node_id)
     return {
         "RANK": str(rank),
         "WORLD_SIZE": str(world),
         "LOCAL_RANK": str(same_node.index(rank)),
         "LOCAL_WORLD_SIZE": str(len(same_node)),
-        "NODE_RANK": str(mine["node_rank"] if mine["node_rank"] is not None else -1),
+        "NODE_RANK": str(node_ranks[node_id]),
         "GROUP_RANK": str(group_rank),
         "GROUP_WORLD_SIZE": str(len(nodes)),
         "MASTER_ADDR": entries[0]["address"],
         "MASTER_PORT": str(entries[0]["port"]),
     }
+
+
+def ranks_of_nodes(entries: list[dict[str, Any]]) -> dict[str, int]:
+    """Each node the workers published, with one rank (-1: none): workers on one unranked node (a hot spare) may
+    have read the job record before and after the spare took a rank over, and the node is still one node (the
+    explorer found it counted twice, run 2 seed 2006825). Every worker reads the same entries: the same answer."""
+    ranks: dict[str, int] = {}
+    for e in entries:
+        seen = e["node_rank"] if e["node_rank"] is not None else -1
+        ranks[e["node_id"]] = max(ranks.get(e["node_id"], -1), seen)
+    return ranks
 
 
 def rejoined(payload: dict[str, Any]) -> dict[str, Any]:

@@ -283,6 +283,11 @@ def _run(sim: SimCluster, job: Job, case: Case, moves: Sequence[Move]) -> Outcom
         bound += SETTLE_S if move.kind == "settle" else 0.0
         # slow requests; kills stuck past the job's wait for the deaths (each wait, nested in the move here, lasts it)
         bound += 30.0 if slow or weather.slow(sim.now()) or weather.kill_s >= DEATH_WAIT_S else 0.0
+        if weather.start_s >= job.timeout_s:
+            # Actors slower to start than the job's timeout_s: each takeover tried fails after it, and the watcher's
+            # rounds (every node tried, twice: the window, then the failed rank's next look) run nested in the move
+            # here, where on Ray a waiting call fails the rank on its own thread (`wait_usable`; run 2 seed 2009689).
+            bound += 2 * len(sim.nodes()) * job.timeout_s
         if sim.now() - began > bound:
             return Outcome(f"never hang: {move} waited {sim.now() - began:.1f} s (bound {bound:g} s)", i)
         problem = world.broken()
