@@ -142,7 +142,10 @@ def pools_config(rng: random.Random, inventory: Inventory) -> str:
     for key in REMOTE_KEYS:
         if rng.random() < 0.25:
             section[f"remote_{key}"] = False
-    elastic = {c: {"min": 1} for c in ("train", "eval") if rng.random() < 0.4}
+    elastic: dict[str, Any] = {c: {"min": 1} for c in ("train", "eval") if rng.random() < 0.4}
+    for c, bounds in elastic.items():
+        if section.get(f"remote_{c}") is False:  # in the driver growth needs no resources: room for one more
+            bounds["max"] = section[f"{c}_worker_num"] + 1
     if elastic:
         section["elastic"] = elastic
     return json.dumps({"cluster": section}, indent=2)
