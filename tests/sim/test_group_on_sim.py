@@ -5,36 +5,14 @@ started from a Plan without its config)."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
+from tests.sim.pinned import PINNED, Echo, quiet  # noqa: F401 - quiet: an autouse fixture
 
 from rlplace.errors import NodeLostError, PlacementError
 from rlplace.lifecycle import EventKind
 from rlplace.ray.job import Job
 from rlplace.ray.nodes import inventory_from_nodes
 from rlplace.sim.explore import case_of, node_labels, node_resources, simulated_job
-
-PINNED = """
-cluster:
-  num_nodes: 2
-  component_placement:
-    train: {node_group: a800, placement: "4,1"}
-  node_groups:
-    - {label: a800, node_ranks: "0,1"}
-"""
-
-
-class Echo:
-    def step(self, x: int) -> int:
-        return x
-
-
-@pytest.fixture(autouse=True)
-def quiet():
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
 
 
 def started(text: str = PINNED):

@@ -6,37 +6,16 @@ driver whose Ray was shut down)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests.sim.pinned import PINNED, Echo, quiet  # noqa: F401 - quiet: an autouse fixture
 
 from rlplace.errors import PlacementError
 from rlplace.ray.labels import NODE_RANK_LABEL
 from rlplace.sim.explore import case_of, node_labels, node_resources, simulated_job
 from rlplace.sim.memory_port import SimCluster
-
-PINNED = """
-cluster:
-  num_nodes: 2
-  component_placement:
-    train: {node_group: a800, placement: "4,1"}
-  node_groups:
-    - {label: a800, node_ranks: "0,1"}
-"""
-
-
-class Echo:
-    def step(self, x: int) -> int:
-        return x
-
-
-@pytest.fixture(autouse=True)
-def quiet():
-    logging.disable(logging.WARNING)  # the job logs each refusal: what these tests provoke
-    yield
-    logging.disable(logging.NOTSET)
 
 
 def refuse(sim: SimCluster, name: str, times: int | None = None) -> list[str]:
