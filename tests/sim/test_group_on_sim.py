@@ -87,3 +87,22 @@ def test_a_job_started_from_a_plan_without_its_config_does_not_grow_back():
     grown = [e for e in job.events if e.kind == EventKind.GROWN]
     assert grown and "nothing to grow back" in grown[-1].detail and len(train) == 1
     job.shutdown()
+
+
+def test_a_shutdown_from_another_thread_while_a_growth_waits_for_gpus_ends_it_with_a_placement_error():
+    """The user's other thread shuts the job down while a growth waits for GPUs another job holds: its placement
+    group is removed under the wait, which says so (a PlacementError, not a wait to the timeout), and nothing of the
+    job is left."""
+    from rlplace.ray.labels import NODE_RANK_LABEL
+
+    elastic = PINNED.replace('placement: "4,1"', 'placement: "0-1"') + "  elastic: {train: {max: 4}}\n"
+    sim, job = simulated_job(case_of(elastic, "2x4:A800"))
+    job.start()
+    job.launch("train", Echo)
+    held = sim.create_group([{"GPU": 2.0}], "another job's", [{NODE_RANK_LABEL: "0"}])  # node 0's GPUs 2 and 3
+    sim._fault(sim.now() + 1.0, job.shutdown)
+    with pytest.raises(PlacementError, match="the placement group for node 0 was removed while waiting"):
+        job.resize("train", 4)
+    assert job.state.closed and sim.now() < 1.0 + 5.0
+    sim.remove_group(held)
+    assert [g for g in sim.live_groups() if g is not held] == []

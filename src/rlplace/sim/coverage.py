@@ -153,9 +153,9 @@ NOT_SIMULATED: dict[str, str] = {
     "this lock: on Ray another thread (a call's probe, a shutdown); in the simulation only a shutdown "
     "(`stop_during`) coming due inside the same tick's declarations, not met in 10,000 schedules (run seeds 2 and 3)",
     "ray/reserve.py:Reservation._wait": "a group removed while its reservation waits for it: a shutdown from "
-    "another thread (`stop_during`) landing in that wait, not met in 10,000 schedules (run seeds 2 and 3) "
-    "(a spare is taken only with its "
-    "resources free, so its group is placed at once)",
+    "another thread (`stop_during`) landing in that wait, not met in 10,000 schedules (run seeds 2 and 3: a spare is "
+    "taken only with its resources free, so its group is placed at once); tests/sim/test_group_on_sim.py, "
+    "test_a_shutdown_from_another_thread_while_a_growth_waits_... runs it",
     "ray/reserve.py:Reservation._wait_fillers": "two nodes' idle GPUs held aside in one reservation, one filler "
     "placed and the other not when the wait ran out: the explorer's second job starts after the first's reservation",
     "sim/world.py:World._drained": "a drain not moved yet, checked while the GCS is still down: a GCS restart drawn "
