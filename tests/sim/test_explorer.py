@@ -336,15 +336,13 @@ def test_a_hung_call_waits_out_the_nested_takeovers_of_actors_slower_than_the_ti
     assert run(case, moves).violation is None
 
 
-@pytest.mark.xfail(strict=True, reason="open: a launch and a takeover of its rank 0's node race (see the docstring)")
 def test_a_component_launched_while_its_rank_0s_node_is_taken_over_meets_on_the_new_node(all_cases):
-    """Found by `make test`'s fresh run (run seed 421110, schedule seed 421111263367, shrunk), open: node 0 drains,
-    the GCS restarts, a replacement with node 0's rank joins, then buffer (never launched yet) is launched. Its
-    workers' payloads are made, their starts wait for the GCS, and meanwhile the watcher moves rank 0 to the
-    replacement: the takeover moves launched groups only, so buffer's workers start with the master on the drained
-    node while the state serves rank 0 from the replacement ("MASTER_ADDR is rank 0's node"). On Ray the user's
-    launch and the watcher's takeover run on two threads with no lock between them the same way. The fix: a launch
-    is a change the takeover waits for (or redoes what moved under it). Strict: this fails once it is fixed."""
+    """Found by `make test`'s fresh run (run seed 421110, schedule seed 421111263367, shrunk): node 0 drains, the
+    GCS restarts, a replacement with node 0's rank joins, then buffer (never launched yet) is launched. Its workers'
+    starts wait for the GCS, and meanwhile the watcher moved rank 0 to the replacement: the takeover moves launched
+    groups only, so buffer's workers started with the master on the drained node while the state served rank 0 from
+    the replacement ("MASTER_ADDR is rank 0's node"). A launch now holds the mover's lock, so the takeover waits
+    for it and then moves buffer's workers too."""
     case, _ = draw(all_cases, 421111263367)
     assert case.name == "tests/data/spec_examples/offload-colocate.yaml on 2x4:A800"
     moves = [

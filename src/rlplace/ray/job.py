@@ -264,11 +264,8 @@ class Job:
     ) -> WorkerGroup:
         """Start every worker of `component` as an actor of `cls(*args, **kwargs)`, in rank order; a component
         the plan runs in the driver (`remote_<component>: false`) becomes a LocalGroup of plain objects."""
-        if self.state.closed:
-            raise PlacementError(f"job {self.name} is shut down; connect again to launch {component!r}")
+        self._check_launchable(component)
         workers = self.state.planned(component)
-        if component in self.groups:
-            raise PlacementError(f"{component!r} is already launched in job {self.name}")
         if all(w.in_driver for w in workers):  # remote_<component>: false: plain objects in this process
             from rlplace.ray.local_group import launch_local
 
@@ -280,6 +277,28 @@ class Job:
             return local
         for rank in sorted({w.node_rank for w in workers if w.node_rank is not None}):
             self._watcher.wait_usable(rank)  # a lost node's bundles are taken over (or NodeLostError) first
+        with self._mover.changing:  # a takeover waits until the group is launched, then moves it too
+            self._check_launchable(component)  # again: a shutdown, a launch or a resize may have come meanwhile
+            workers = self.state.planned(component)
+            return self._start_group(component, workers, cls, args, kwargs, max_restarts, max_task_retries, options)
+
+    def _check_launchable(self, component: str) -> None:
+        if self.state.closed:
+            raise PlacementError(f"job {self.name} is shut down; connect again to launch {component!r}")
+        if component in self.groups:
+            raise PlacementError(f"{component!r} is already launched in job {self.name}")
+
+    def _start_group(
+        self,
+        component: str,
+        workers: list[Worker],
+        cls: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        max_restarts: int,
+        max_task_retries: int | None,
+        options: dict[str, Any] | None,
+    ) -> WorkerGroup:
         self.launcher.check_names(workers)
         self.launcher.check_interpreters(workers)
 

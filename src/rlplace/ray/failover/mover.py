@@ -64,7 +64,14 @@ class RankMover:
         self._launcher = launcher
         self._groups = groups  # the Job's own dict: components launched later are seen too
         self._starters = starters  # the Job's too: how to start one more worker of each launched component
-        self._lock = cluster.lock()  # a resize and a takeover never interleave
+        self._lock = cluster.lock()  # a resize, a takeover and a launch never interleave
+
+    @property
+    def changing(self) -> Any:
+        """The lock every change of which workers run where holds (re-entrant). `Job.launch` holds it too: a takeover
+        moves launched groups only, so one that ran while a component's workers were starting would leave them with
+        the lost node's rendezvous (found by the explorer, run seed 421110)."""
+        return self._lock
 
     # -- node loss: dropping and moving a rank (rlplace.ray.failover.watcher) -----------------------------
 
