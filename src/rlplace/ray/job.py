@@ -291,7 +291,7 @@ class Job:
     def _start_group(
         self,
         component: str,
-        workers: list[Worker],
+        workers: tuple[Worker, ...],
         cls: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
