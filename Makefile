@@ -12,23 +12,23 @@ TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp3*.whl))
 
 .PHONY: demo test test-long lint clean
 
+# pip writes no bytecode (--no-compile): compiling all of ray, torch and the rest is about 15 s of one core, most of
+# it for modules no run imports. The runs below write the bytecode of what they import instead, once (see below).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 $(VENV)/.torch: $(STAMP)
-	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip")
+	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip")
 	touch $@
 
-# rlplace's own modules byte-compiled before a run: pip compiles what it installs, not an editable checkout, and
-# where $$PYTHONDONTWRITEBYTECODE is set (as on the project's 2-core machine) no process writes what it compiles, so
-# each of the hundreds of Python processes a run starts (Ray's workers, the command line's) would compile the same
-# modules again: a tenth of a second each, a minute of CPU over `make test`. Only changed files are compiled again.
-COMPILED := $(BIN)/python -m compileall -q -j 0 src tests examples > /dev/null
+# Every run here writes the bytecode of what it imports, even where $$PYTHONDONTWRITEBYTECODE is set (as on the
+# project's 2-core machine): a run starts hundreds of Python processes (Ray's workers, the command line's), and
+# each would otherwise compile ray, torch and rlplace anew, a tenth of a second to a second and a half each.
+unexport PYTHONDONTWRITEBYTECODE
 
 demo: $(STAMP)
-	$(COMPILED)
 	$(BIN)/rlplace demo --out out
 	@echo "rlplace is installed in $(VENV): 'source $(VENV)/bin/activate' puts rlplace and its python on PATH (README.md)"
 
@@ -40,7 +40,6 @@ demo: $(STAMP)
 # log's tail shows it), each half's summary line and what failed in it, and mypy's. `make test` fails if either
 # half or mypy does. docs/decisions.md ("Dependencies") says why it is split so.
 test: $(VENV)/.torch
-	$(COMPILED)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
 	@set -o pipefail; \
@@ -63,7 +62,6 @@ test: $(VENV)/.torch
 # The tests marked `long`, which `make test` leaves out: behaviours it checks more cheaply, here at their full
 # length (the node-loss demos trained until CartPole is solved). Minutes; docs/decisions.md lists what runs where.
 test-long: $(VENV)/.torch
-	$(COMPILED)
 	$(BIN)/python -m pytest -q -rfE -m long --durations=10
 
 lint: $(STAMP)

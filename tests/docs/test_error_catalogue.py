@@ -932,9 +932,9 @@ NEEDS_RAY = {q for q, p in PLACEMENT.items() if getattr(p, "__name__", "") == "p
 NEEDS_RAY |= {
     q for q, p in COMMAND_LINE.items() if p in (head_port_of_running_ray, simulated_while_connected, cluster_found_here)
 }
-# The rows on the secured head too: the tests marked `ray` start it anyway (`make test` runs them in one process, the
-# others in another, which would start a second head for these two rows alone).
-NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) in ("ray_cluster", "secured_head")}
+# The rows on the secured head are not: `make test` runs tests/ray/test_secure_start.py (on the same head, started
+# once) with the tests not marked `ray`.
+NEEDS_RAY |= {q for q, p in COMMAND_LINE.items() if getattr(p, "cluster", None) == "ray_cluster"}
 
 
 def test_every_quoted_message_has_a_provoker_and_every_provoker_a_quote():

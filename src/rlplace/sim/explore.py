@@ -334,10 +334,11 @@ def explore(
     indices: Sequence[int] | None = None,
     until_violation: bool = False,
     nodes: int | None = None,
+    shrunk: int = SHRUNK,
 ) -> Report:
     """`count` seeded schedules over `all_cases` (schedule i of the run `seed`, for i in `indices`, default
-    0..count-1); every violation with the schedule's own seed, its case and its shrunk schedule.
-    `until_violation`: stop at the first (a mutation's check)."""
+    0..count-1); every violation with the schedule's own seed, its case and its schedule, shrunk for the first
+    `shrunk` of them. `until_violation`: stop at the first (a mutation's check)."""
     report = Report()
     for i in indices if indices is not None else range(count):
         if until_violation and report.violations:
@@ -347,7 +348,7 @@ def explore(
         outcome = run(case, moves)
         report.schedules += 1
         if outcome.violation is not None:
-            shortest = shrink(case, moves) if len(report.violations) < SHRUNK else moves
+            shortest = shrink(case, moves) if len(report.violations) < shrunk else moves
             report.violations.append((own, case, shortest, outcome.violation))
     return report
 
