@@ -22,10 +22,18 @@ EXAMPLES = ROOT / "tests" / "data" / "spec_examples"
 # the embedded clusters the CLI tests start): by its pid, or, for the halves `make test` starts side by side
 # (RLPLACE_TEST_HALF=0 and 1, children of one shell), by that shell's pid and the half, so the two never share
 # one. A test that sets the variable itself still wins.
+# pytest-xdist's workers (`make test` runs the half not marked `ray` on two) share their session's window: each
+# takes its own part of it.
 _WINDOW, _WINDOWS = 900, 14
 _half = os.environ.get("RLPLACE_TEST_HALF")
 _slot = (os.getpid() if _half is None else os.getppid() + int(_half)) % _WINDOWS
-os.environ.setdefault("RLPLACE_MASTER_PORT_RANGE", f"{20000 + _slot * _WINDOW}-{20000 + (_slot + 1) * _WINDOW - 1}")
+_window = f"{20000 + _slot * _WINDOW}-{20000 + (_slot + 1) * _WINDOW - 1}"
+_ports = os.environ.setdefault("RLPLACE_MASTER_PORT_RANGE", _window)
+if "PYTEST_XDIST_WORKER" in os.environ:
+    _first, _last = map(int, _ports.split("-"))
+    _index = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+    _share = (_last - _first + 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ["RLPLACE_MASTER_PORT_RANGE"] = f"{_first + _index * _share}-{_first + (_index + 1) * _share - 1}"
 
 
 #: How long Ray may take to report a job's actors dead and its groups removed after the test returned.

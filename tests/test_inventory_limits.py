@@ -11,11 +11,11 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import pytest
 
+from cpu_clock import cpu_seconds
 from rlplace.config import load
 from rlplace.errors import ConfigError
 from rlplace.inventory import Inventory, load_inventory, parse_nodes
@@ -36,9 +36,9 @@ ALIAS_BOMB = (
 def plan(tmp_path: pathlib.Path, *flags: str) -> tuple[subprocess.CompletedProcess, float]:
     job = tmp_path / "job.yaml"
     job.write_text(JOB)
-    started = time.monotonic()
+    started = cpu_seconds()
     done = subprocess.run([RLPLACE, "plan", str(job), *flags], capture_output=True, text=True, timeout=HUNG_S)
-    return done, time.monotonic() - started
+    return done, cpu_seconds() - started
 
 
 def refusal(done: subprocess.CompletedProcess) -> str:
@@ -70,10 +70,10 @@ def test_a_bad_inventory_file_is_one_line_within_a_second(tmp_path, text, said):
     done, _ = plan(tmp_path, "--inventory", str(inventory))
     line = refusal(done)
     assert line.startswith(f"rlplace plan: error: argument --inventory: {inventory}") and said in line, line
-    started = time.monotonic()
+    started = cpu_seconds()
     with pytest.raises(ConfigError):
         load_inventory(str(inventory))
-    assert time.monotonic() - started < FAST_S
+    assert cpu_seconds() - started < FAST_S
 
 
 def test_a_missing_inventory_file_is_one_line(tmp_path):
@@ -105,10 +105,11 @@ def test_the_caps_are_the_configs_and_what_they_accept_plans_in_well_under_a_sec
     from rlplace.model import MAX_DEVICES_PER_NODE, MAX_NODES
     from rlplace.planner import plan as make_plan
 
-    started = time.monotonic()
+    started = cpu_seconds()
     inventory = parse_nodes(f"{MAX_NODES}x8")
     make_plan(load(JOB), inventory)
-    assert len(inventory) == MAX_NODES and time.monotonic() - started < 3 * FAST_S  # a loaded machine: 3x slack
+    # CPU seconds (tests/cpu_clock.py): 3x slack for a slower machine
+    assert len(inventory) == MAX_NODES and cpu_seconds() - started < 3 * FAST_S
     assert len(parse_nodes(f"1x{MAX_DEVICES_PER_NODE}").nodes) == 1
     with pytest.raises(ConfigError, match=f"too large \\(at most {MAX_NODES}\\)"):
         load(f"cluster:\n  num_nodes: {MAX_NODES + 1}\n  component_placement: {{actor: 0}}\n")
@@ -201,6 +202,6 @@ def test_the_most_robots_rlplace_plans_for_are_planned():
 
     ips = ",".join(f"10.0.{i // 250}.{i % 250 + 1}" for i in range(256))
     inventory = Inventory(tuple(replace(n, env={"ROBOT_IP": ips}) for n in parse_nodes("4x0").nodes))
-    started = time.monotonic()
+    started = cpu_seconds()
     assert len(make_plan(load(ROBOTS.format(n=4, last=3)), inventory).workers) == 1024
-    assert time.monotonic() - started < 3 * FAST_S  # a loaded machine: 3x slack
+    assert cpu_seconds() - started < 3 * FAST_S  # CPU seconds (tests/cpu_clock.py): 3x slack for a slower machine

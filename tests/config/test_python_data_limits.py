@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from omegaconf import OmegaConf
 
+from cpu_clock import cpu_seconds
 from rlplace.config import load
 from rlplace.errors import ConfigError
 
@@ -47,12 +47,12 @@ def self_holding_list() -> dict:
     ids=["mapping-holds-itself", "list-holds-itself", "500-deep"],
 )
 def test_python_data_over_a_yaml_limit_is_one_config_error(data, said):
-    started = time.monotonic()
+    started = cpu_seconds()
     with pytest.raises(ConfigError) as e:
         load(data, filename="train.py")
     (problem,) = e.value.problems
     assert str(problem).startswith(f"train.py: {said}"), problem
-    assert time.monotonic() - started < 1.0
+    assert cpu_seconds() - started < 1.0
 
 
 SHARED = """
@@ -61,12 +61,12 @@ from rlplace.config import load
 value = [1] * 10
 for _ in range(8):
     value = [value] * 10
-started = time.monotonic()
+started = time.process_time()
 try:
     load({"cluster": {"train_worker_num": 1, "x": value}}, filename="train.py")
 except Exception as e:
     print(type(e).__name__, e.problems[0] if hasattr(e, "problems") else e)
-print(f"{time.monotonic() - started:.3f}")
+print(f"{time.process_time() - started:.3f}")
 """
 
 
