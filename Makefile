@@ -12,8 +12,8 @@ TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp3*.whl))
 
 .PHONY: demo test test-long lint clean
 
-# pip writes no bytecode (--no-compile): compiling all of ray, torch and the rest is about 15 s of one core, most of
-# it for modules no run imports. The runs below write the bytecode of what they import instead, once (see below).
+# pip writes no bytecode (--no-compile): compiling all of ray, torch and the rest is 16 s of one core, most of it
+# for modules no run imports. scripts/warm_bytecode.py then compiles what the runs import, in one process (8 s).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
@@ -21,11 +21,12 @@ $(STAMP): pyproject.toml
 
 $(VENV)/.torch: $(STAMP)
 	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip")
+	$(BIN)/python scripts/warm_bytecode.py
 	touch $@
 
-# Every run here writes the bytecode of what it imports, even where $$PYTHONDONTWRITEBYTECODE is set (as on the
-# project's 2-core machine): a run starts hundreds of Python processes (Ray's workers, the command line's), and
-# each would otherwise compile ray, torch and rlplace anew, a tenth of a second to a second and a half each.
+# Every run here writes the bytecode of what it imports (the first time), even where $$PYTHONDONTWRITEBYTECODE is
+# set (as on the project's 2-core machine): a run starts hundreds of Python processes (Ray's workers, the command
+# line's), and each would otherwise compile ray, torch and rlplace anew, a tenth of a second to a second and a half.
 unexport PYTHONDONTWRITEBYTECODE
 
 demo: $(STAMP)
