@@ -5,12 +5,13 @@ when `--add-node-after` starts the node again). Bad node-loss options fail befor
 A demo that trains on through the loss runs two ways: in `make test` with `--stop-when-handled`, the node going 1 s
 into training (the run ends at the first iteration finished after the job dealt with it: the same report, picture
 and clean stop, in a fraction of the iterations), and marked `long` (`make test-long`) as the guide shows it, until
-CartPole is solved, which says the redone iteration put training back on its track. `make test` runs the elastic
-demo (its shrink and growth: two iterations redone from the checkpoint, the report, the picture); the spare (a
-takeover: the same redo from the checkpoint), the drain (a takeover again, before the deadline) and the stop without
-a spare only in `make test-long`, since tests/ray/test_ray_nodeloss.py and test_ray_drain.py check the job doing
-each on the session's cluster, a spare taking over with the training state included (3-7 CPU seconds a test,
-against 25-37 for a demo: its own cluster, eight workers, four of them importing torch)."""
+CartPole is solved, which says the redone iteration put training back on its track. Every demo that loses a node
+runs only in `make test-long` (the elastic one, the spare, the drain, the stop without a spare), since
+tests/ray/test_ray_nodeloss.py, test_ray_elastic_nodeloss.py and test_ray_drain.py check the job doing each on the
+session's cluster, a spare taking over with the training state included, a shrink and the growth back (3-7 CPU
+seconds a test, against 25-37 for a demo: its own cluster, eight workers, four of them importing torch). What only
+the demos check, the pipeline's redo of an interrupted iteration from the checkpoint and the demo's node-loss
+report, is checked there. `make test` keeps the refusals of bad node-loss options, which start nothing."""
 
 from __future__ import annotations
 
@@ -38,8 +39,6 @@ def assert_stopped_clean(out: str) -> None:
     assert session_processes(session) == []
 
 
-#: How a demo that trains on through the loss ends: once the job dealt with the node (`make test`), or solved.
-UNTIL = pytest.mark.parametrize("until", ["handled", pytest.param("solved", marks=pytest.mark.long)])
 
 
 def fault_args(until: str, *argv: str) -> tuple[str, ...]:
@@ -95,7 +94,8 @@ def test_demo_without_a_spare_stops_with_the_node_lost_error(tmp_path):
 
 
 @pytest.mark.slow
-@UNTIL
+@pytest.mark.long
+@pytest.mark.parametrize("until", ["handled", "solved"])
 def test_demo_with_elastic_components_shrinks_instead_of_stopping_and_grows_back(tmp_path, until):
     """About 25 s (`handled`) or 28-35 s (`solved`): no spare; node 1 (train rank 1, buffer shard 1) goes during
     training, train and buffer shrink to 1 and the interrupted iteration is redone at the new size; node 1 is started
