@@ -13,15 +13,18 @@ TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp3*.whl))
 .PHONY: demo test test-long lint clean
 
 # pip writes no bytecode (--no-compile): compiling all of ray, torch and the rest is 16 s of one core, most of it
-# for modules no run imports. scripts/warm_bytecode.py then compiles what the runs import, in one process (8 s).
+# for modules no run imports. scripts/warm_bytecode.py compiles what the runs import instead, in one process (8 s,
+# beside pip installing torch).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 $(VENV)/.torch: $(STAMP)
-	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip")
-	$(BIN)/python scripts/warm_bytecode.py
+	$(BIN)/python scripts/warm_bytecode.py & warming=$$!; \
+	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip";) \
+	wait $$warming
+	$(BIN)/python scripts/warm_bytecode.py torch
 	touch $@
 
 # Every run here writes the bytecode of what it imports (the first time), even where $$PYTHONDONTWRITEBYTECODE is
