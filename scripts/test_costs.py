@@ -75,6 +75,8 @@ def pytest_addoption(parser: Any) -> None:
 def pytest_configure(config: Any) -> None:
     global _recorder
     out = config.getoption("--costs-out")
+    if out and os.environ.get("PYTEST_XDIST_WORKER"):  # each pytest-xdist worker writes its own file
+        out = f"{out}.{os.environ['PYTEST_XDIST_WORKER']}"
     if out:
         _recorder = _Recorder(_cgroup(f"rlplace-test-costs-{os.getpid()}"), open(out, "w"))  # noqa: SIM115
 

@@ -39,8 +39,6 @@ def assert_stopped_clean(out: str) -> None:
     assert session_processes(session) == []
 
 
-
-
 def fault_args(until: str, *argv: str) -> tuple[str, ...]:
     """`argv` (the node to lose and how), then when (`--kill-after`/`--drain-after` SECONDS) and how the run ends."""
     return (*argv, "1", "--stop-when-handled") if until == "handled" else (*argv, "3")

@@ -71,10 +71,6 @@ class Cluster(Protocol):
     def sleep(self, seconds: float) -> None:
         """Let `seconds` pass on the clock of `now`."""
 
-    def spawn(self, task: Callable[[], None], name: str) -> None:
-        """Run `task()` once beside the caller (a drain's wait for its calls: a thread on Ray, a timer in the
-        simulation), so the caller goes on meanwhile."""
-
     def every(self, period_s: float, tick: Callable[[], bool], name: str) -> Ticker:
         """Run `tick()` every `period_s` until it returns False or the ticker is stopped (the node watcher: a
         thread on Ray, a timer on the simulation's clock)."""

@@ -80,9 +80,6 @@ class RayCluster:
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
-    def spawn(self, task: Callable[[], None], name: str) -> None:
-        threading.Thread(target=task, name=name, daemon=True).start()
-
     def every(self, period_s: float, tick: Callable[[], bool], name: str) -> _ThreadTicker:
         return _ThreadTicker(period_s, tick, name)
 

@@ -539,13 +539,6 @@ class SimCluster:
                 if p.fiber is not None:
                     p.fiber.end()
 
-    def spawn(self, task: Callable[[], None], name: str) -> None:
-        def once() -> bool:
-            task()
-            return False
-
-        self.every(0.0, once, name)
-
     def every(self, period_s: float, tick: Callable[[], bool], name: str) -> _Ticker:
         ticker = _Ticker(self, period_s, tick, driver=self.job)
         self._schedule(self._now, ticker._run)  # the first look at once, as the thread's
@@ -1315,7 +1308,7 @@ class _DriverView:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._cluster, name)
-        if name in ("create_group", "start_actor", "lock", "every", "spawn") and callable(attr):
+        if name in ("create_group", "start_actor", "lock", "every") and callable(attr):
 
             def as_driver(*args: Any, **kwargs: Any) -> Any:
                 saved, self._cluster.job = self._cluster.job, self._job

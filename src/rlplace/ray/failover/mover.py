@@ -78,8 +78,8 @@ class RankMover:
     def workers_on(self, rank: int) -> tuple[str, ...]:
         return tuple(w.name for g in list(self._groups.values()) for w in g.workers if w.node_rank == rank)
 
-    def finish_calls(self, rank: int, deadline: float) -> list[str]:
-        return self._still_running(self._on(rank), deadline)
+    def answers_from(self, rank: int) -> dict[Any, str]:
+        return self._answers(self._on(rank))
 
     def shrink_refusal(self, rank: int) -> str | None:
         if not self._state.plan.elastic:
@@ -357,10 +357,15 @@ class RankMover:
         if self._state.closed:
             raise PlacementError(f"job {self._state.name} is shut down")
 
+    def _answers(self, pairs: Iterable[tuple[Worker, Any]]) -> dict[Any, str]:
+        """A no-op sent to each of these workers now, by its answer's reference: an actor runs its calls in order,
+        so it answers once the calls already sent to it are done."""
+        return {self._cluster.run_on(a, answer): w.name for w, a in pairs}
+
     def _still_running(self, pairs: Iterable[tuple[Worker, Any]], deadline: float) -> list[str]:
-        """Wait until the calls already sent to these workers are done (an actor runs its calls in order, so a
-        no-op sent now ends after them), at most until `deadline` (monotonic); the workers still busy then."""
-        pending = {self._cluster.run_on(a, answer): w.name for w, a in pairs}
+        """Wait until the calls already sent to these workers are done, at most until `deadline` (monotonic); the
+        workers still busy then."""
+        pending = self._answers(pairs)
         if not pending:
             return []
         _, late = self._cluster.wait(list(pending), max(0.0, deadline - self._cluster.now()))

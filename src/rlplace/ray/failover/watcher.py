@@ -26,7 +26,7 @@ A drain (Ray says a node goes at a deadline: `ray drain-node`, the autoscaler, K
 serving a rank drains, it records a `draining` event with the deadline and:
 
 - when a node could take the rank over now (the same `candidates` as for a loss) or its components could
-  shrink (the same planner step), marks the rank `draining` (new calls on its workers wait) and, on a thread of
+  shrink (the same planner step), marks the rank `draining` (new calls on its workers wait) and, with a ticker of
   its own (the watcher goes on watching), gives the calls already sent there until half the time left to finish
   on the still-running node; then the rank goes the loss path at once (steps 1-4, counted from the notice: calls
   that had not finished are re-run where the workers move);
@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 #: How often the watcher reads the GCS node table.
 WATCH_PERIOD_S = 0.5
+#: How often a drain's ticker looks whether the calls on the draining node are done.
+DRAIN_LOOK_S = 0.1
 
 
 class Mover(Protocol):
@@ -74,9 +76,9 @@ class Mover(Protocol):
     def drop_rank(self, rank: int) -> None:
         """Node `rank` is lost: kill its workers and release its bundles, so nothing waits on them."""
 
-    def finish_calls(self, rank: int, deadline: float) -> list[str]:
-        """Node `rank` drains but is still up: wait until the calls already sent to its workers are done, at most
-        until `deadline` (monotonic); the names of the workers still busy then."""
+    def answers_from(self, rank: int) -> Mapping[Any, str]:
+        """Node `rank` drains but is still up: a no-op sent to each of its launched workers, by the reference of
+        its answer (the worker's name): a worker answers once the calls already sent to it are done."""
 
     def shrink_refusal(self, rank: int) -> str | None:
         """Why the components on node `rank` could not shrink off it (None: they could); nothing changes."""
@@ -102,6 +104,17 @@ class Reserved(Protocol):
     def demand(self, rank: int) -> dict[str, float]: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class _Leaving:
+    """A drain being left (`NodeWatcher._leave`): the rank, its `draining` event, until when (monotonic) the calls
+    already sent to its workers may finish there, and the workers' answers that say they did."""
+
+    rank: int
+    notice: NodeEvent
+    finish_by: float
+    answers: Mapping[Any, str]
+
+
 class NodeWatcher:
     """The node-loss watcher of one job (see the module docstring)."""
 
@@ -121,6 +134,7 @@ class NodeWatcher:
         self._notices: set[str] = set()  # draining nodes acted on (once per drain)
         self._work = cluster.lock()  # one declaration or takeover at a time (they create and remove groups)
         self._ticker: Ticker | None = None
+        self._leaving: list[Ticker] = []  # the drains' tickers (`_leave`)
 
     # -- life cycle --------------------------------------------------------------------------------------
 
@@ -132,8 +146,9 @@ class NodeWatcher:
 
     def stop(self) -> None:
         """Stop watching (the job's state is closed: calls waiting on a lost node woke up and raise)."""
-        if self._ticker is not None:
-            self._ticker.stop(self._state.timeout_s + 5)
+        for ticker in [self._ticker, *self._leaving]:
+            if ticker is not None:
+                ticker.stop(self._state.timeout_s + 5)
 
     def _wake(self) -> None:
         """Look again at once (a loss was just declared: its takeover need not wait a period)."""
@@ -307,8 +322,14 @@ class NodeWatcher:
                 trouble = Trouble(NodeHealth.DRAINING, wall, wall + left, node, workers, now, now + left)
                 self._state.apply(Change(trouble={rank: trouble}, event=event))
                 log.warning("rlplace job %s: %s; workers %s", self._state.name, event, ", ".join(workers))
-                finish_by, name = now + left / 2, f"rlplace-drain-{self._state.name}-{rank}"
-                self._cluster.spawn(lambda: self._leave(rank, event, finish_by), name)
+                try:
+                    answers = self._mover.answers_from(rank)
+                except Exception as e:  # the node went meanwhile, say: its calls fail and run again where they move
+                    log.warning("rlplace job %s: asking draining node %d's workers: %s", self._state.name, rank, e)
+                    answers = {}
+                leaving = _Leaving(rank, event, now + left / 2, answers)
+                name = f"rlplace-drain-{self._state.name}-{rank}"
+                self._leaving.append(self._cluster.every(DRAIN_LOOK_S, lambda: self._leave(leaving), name))
                 return
             why = "; ".join(refusals.values()) or "no hot spare or node with its rank label is free"
             what = (
@@ -329,24 +350,30 @@ class NodeWatcher:
         at = self._cluster.wall()
         return NodeEvent(kind, rank, workers, at, str(node.node_id), address, detail, deadline=deadline)
 
-    def _leave(self, rank: int, notice: NodeEvent, finish_by: float) -> None:
-        """Beside the watcher, per drain (`Cluster.spawn`: the watcher goes on watching): the calls already sent to the
-        draining rank's workers finish on its node, at most until `finish_by` (monotonic); then, in any case, the
-        rank goes the loss path (the next tick moves or shrinks it)."""
+    def _leave(self, leaving: _Leaving) -> bool:
+        """One look of a drain's ticker (`Cluster.every`, beside the watcher's, which goes on watching): have the
+        draining rank's workers answered, that is finished the calls sent to them before the notice? Until the
+        drain's `finish_by` the ticker looks again a period later; then, in any case, the rank goes the loss path
+        (the watcher's next tick moves or shrinks it). A ticker that looks, not a thread that waits: the
+        simulation runs the job's threads one inside the other, and there one drain's wait for a hung call held up
+        another drain's move past its deadline (found by the explorer, run seed 66013; docs/decisions.md)."""
         try:
-            late = self._mover.finish_calls(rank, finish_by)
-            if late:
-                log.warning(
-                    "rlplace job %s: calls on %s had not finished on draining node %d by half the time left; they "
-                    "run again where the workers move",
-                    self._state.name,
-                    ", ".join(late),
-                    rank,
-                )
+            _, late = self._cluster.wait(list(leaving.answers), 0.0)
         except Exception as e:  # the node went meanwhile, say: its calls fail and run again where the workers move
-            log.warning("rlplace job %s: waiting for the calls on draining node %d: %s", self._state.name, rank, e)
-        finally:
-            self._declare(rank, "drained", notice=notice)
+            log.warning("rlplace job %s: the calls on draining node %d: %s", self._state.name, leaving.rank, e)
+            late = []
+        if late and self._cluster.now() < leaving.finish_by and not self._state.closed:
+            return True
+        if late:
+            log.warning(
+                "rlplace job %s: calls on %s had not finished on draining node %d by half the time left; they run "
+                "again where the workers move",
+                self._state.name,
+                ", ".join(sorted(leaving.answers[ref] for ref in late)),
+                leaving.rank,
+            )
+        self._declare(leaving.rank, "drained", notice=leaving.notice)
+        return False
 
     def _takers(
         self, rank: int, lost: Node, raw: list[dict[str, Any]], refusals: dict[str, str]
