@@ -1,6 +1,12 @@
 """The demo's two communication paths: torch.distributed (all-reduce among the train workers, collective weight
 sync) where torch is installed, and the numpy path (driver averages, object store) without it. These are also the
-demo config's runs of test_cartpole_ppo_placed.py: every worker where its plan put it."""
+demo config's runs of test_cartpole_ppo_placed.py: every worker where its plan put it.
+
+`make test-long` runs it (about 18 s of CPU, the longest test of `make test`'s Ray half). `make test` checks the
+parts on their own: the demo's torch path and where its workers ran (tests/docs/test_demo_output.py, on the
+demo's cluster), the all-reduce bit for bit (tests/runtime/test_resize_on_ray.py), the collective sync against
+the object store (tests/runtime/test_collective_on_ray.py) and every other config's placement
+(test_cartpole_ppo_placed.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from rlplace.examples.cartpole_ppo.pipeline import Budget, RunResult, run_pipeli
 from rlplace.examples.cartpole_ppo.ppo import Agent, PPOConfig
 from rlplace.examples.cartpole_ppo.report import communication
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.long]
 
 
 def _run(distributed: bool) -> RunResult:

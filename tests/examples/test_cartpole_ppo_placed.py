@@ -4,8 +4,9 @@ Each config runs as shipped (the session cluster has the demo's shape), and ever
 from inside Ray that it ran on the node and GPUs its plan gave it. Placement does not depend on how gradients and
 weights travel, so the configs run the numpy path (driver average, object store: half the CPU, no worker imports
 torch), except colocate-offload, where offload moves the very tensors the collective sync reads: it runs the default
-path (torch.distributed where torch is installed). The demo's own config runs in test_cartpole_ppo_distributed.py,
-twice (the torch path against the numpy path, result for result), and is checked there the same way.
+path (torch.distributed where torch is installed). The demo's own config runs in test_cartpole_ppo_distributed.py
+(`make test-long`), twice (the torch path against the numpy path, result for result), and is checked there the same
+way.
 """
 
 from __future__ import annotations
