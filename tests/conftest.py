@@ -94,8 +94,8 @@ def ray_cluster() -> Iterator[RayCluster]:
       3:        no GPU, two Franka robots (custom resources rlplace/robot/franka/0 and /1)
     Every node carries the `rlplace/node-rank` label, as `rlplace start` sets it. Workers that get no GPU
     see CUDA_VISIBLE_DEVICES="" (the nodes start with RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1, as
-    `rlplace start` does). No dashboard, no log monitor, no workers started ahead; fast health checks (a dead node
-    is noticed in ~2 s): what the tests need of Ray, and less CPU on the 2-core machine.
+    `rlplace start` does). No dashboard, no autoscaler, no log monitor, no workers started ahead; fast health checks
+    (a dead node is noticed in ~2 s): what the tests need of Ray, and less CPU on the 2-core machine.
     Tests must leave no placement group or actor behind (`no_leftovers` checks this after each test).
     """
     import ray
@@ -119,6 +119,7 @@ def ray_cluster() -> Iterator[RayCluster]:
         head_node_args=dict(
             **node_args(*head),
             include_dashboard=False,
+            no_monitor=True,  # no autoscaler: the tests add and remove the nodes (a drain goes through the GCS)
             # Nothing reads the workers' output here (log_to_driver=False): no process follows their log files.
             include_log_monitor=False,
             # Tests start actors, each in a worker of its own: workers started ahead for tasks would only idle.

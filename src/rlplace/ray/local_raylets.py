@@ -175,7 +175,8 @@ def simulated_cluster(
     for key, value in HIDE_GPUS_ENV.items():
         os.environ.setdefault(key, value)  # inherited by the raylets started below
     args = [node_args(n) for n in inventory.nodes]
-    head = {**args[0], "include_dashboard": False, "_system_config": HEALTH_CHECKS}
+    # No autoscaler monitor: a simulated cluster has its nodes and no more (a drain goes through the GCS).
+    head = {**args[0], "include_dashboard": False, "no_monitor": True, "_system_config": HEALTH_CHECKS}
     mark = secrets.token_hex(8)
     watcher = _Watcher(mark, on_interrupt)
     try:
