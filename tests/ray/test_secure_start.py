@@ -2,8 +2,9 @@
 
 Real Ray processes on this machine (tests/real_heads.py: loopback, free ports, private Ray temp dirs and HOMEs,
 every process stopped by pid). Clients and nodes run in subprocesses, as a user runs them. Not marked `ray`: nothing
-here uses the session's simulated cluster, so `make test` runs these beside the tests that do (the half that also
-provokes the catalogue's rows on the secured head), and one secured head serves both. Measured on the loaded 2-core
+here uses the session's simulated cluster, so `make test` runs these beside the tests that do. The error catalogue's
+rows on the secured head are provoked here too, so that one secured head serves them all (pytest-xdist keeps a
+file's tests on one worker). Measured on the loaded 2-core
 machine: the secured head starts in 6-19 s (once per session), a refusal takes 0.7-2 s on a quiet machine (mostly
 importing Ray), up to 7 s under load; the module takes about a minute.
 """
@@ -16,6 +17,7 @@ import stat
 import sys
 
 import pytest
+from tests.docs.test_error_catalogue import ON_SECURED_HEAD, assert_prints_as_quoted
 
 import real_heads
 from real_heads import RLPLACE
@@ -324,3 +326,9 @@ def test_a_token_grpc_cannot_carry_is_a_message_not_an_abort(secured_head, case,
             assert node.processes() == []
         finally:
             real_heads.kill_marked(node)
+
+
+@pytest.mark.parametrize("quote", ON_SECURED_HEAD, ids=lambda q: q[:60])
+def test_the_error_catalogue_quotes_what_a_client_of_the_secured_head_is_told(quote, request):
+    """docs/errors.md's rows on the secured head (tests/docs/test_error_catalogue.py provokes every other row)."""
+    assert_prints_as_quoted(quote, request)
