@@ -85,15 +85,17 @@ def test_the_watcher_survives_a_look_that_raises_and_ends_the_job_when_ray_goes_
     job.shutdown()  # nothing left to ask Ray: it returns
 
 
-def test_a_drain_whose_calls_cannot_be_awaited_still_moves_the_workers_before_the_deadline():
+@pytest.mark.parametrize("refused", ["run_on", "wait"])  # the no-op sent after the calls there; the look at it
+def test_a_drain_whose_calls_cannot_be_awaited_still_moves_the_workers_before_the_deadline(refused):
     sim, job = simulated_job(case_of(PINNED, "2x4:A800"))
     job.start()
     train = job.launch("train", Echo)
     shape = job.live.node(0)
     sim.add_node(node_resources(shape), node_labels(shape, None))
-    refuse(sim, "run_on", times=1)  # the no-op that waits for the calls on the draining node
+    refusals = refuse(sim, refused, times=1)
     sim.drain_node(str(job.live.node(0).node_id), 10.0)
     sim.advance(5.0)
+    assert refusals == [refused]
     assert [e.kind for e in job.events][-1] == "spare" and train.call("step", 2, timeout_s=5) == [2, 2]
     job.shutdown()
 

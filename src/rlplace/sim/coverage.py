@@ -90,8 +90,8 @@ NOT_SIMULATED: dict[str, str] = {
     "ray/failover/watcher.py:NodeWatcher._run_once": "a look at the nodes that raises (logged, tried again) and Ray "
     "gone under the job (`connected()` false): the simulated port neither raises nor disconnects "
     "(tests/sim/test_ray_refusing_on_sim.py)",
-    "ray/failover/watcher.py:NodeWatcher._leave": "the wait for a draining node's calls raising (Ray refusing the "
-    "no-op it sends): the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
+    "ray/failover/watcher.py:NodeWatcher._leave": "the look at a draining node's answers raising (Ray refusing "
+    "`wait`): the simulated port never refuses (tests/sim/test_ray_refusing_on_sim.py)",
     "ray/job.py:Job.shutdown": "`rlplace run --profile-out`'s memory figures at shutdown (`record_memory`, the "
     "workers' CUDA: tests/test_cli_profile_out.py) and a driver whose Ray was shut down first "
     "(tests/sim/test_ray_refusing_on_sim.py)",
@@ -151,7 +151,9 @@ NOT_SIMULATED: dict[str, str] = {
     "driver, which has no master: both left out, as they must be",
     "ray/failover/watcher.py:NodeWatcher._drained": "the rank's health or the job changed between the tick's look and "
     "this lock: on Ray another thread (a call's probe, a shutdown); in the simulation only a shutdown "
-    "(`stop_during`) coming due inside the same tick's declarations, not met in 10,000 schedules (run seeds 2 and 3)",
+    "(`stop_during`) coming due inside the same tick's declarations, not met in 10,000 schedules (run seeds 2 and "
+    "3); and Ray refusing the no-op sent to the draining rank's workers: the simulated port never refuses "
+    "(tests/sim/test_ray_refusing_on_sim.py)",
     "ray/reserve.py:Reservation._wait": "a group removed while its reservation waits for it: a shutdown from "
     "another thread (`stop_during`) landing in that wait, not met in 10,000 schedules (run seeds 2 and 3: a spare is "
     "taken only with its resources free, so its group is placed at once); tests/sim/test_group_on_sim.py, "
