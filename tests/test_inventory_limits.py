@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from cpu_clock import cpu_seconds
+from cpu_clock import child_cpu_seconds, cpu_seconds
 from rlplace.config import load
 from rlplace.errors import ConfigError
 from rlplace.inventory import Inventory, load_inventory, parse_nodes
@@ -36,9 +36,9 @@ ALIAS_BOMB = (
 def plan(tmp_path: pathlib.Path, *flags: str) -> tuple[subprocess.CompletedProcess, float]:
     job = tmp_path / "job.yaml"
     job.write_text(JOB)
-    started = cpu_seconds()
+    started = child_cpu_seconds()
     done = subprocess.run([RLPLACE, "plan", str(job), *flags], capture_output=True, text=True, timeout=HUNG_S)
-    return done, cpu_seconds() - started
+    return done, child_cpu_seconds() - started
 
 
 def refusal(done: subprocess.CompletedProcess) -> str:

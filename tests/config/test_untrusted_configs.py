@@ -17,7 +17,7 @@ import sys
 import pytest
 from tests.trees import write_tree
 
-from cpu_clock import cpu_seconds
+from cpu_clock import child_cpu_seconds, cpu_seconds
 from rlplace.cli import main
 from rlplace.config import load
 from rlplace.errors import ConfigError
@@ -64,11 +64,11 @@ VALUES = tuple(ENV.values())
 
 
 def timed_cli(argv: list[str], cwd: os.PathLike | None = None, **env: str) -> tuple[subprocess.CompletedProcess, float]:
-    started = cpu_seconds()
+    started = child_cpu_seconds()
     done = subprocess.run(
         [RLPLACE, *argv], capture_output=True, text=True, timeout=HUNG_S, cwd=cwd, env={**os.environ, **env}
     )
-    return done, cpu_seconds() - started
+    return done, child_cpu_seconds() - started
 
 
 def refused(call) -> tuple[ConfigError, float]:
