@@ -178,7 +178,8 @@ class RankMover:
     def shrink_lost(self, rank: int, done: Done) -> tuple[ResizeEvent, ...]:
         """Node `rank` is lost and no node took it over: shrink every component on it (they are all elastic
         and stay at or above their `min`, else PlanError saying which cannot). Its workers are dropped already.
-        `done(events)` runs once the job is at the new size, before the survivors' `on_resized` are awaited."""
+        `done(events)` runs once the job is at the new size, before calls made meanwhile go on and before the
+        survivors' `on_resized` are awaited."""
         with self._lock:
             self._check_open()
             step = planner.shrink_lost_node(self._state.plan, rank)
@@ -268,9 +269,10 @@ class RankMover:
             events = [self._event(c, cause, node_rank, seconds) for c in changes]
             events[0] = dataclasses.replace(events[0], also=tuple(events[1:]))
             told = self._tell(groups, {e.component: e for e in events})  # before any later call
-        state.apply(Change(resizes=tuple(events)))
-        log.info("rlplace job %s: %s", state.name, "; ".join(map(str, events)))
-        done(tuple(events))
+            # recorded while the groups are paused: a call that sees the new size finds the job's events say so
+            state.apply(Change(resizes=tuple(events)))
+            log.info("rlplace job %s: %s", state.name, "; ".join(map(str, events)))
+            done(tuple(events))
         failures = self._awaited(told, deadline)
         if failures:
             lead, why = changes[0].component, "; ".join(failures)
