@@ -10,17 +10,29 @@ LINTED := src tests bench examples scripts conftest.py
 # takes it, so the offload round-trip tests run instead of skipping; elsewhere they skip (see docs/runtime.md).
 TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp3*.whl))
 
-.PHONY: demo test test-long lint clean
+.PHONY: demo test test-long lint clean installs
 
 # pip writes no bytecode (--no-compile): compiling all of ray, torch and the rest is 16 s of one core, most of it
-# for modules no run imports. scripts/warm_bytecode.py compiles what the runs import instead, in one process (8 s,
-# beside pip installing torch).
-$(STAMP): pyproject.toml
+# for modules no run imports. scripts/warm_bytecode.py compiles what the runs import instead, in one process (4 s,
+# beside pip installing torch's dependencies).
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 
-$(VENV)/.torch: $(STAMP)
+# torch's own files, without its dependencies: `make test` unpacks them (13 s of one core) beside the base install
+# (20 s of the other), with which they share no file; its dependencies follow in $(VENV)/.torch.
+$(VENV)/.torch-files: | $(BIN)/python
+	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile --no-deps "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip";)
+	touch $@
+
+# The two installs at once (`make -j2 installs`: test's first step).
+installs: $(STAMP) $(VENV)/.torch-files
+	@:
+
+$(VENV)/.torch: $(STAMP) $(VENV)/.torch-files
 	$(BIN)/python scripts/warm_bytecode.py & warming=$$!; \
 	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip";) \
 	wait $$warming
@@ -45,13 +57,17 @@ demo: $(STAMP)
 # equal priority the Ray half took 320-360 s. The tests marked `long` are left out (`make test-long`). The reports
 # follow the Ray half's (printed as it runs); then, last (where a CI log's tail shows it), each half's summary line
 # and what failed in it, and mypy's. `make test` fails if either half or mypy does. docs/decisions.md
-# ("Dependencies") says why it is split so.
-test: $(VENV)/.torch
+# ("Dependencies") says why it is split so. On a fresh clone, the venv's install leaves a core idle in places:
+# torch's files unpack beside the base install, and mypy (it skips torch: pyproject.toml) starts before torch's
+# dependencies are installed and the bytecode is written, so less of its 12 CPU seconds falls among the halves'.
+test:
+	@$(MAKE) --no-print-directory -j2 installs
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/lint-imports
 	@set -o pipefail; \
 	nice -n 19 $(BIN)/mypy src > $(VENV)/mypy.log 2>&1 & \
 	types=$$!; \
+	$(MAKE) --no-print-directory $(VENV)/.torch || { kill $$types; exit 1; }; \
 	RLPLACE_TEST_HALF=1 nice -n 19 $(BIN)/python -m pytest -q -rfE -m "not ray and not long" -n 2 --dist loadfile \
 	  --durations=10 > $(VENV)/not-ray.log 2>&1 & \
 	others=$$!; \

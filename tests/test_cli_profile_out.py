@@ -47,11 +47,23 @@ with rlplace.connect() as job:
 """
 
 
-def tune_json(capsys, config: str, nodes: str, profile: str) -> dict:
-    code = main(["tune", config, "--nodes", nodes, "--profile", profile, "--format", "json"])
+def cli_json(capsys, *argv: str) -> dict:
+    """What an rlplace command prints with `--format json`, run in this process."""
+    code = main([*argv, "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
+
+
+def tune_json(capsys, config: str, nodes: str, profile: str) -> dict:
+    return cli_json(capsys, "tune", config, "--nodes", nodes, "--profile", profile)
+
+
+def where_ran(stdout: str) -> dict[str, list[str]]:
+    """The rows of the run's "Where each worker ran" table: worker -> [group, node, GPUs, ok]."""
+    table = stdout.split("Where each worker ran", 1)[1].split("\n\n", 1)[0]
+    rows = (line.split("│")[1:-1] for line in table.splitlines() if line.startswith("│"))
+    return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
 
 
 @pytest.mark.ray
@@ -85,9 +97,10 @@ def test_a_drivers_phases_become_the_profile_tune_reads(ray_cluster, tmp_path, c
 def test_the_bundled_pipeline_on_an_existing_cluster_writes_its_files_and_the_profile_tune_reads(
     ray_cluster, tmp_path, capsys
 ):
-    """About 15 s. `rlplace run CONFIG --address ...`: a second driver joins the session cluster, runs the pipeline,
-    writes the picture, the computed pools (auto mode) and the profile of its rollout and train phases, and cleans
-    up after itself (the session's leftover check)."""
+    """About 15 s. `rlplace run CONFIG --address ...`: a second driver joins the session cluster, runs the pipeline
+    with every worker where the plan put it (the disaggregated config: test_cartpole_ppo_placed.py runs the others
+    in-process), writes the picture, the computed pools (auto mode) and the profile of its rollout and train phases,
+    and cleans up after itself (the session's leftover check)."""
     config = str(CONFIGS / "disaggregate.yaml")
     args = ["run", config, "--address", ray_cluster.address, "--iterations", "2", "--out", str(tmp_path)]
     proc = subprocess.run(
@@ -98,12 +111,20 @@ def test_the_bundled_pipeline_on_an_existing_cluster_writes_its_files_and_the_pr
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Where each worker ran" in proc.stdout and "Embedded cluster" not in proc.stdout
+    nodes = ",".join(f"1x{n.num_gpus}:{n.gpu_model}" if n.num_gpus else "1x0" for n in ray_cluster.inventory.nodes)
+    ran = where_ran(proc.stdout)
+    planned = cli_json(capsys, "plan", config, "--nodes", nodes)["workers"]
+    assert sorted(ran) == sorted(f"{w['component']}:{w['rank']}" for w in planned)  # every planned worker ran
+    for w in planned:
+        node, gpus = w["node_rank"], ",".join(map(str, w["gpus"])) or "-"
+        assert ran[f"{w['component']}:{w['rank']}"][1:] == [f"{node} -> {node}", f"{gpus} -> {gpus}", "yes"], w
+    assert "offload hooks: not enabled in this config (nothing moved)" in proc.stdout
+    assert "buffer samples read on the train worker's own node: 100%" in proc.stdout
     assert (tmp_path / "topology.svg").exists()
     assert (tmp_path / "resource_pool_auto.yaml").exists()  # auto mode writes the computed pools
     assert f"profile written to {tmp_path / 'p.yaml'}: eval" in " ".join(proc.stdout.split())
     profile = yaml.safe_load((tmp_path / "p.yaml").read_text())
     assert sorted(profile["components"]) == ["eval", "train"]  # the pipeline's rollout and train phases
     assert profile["model_bytes"] > 0  # the CartPole networks it syncs
-    nodes = ",".join(f"1x{n.num_gpus}:{n.gpu_model}" if n.num_gpus else "1x0" for n in ray_cluster.inventory.nodes)
     doc = tune_json(capsys, config, nodes, str(tmp_path / "p.yaml"))
     assert doc["best"]["seconds"] > 0
