@@ -13,8 +13,8 @@ TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp3*.whl))
 .PHONY: demo test test-long lint clean installs
 
 # pip writes no bytecode (--no-compile): compiling all of ray, torch and the rest is 16 s of one core, most of it
-# for modules no run imports. scripts/warm_bytecode.py compiles what the runs import instead, in one process (4 s,
-# beside pip installing torch's dependencies).
+# for modules no run imports. scripts/warm_bytecode.py compiles what the runs import instead (4 s, beside pip
+# installing torch's dependencies; then torch's, 3 s).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
@@ -35,8 +35,8 @@ installs: $(STAMP) $(VENV)/.torch-files
 $(VENV)/.torch: $(STAMP) $(VENV)/.torch-files
 	$(BIN)/python scripts/warm_bytecode.py & warming=$$!; \
 	$(if $(TORCH_WHEEL),$(BIN)/python -m pip install -q --no-compile "$(TORCH_WHEEL)" || echo "torch wheel not installable here: torch tests skip";) \
+	$(BIN)/python scripts/warm_bytecode.py torch; \
 	wait $$warming
-	$(BIN)/python scripts/warm_bytecode.py torch
 	touch $@
 
 # Every run here writes the bytecode of what it imports (the first time), even where $$PYTHONDONTWRITEBYTECODE is

@@ -7,7 +7,8 @@ torch), except colocate-offload, where offload moves the very tensors the collec
 path (torch.distributed where torch is installed). The demo's own config runs in test_cartpole_ppo_distributed.py
 (`make test-long`), twice (the torch path against the numpy path, result for result), and is checked there the same
 way; the disaggregated config runs through `rlplace run --address` in test_cli_profile_out.py, which checks the
-table it prints of where each worker ran.
+table it prints of where each worker ran. The default and manual-pools configs run in `make test-long`: that
+workers land where a plan says, pools and GPU sharing included, is test_ray_strategies.py's in `make test`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,18 @@ def test_demo_cluster_has_the_session_cluster_shape(ray_cluster):
     ]
 
 
-@pytest.mark.parametrize("name", [name for name in config_names() if name not in (DEMO_CONFIG.stem, "disaggregate")])
+#: Run in `make test-long` only (the module docstring says why).
+LONG = ("default", "manual-pools")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[pytest.mark.long] if name in LONG else [])
+        for name in config_names()
+        if name not in (DEMO_CONFIG.stem, "disaggregate")
+    ],
+)
 def test_pipeline_runs_where_the_plan_says(ray_cluster, name):
     with rlplace.connect(CONFIGS / f"{name}.yaml", export_path=None) as job:
         plan = job.plan

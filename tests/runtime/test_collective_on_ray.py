@@ -189,11 +189,13 @@ cluster:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_nearest_sends_each_eval_worker_the_weights_of_the_learner_on_its_node(ray_cluster):
     """8-12 s under load: five workers import torch (one learner and one eval worker a node: which of a node's
-    learners is read is test_sync_routes.py's). Learner rank 1 (node 1) is made to differ from rank 0 (node 0), so what
-    each target holds afterwards says where it read from; the critic's node has no learner: it reads rank 0, beside
-    node 0's eval worker."""
+    learners is read is test_sync_routes.py's). Learner rank 1 (node 1) is made to differ from rank 0 (node 0), so
+    what each target holds afterwards says where it read from; the critic's node has no learner: it reads rank 0,
+    beside node 0's eval worker. `make test-long` only: who reads from whom is test_sync_routes.py's and, through the
+    port, test_sync_on_sim.py's; both transports on Ray, several sources at once included, the test above's."""
     with rlplace.connect(BESIDE, export_path=None, name="coll-n") as job:
         learner = job.launch("learner", Member, seed=3)
         learner.call("__ray_call__", lambda self: [w.add_(1) for w in self.weights if w.is_floating_point()], rank=1)
